@@ -1,0 +1,12 @@
+// Package concurrency holds sluice's lock-free admission primitives: a
+// weighted Semaphore that bounds inflight work, sharded variants for global
+// caps on many cores, exact per-key rate state (GCRA token bucket, fixed and
+// sliding windows, sliding log) and a bounded keyed table to hold that state
+// per client.
+//
+// Every decision method takes now as int64 nanoseconds on a monotonic clock
+// (see the ...At forms); the short forms read the clock once and are
+// shorthand for them. Admit paths take no lock and allocate nothing.
+// Constructors reject NaN, infinite, zero and negative parameters with an
+// error whose text starts with "concurrency:"; nothing is silently clamped.
+package concurrency

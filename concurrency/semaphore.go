@@ -1,0 +1,134 @@
+package concurrency
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// cacheLine is the padding unit that keeps hot atomics of different
+// structures off each other's cache lines (128 covers adjacent-line
+// prefetching on x86 and the 128-byte lines of some arm64 parts).
+const cacheLine = 128
+
+// Semaphore bounds weighted inflight work. TryAcquire admits n units when
+// inflight+n stays within the limit; Release gives them back. The bound is
+// exact under any interleaving: inflight never exceeds the limit in force at
+// the moment of each acquisition.
+//
+// The admit path is one atomic load of the limit and one CAS loop on the
+// inflight counter: no lock, no allocation. A Semaphore is safe for
+// concurrent use and must not be copied after first use. The zero value is
+// not usable; call NewSemaphore.
+type Semaphore struct {
+	_        [cacheLine]byte
+	inflight atomic.Int64
+	limit    atomic.Int64
+	// onCapacity is read on Release and SetLimit only; a nil pointer costs
+	// one load, so the fast path pays nothing when nobody waits.
+	onCapacity atomic.Pointer[func()]
+	_          [cacheLine]byte
+}
+
+// NewSemaphore returns a Semaphore that admits up to limit units at once.
+// It returns an error when limit is not positive.
+func NewSemaphore(limit int64) (*Semaphore, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+	}
+	s := &Semaphore{}
+	s.limit.Store(limit)
+	return s, nil
+}
+
+// TryAcquire admits n units if inflight+n <= Limit and reports whether it
+// did. It never blocks. TryAcquire(0) admits nothing and returns true. It
+// panics when n is negative: that would be a release in disguise.
+func (s *Semaphore) TryAcquire(n int64) bool {
+	if n <= 0 {
+		if n < 0 {
+			panic("concurrency: Semaphore.TryAcquire with negative n")
+		}
+		return true
+	}
+	// Optimistic add, undone on overshoot: one XADD instead of a CAS loop
+	// that retries under contention. The bound stays exact (a caller is
+	// admitted only when the sum including its own n is within the limit);
+	// the price is that a concurrent caller may see the transient overshoot
+	// and be rejected although it would have fitted an instant later.
+	if s.inflight.Add(n) <= s.limit.Load() {
+		return true
+	}
+	s.inflight.Add(-n)
+	return false
+}
+
+// Release gives back n units acquired earlier. Releasing more than is held
+// is a programmer error and panics; the counter is left unchanged then.
+// Release(0) does nothing.
+func (s *Semaphore) Release(n int64) {
+	if n <= 0 {
+		if n < 0 {
+			panic("concurrency: Semaphore.Release with negative n")
+		}
+		return
+	}
+	if after := s.inflight.Add(-n); after < 0 {
+		s.inflight.Add(n)
+		panic(fmt.Sprintf("concurrency: Semaphore.Release(%d) releases more than is held (%d)", n, after+n))
+	}
+	s.notify()
+}
+
+// SetLimit changes the limit. Shrinking never revokes permits already held:
+// it only stops new admissions until inflight falls under the new limit.
+// It returns an error when limit is not positive, and leaves the limit
+// unchanged then.
+func (s *Semaphore) SetLimit(limit int64) error {
+	if limit <= 0 {
+		return fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+	}
+	if old := s.limit.Swap(limit); limit > old {
+		s.notify()
+	}
+	return nil
+}
+
+// Limit returns the current limit.
+func (s *Semaphore) Limit() int64 { return s.limit.Load() }
+
+// Inflight returns the units currently held.
+func (s *Semaphore) Inflight() int64 { return s.inflight.Load() }
+
+// Available returns how many units TryAcquire could admit right now; it is
+// zero while inflight is at or above the limit.
+func (s *Semaphore) Available() int64 {
+	return max(0, s.limit.Load()-s.inflight.Load())
+}
+
+// OnCapacity registers f to be called after every Release and every SetLimit
+// that raises the limit, that is whenever capacity may have freed up. It is
+// the hook a waiting discipline uses to wake its waiters. f runs on the
+// releasing goroutine and must be quick and must not block; it may call
+// TryAcquire. OnCapacity(nil) removes the hook. A second non-nil hook is
+// refused with ErrHookInUse, so that two waiting disciplines cannot silently
+// share one semaphore.
+func (s *Semaphore) OnCapacity(f func()) error {
+	if f == nil {
+		s.onCapacity.Store(nil)
+		return nil
+	}
+	if !s.onCapacity.CompareAndSwap(nil, &f) {
+		return ErrHookInUse
+	}
+	return nil
+}
+
+// ErrHookInUse is returned by OnCapacity when a hook is already registered.
+var ErrHookInUse = errors.New("concurrency: a capacity hook is already registered")
+
+func (s *Semaphore) notify() {
+	if f := s.onCapacity.Load(); f != nil {
+		(*f)()
+	}
+}
