@@ -159,14 +159,22 @@ func newTestDefault(t *testing.T, opts ...Option) *Default {
 	return d
 }
 
-func TestDefaultSlowStartThenSqrtGrowth(t *testing.T) {
+func TestDefaultSlowStartThenAcceleratingGrowth(t *testing.T) {
 	d := newTestDefault(t)
 	if got := d.Update(win(100, 0, 10*ms, 100)); got != 200 {
 		t.Fatalf("slow start: got %d, want 200", got)
 	}
-	d.slowStart = false
-	if got := d.Update(win(100, 0, 10*ms, 200)); got != 200+int(math.Sqrt(200)) {
-		t.Fatalf("sqrt growth: got %d, want %d", got, 200+int(math.Sqrt(200)))
+	d.slowStart, d.streak = false, 0 // as after a first congestion signal
+	for _, want := range []int{201, 203, 207, 215} {
+		if got := d.Update(win(100, 0, 10*ms, d.Limit())); got != want {
+			t.Fatalf("growth: got %d, want %d", got, want)
+		}
+	}
+	if got := d.Update(win(100, 0, 10*ms, d.Limit()/2)); got != 215 {
+		t.Fatalf("inflight at half the limit: got %d, want 215 held", got)
+	}
+	if got := d.Update(win(100, 0, 10*ms, d.Limit())); got != 216 {
+		t.Fatalf("growth after a hold restarts at +1: got %d, want 216", got)
 	}
 }
 
@@ -175,29 +183,46 @@ func TestDefaultDropsShrink(t *testing.T) {
 	if got := d.Update(win(80, 20, 10*ms, 100)); got != 80 {
 		t.Fatalf("20%% drops: got %d, want 80", got)
 	}
-	if got := d.Update(win(99, 1, 10*ms, 80)); got == 80 {
-		// 1% is within the default drop tolerance: not a shrink.
-	} else if got < 80 {
-		t.Fatalf("1%% drops shrank the limit to %d", got)
+	if got := d.Update(win(20, 80, 10*ms, 80)); got != 56 {
+		t.Fatalf("80%% drops: got %d, want 56 (at most 30%% per window)", got)
+	}
+	if got := d.Update(win(99, 1, 10*ms, 10)); got != 56 {
+		t.Fatalf("1%% drops (within the tolerance) changed the limit to %d", got)
 	}
 }
 
 func TestDefaultCeiling(t *testing.T) {
 	d := newTestDefault(t, WithMaxHealthyLatency(20*ms))
 	d.Update(win(100, 0, 10*ms, 100)) // baseline 10ms
-	if got := d.Update(win(100, 0, 40*ms, 200)); got != 100 {
-		t.Fatalf("latency twice the ceiling: got %d, want 100 (half)", got)
+	if got := d.Update(win(100, 0, 25*ms, 200)); got != 160 {
+		t.Fatalf("latency 1.25 times the ceiling: got %d, want 160", got)
+	}
+	if got := d.Update(win(100, 0, 100*ms, 160)); got != 112 {
+		t.Fatalf("latency 5 times the ceiling: got %d, want 112 (at most 30%%)", got)
 	}
 }
 
-func TestDefaultQueueingShrinksToLittle(t *testing.T) {
+func TestDefaultQueueingShrinksByTheGradient(t *testing.T) {
 	d := newTestDefault(t)
 	d.slowStart = false
-	d.Update(win(100, 0, 10*ms, 100)) // baseline 10ms, grows to 110
-	// 1000 req/s at mean 20ms is 20 inflight; g = 10*1.25/20.
-	w := Window{End: int64(100 * ms), Count: 100, RTT: 20 * ms, MeanRTT: 20 * ms, MaxInflight: 110}
-	if got, want := d.Update(w), 55; got != want { // Little says 12.5; a shrink is at most by half
-		t.Fatalf("queueing: got %d, want %d", got, want)
+	d.Update(win(100, 0, 10*ms, 100)) // baseline 10ms, grows to 101
+	if got := d.Update(win(100, 0, 14*ms, 101)); got != 90 /* int(101*10*1.25/14) */ {
+		t.Fatalf("queueing: got %d, want L*g = %d", got, 90 /* int(101*10*1.25/14) */)
+	}
+}
+
+func TestDefaultThroughputEvidence(t *testing.T) {
+	d := newTestDefault(t)
+	d.slowStart = false
+	// 1000 req/s at 10ms: 10 inflight on average.
+	d.Update(Window{End: int64(100 * ms), Count: 100, RTT: 10 * ms, MeanRTT: 10 * ms, MaxInflight: 100})
+	// Inflight 12 (+20%): throughput 1000 -> 1000, latency within tolerance.
+	// Then inflight 16 (+33% over 12) with no more throughput: queueing.
+	d.Update(Window{End: int64(100 * ms), Count: 100, RTT: 12 * ms, MeanRTT: 12 * ms, MaxInflight: 101})
+	before := d.Limit()
+	got := d.Update(Window{End: int64(100 * ms), Count: 100, RTT: 12 * ms, MeanRTT: 16 * ms, MaxInflight: before})
+	if got >= before {
+		t.Fatalf("more inflight without more throughput grew the limit %d -> %d", before, got)
 	}
 }
 

@@ -35,7 +35,10 @@ type Request struct {
 }
 
 // Limiter enforces a limit that an Algorithm adapts from the outcomes of the
-// work it admits. Acquire hands out a Token; Token.Done returns the permit
+// work it admits. A drop of work admitted before the latest decrease of the
+// limit is counted as Window.StaleDrops, not Window.Drops: that decrease
+// already answered it, so a burst of late completions cannot shrink the
+// limit again and again. Acquire hands out a Token; Token.Done returns the permit
 // and records a sample. Samples are aggregated with atomics; when a window
 // closes (by age and sample count, see WithWindow and WithWindowSamples) the
 // goroutine that closes it steps the Algorithm under a lock that only window
@@ -55,6 +58,8 @@ type Limiter struct {
 	winStart    atomic.Int64
 	count       atomic.Int64
 	drops       atomic.Int64
+	staleDrops  atomic.Int64
+	decreasedAt atomic.Int64 // the window boundary of the latest decrease
 	sumNs       atomic.Int64
 	minNs       atomic.Int64
 	maxInflight atomic.Int64
@@ -288,7 +293,11 @@ func (l *Limiter) finish(now, latency int64, o Outcome) {
 			}
 		}
 	case Dropped:
-		l.drops.Add(1)
+		if now-latency < l.decreasedAt.Load() {
+			l.staleDrops.Add(1)
+		} else {
+			l.drops.Add(1)
+		}
 	}
 	l.sem.Release(1)
 	if o == Ignore {
@@ -299,7 +308,7 @@ func (l *Limiter) finish(now, latency int64, o Outcome) {
 
 func (l *Limiter) due(now int64) bool {
 	age := time.Duration(now - l.winStart.Load())
-	n := int(l.count.Load() + l.drops.Load())
+	n := int(l.count.Load() + l.drops.Load() + l.staleDrops.Load())
 	return n >= l.cfg.maxSamples ||
 		(age >= l.cfg.minWindow && n >= l.cfg.minSamples) ||
 		(age >= l.cfg.maxWindow && n > 0)
@@ -322,6 +331,7 @@ func (l *Limiter) maybeClose(now int64) {
 	count := l.count.Swap(0)
 	w.Count = int(count)
 	w.Drops = int(l.drops.Swap(0))
+	w.StaleDrops = int(l.staleDrops.Swap(0))
 	sum := l.sumNs.Swap(0)
 	minNs := l.minNs.Swap(math.MaxInt64)
 	w.MaxInflight = int(l.maxInflight.Swap(l.sem.Inflight()))
@@ -335,8 +345,11 @@ func (l *Limiter) maybeClose(now int64) {
 		w.Runtime = l.runtime.read()
 	}
 	l.windows.Add(1)
-	limit := l.alg.Update(w)
-	_ = l.sem.SetLimit(int64(max(1, limit))) // never fails for a positive limit
+	limit := int64(max(1, l.alg.Update(w)))
+	if limit < l.sem.Limit() {
+		l.decreasedAt.Store(now)
+	}
+	_ = l.sem.SetLimit(limit) // never fails for a positive limit
 }
 
 // Limit returns the limit in force.

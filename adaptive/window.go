@@ -12,6 +12,10 @@ type Window struct {
 	// Drops is the number of Dropped outcomes: timeouts, deadline errors and
 	// work abandoned because of overload.
 	Drops int
+	// StaleDrops counts drops of work admitted before the limit last
+	// decreased: that decrease already answered them (one reduction per
+	// round trip, as in TCP), so algorithms do not count them again.
+	StaleDrops int
 	// RTT is the chosen latency statistic (a percentile, see WithPercentile)
 	// of the Success samples; zero when Count is zero.
 	RTT time.Duration
