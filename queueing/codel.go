@@ -71,6 +71,23 @@ func (c *CoDel) Expired(enqueued, now int64) bool {
 	return now-enqueued >= int64(c.Timeout(now))
 }
 
+// Deadline returns the instant at which a waiter that entered at enqueued
+// expires, given that the queue stays non-empty until then (as it does
+// while that waiter is in it, so the answer does not change while it
+// waits): the interval after its arrival, or the target after it once the
+// queue turns standing, whichever comes first. Expired(enqueued, now) is
+// now >= Deadline(enqueued).
+func (c *CoDel) Deadline(enqueued int64) int64 {
+	at := enqueued + c.interval
+	if !c.seen {
+		return at
+	}
+	if standing := max(c.lastEmpty+c.interval, enqueued+c.target); standing < at {
+		return standing
+	}
+	return at
+}
+
 // Target returns the target delay.
 func (c *CoDel) Target() time.Duration { return time.Duration(c.target) }
 

@@ -66,15 +66,15 @@ func (q *Queue) admitLocked(l lane, n int64) bool {
 
 // expiryLocked returns the instant at which w is shed, and the error it
 // gets then; math.MaxInt64 when only its context bounds its wait. With
-// CoDel the instant moves as the queue turns standing or drains, so a
-// waiter's timer re-reads it.
-func (q *Queue) expiryLocked(w *waiter, now int64) (int64, error) {
+// CoDel the instant is fixed while w waits (the queue is not empty then);
+// the waiter's timer re-reads it all the same when it fires.
+func (q *Queue) expiryLocked(w *waiter) (int64, error) {
 	at, err := int64(math.MaxInt64), error(nil)
 	if q.cfg.maxWait > 0 {
 		at, err = w.enq+int64(q.cfg.maxWait), ErrTimeout
 	}
 	if q.cfg.codel {
-		if c := w.enq + int64(q.codel.Timeout(now)); c < at {
+		if c := q.codel.Deadline(w.enq); c < at {
 			at, err = c, ErrCongested
 		}
 	}
@@ -91,7 +91,7 @@ func (q *Queue) sweepLocked(now int64) {
 	for _, b := range q.line.buckets {
 		for w := b.head; w != nil; {
 			next := w.next
-			at, err := q.expiryLocked(w, now)
+			at, err := q.expiryLocked(w)
 			if now < at {
 				break
 			}

@@ -143,7 +143,7 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 		q.rate.start(now)
 	}
 	q.line.push(w)
-	expiry, _ := q.expiryLocked(w, now)
+	expiry, _ := q.expiryLocked(w)
 	q.unlock()
 	return q.wait(ctx, w, expiry, now)
 }
@@ -209,7 +209,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, expiry, now int64) error {
 				return w.err
 			}
 			now := clock.Now()
-			expiry, err := q.expiryLocked(w, now)
+			expiry, err := q.expiryLocked(w)
 			if now >= expiry {
 				q.leaveLocked(w, now)
 				q.stats.Shed++

@@ -17,7 +17,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // are quiescent, so the check after the acquisition is exact.
 type checked struct {
 	*concurrency.Semaphore
-	t testing.TB
+	t tb
+}
+
+// tb is what both *testing.T and *rapid.T offer.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Errorf(format string, args ...any)
 }
 
 func (c checked) TryAcquire(n int64) bool {
@@ -30,7 +37,7 @@ func (c checked) TryAcquire(n int64) bool {
 	return true
 }
 
-func newSem(t testing.TB, limit int64) checked {
+func newSem(t tb, limit int64) checked {
 	t.Helper()
 	s, err := concurrency.NewSemaphore(limit)
 	if err != nil {
@@ -90,7 +97,7 @@ func (o *order) add(id int) {
 	o.mu.Unlock()
 }
 
-func mustLane(t testing.TB, q *Queue, p Priority, part string) Lane {
+func mustLane(t tb, q *Queue, p Priority, part string) Lane {
 	t.Helper()
 	l, err := q.Lane(p, part)
 	if err != nil {

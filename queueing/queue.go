@@ -27,7 +27,12 @@ const closedBias = 1 << 40
 // LIFO (WithOrder). With WithReserve or WithPartition a waiter that its
 // share does not allow yet is passed over by those behind it (the one
 // explicit exception to strict order); otherwise a waiter that does not fit
-// blocks those behind it, so large requests are not starved.
+// blocks those behind it, so large requests are not starved. The queue
+// re-examines its waiters at every event it sees: an arrival, a release
+// through it, a cancellation, a timeout, and, through the capacity hook, a
+// release on the Admitter or a limit increase. A limit decrease is not
+// signalled; with a reserve or partitions it can change which waiter is
+// allowed, and the queue acts on that at its next event.
 //
 // When the queue is not configured with reserves or partitions and nobody
 // waits, Acquire, TryAcquire and Release take no lock and allocate nothing:
