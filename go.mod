@@ -3,3 +3,5 @@ module github.com/sluicehq/sluice
 go 1.26.0
 
 require pgregory.net/rapid v1.3.0
+
+require go.uber.org/goleak v1.3.0
