@@ -1,0 +1,533 @@
+package concurrency
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync/atomic"
+)
+
+// Overflow is what a Table does with a new key when it cannot admit it:
+// the table (or the key's shard) holds its capacity of live entries and none
+// of the key's candidate slots holds a recovered one.
+type Overflow uint8
+
+const (
+	// OverflowReject makes Get report ok == false for a key that does not fit.
+	OverflowReject Overflow = iota
+	// OverflowShare makes every key that does not fit share one overflow
+	// state (Ref.Overflow reports true for it). The shared state is never
+	// reset or evicted.
+	OverflowShare
+)
+
+// TableOption configures NewTable.
+type TableOption interface{ apply(*tableConfig) }
+
+type tableConfig struct {
+	overflow Overflow
+	shards   int // 0: default
+}
+
+type overflowOption Overflow
+
+func (o overflowOption) apply(c *tableConfig) { c.overflow = Overflow(o) }
+
+// WithOverflow sets the overflow policy; the default is OverflowReject.
+func WithOverflow(o Overflow) TableOption { return overflowOption(o) }
+
+type shardsOption int
+
+func (n shardsOption) apply(c *tableConfig) { c.shards = int(n) }
+
+// WithShards sets the number of shards, a power of two no larger than the
+// capacity. The default is the power of two at or above GOMAXPROCS, lowered
+// so that each shard holds at least 1,024 entries (one shard for small
+// tables).
+func WithShards(n int) TableOption { return shardsOption(n) }
+
+const (
+	// bucketSlots is the number of slots of a bucket: its eight keys fill one
+	// 64-byte cache line, so a probe of a bucket reads one line.
+	bucketSlots = 8
+	// pinLocked is added to a slot's pin count by whoever holds it
+	// exclusively. It is so negative that concurrent pinners, which add 1 and
+	// undo on seeing a negative result, can never lift it to zero or above.
+	pinLocked int32 = -1 << 30
+	// slotsPerEntry4 is the number of slots per unit of capacity, times 4:
+	// 5/4 slots per entry, so a full table is 80% occupied. With the
+	// emptier-of-two-buckets placement this keeps both buckets of a new key
+	// full (a spurious overflow) rare; TestTableLoad measures it.
+	slotsPerEntry4 = 5
+)
+
+// bucket holds bucketSlots entries, keys first so that a probe touches one
+// cache line. A key is a 64-bit keyed hash; 0 marks an empty slot.
+type bucket[V any] struct {
+	keys  [bucketSlots]atomic.Uint64
+	pins  [bucketSlots]atomic.Int32
+	state [bucketSlots]V
+}
+
+// tableShard is one shard: its buckets and its share of the capacity.
+type tableShard[V any] struct {
+	_       [cacheLine]byte
+	buckets []bucket[V]
+	cap     int64
+	// count is the number of entries of the shard, reservations included;
+	// it never exceeds cap once a reservation is confirmed.
+	count     atomic.Int64
+	evictions atomic.Uint64
+	overflows atomic.Uint64
+}
+
+// Table is a bounded table of per-key state V, for rate state per client
+// (per IP, user, API key or tenant). It never holds more than its capacity
+// of entries, and it evicts only entries whose state is recovered, that is
+// indistinguishable from a fresh one. When it is full of live entries, a new
+// key follows the overflow policy (reject, or share one overflow state): a
+// flood of new keys never resets a client that is currently limited.
+//
+// Keys are not stored. The table keeps a 64-bit hash of each key, keyed
+// with a per-table random seed (hash/maphash), so keys never need to be
+// copied or retained and an attacker who does not know the seed cannot aim
+// for collisions. Two keys with the same hash share one state; among n
+// entries the probability of any collision is about n²/2^65 (about 2.7e-10
+// for 10^5 entries).
+//
+// Get finds or inserts the key's entry and pins it: the Ref it returns
+// points at the key's state until Release, and nobody can evict, delete or
+// re-target that entry meanwhile. The state is shared by all goroutines that
+// hold a Ref to the same key at once, so V itself must be safe for
+// concurrent use (typically atomic words, like a GCRA bucket).
+//
+// Placement: a key's shard comes from its hash, and each shard holds an
+// equal share of the capacity. Within the shard the key may live in any of
+// the 16 slots of its two candidate buckets; a new key goes to the emptier
+// one. Eviction looks at those 16 slots only. So a new key can overflow
+// although the table is not full: when its shard holds its share, or when
+// its two buckets are full of live entries (TestTableLoad measures the first
+// such overflow at about 91-95% of a 100,000-entry table filled with keys
+// that never recover, and 99.7-99.9% filled after 100,000 distinct keys),
+// and a full table can overflow although recovered entries exist outside
+// the key's buckets. Neither ever evicts or resets a live entry.
+//
+// Memory: capacity·5/4 slots, each 12 bytes (key and pin count) plus the
+// size of V, so 15 bytes plus 1.25 times the size of V per entry of
+// capacity, preallocated by NewTable; nothing is allocated later.
+//
+// Get, GetBytes, Lookup, Delete, Len and Stats are safe for concurrent use
+// and take no lock: a reader pins an entry with one atomic add, and writers
+// (insertion, eviction, deletion) take a slot with one compare-and-swap and
+// never wait for a pinned one. The only wait is a yield while another
+// goroutine is in the middle of inserting, evicting or deleting an entry of
+// the same key (a few stores). The zero value is not usable; call NewTable.
+type Table[V any, P interface {
+	*V
+	Reset()
+}] struct {
+	seed      maphash.Seed
+	shards    []tableShard[V]
+	shardBits uint
+	capacity  int64
+	overflow  Overflow
+	recovered func(v *V, now int64) bool
+	// shared is the overflow state of OverflowShare.
+	shared V
+}
+
+// TableStats is a snapshot of a Table's counters.
+type TableStats struct {
+	// Entries is the number of entries held (including insertions in
+	// progress).
+	Entries int64
+	// Capacity is the hard cap on entries.
+	Capacity int64
+	// Evictions counts recovered entries replaced by new keys.
+	Evictions uint64
+	// Overflows counts new keys that did not fit and were rejected or sent
+	// to the shared overflow state.
+	Overflows uint64
+}
+
+// NewTable returns a Table that holds at most capacity entries of state V.
+// The zero value of V is the fresh state; P's Reset sets a state back to
+// fresh. recovered(v, now) reports whether state v is indistinguishable
+// from a fresh one at now, so that its entry may be evicted; it is called
+// only while the table holds the entry exclusively, on the eviction path,
+// and like Reset it must not block or panic.
+//
+// NewTable returns an error when capacity is not positive, recovered is
+// nil, the overflow policy is unknown or the shard count is not a power of
+// two between 1 and capacity.
+func NewTable[V any, P interface {
+	*V
+	Reset()
+}](capacity int, recovered func(v *V, now int64) bool, opts ...TableOption) (*Table[V, P], error) {
+	if capacity <= 0 {
+		return nil, fmt.Errorf("concurrency: table capacity must be positive, got %d", capacity)
+	}
+	if recovered == nil {
+		return nil, errors.New("concurrency: table needs a recovered func")
+	}
+	var cfg tableConfig
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.overflow > OverflowShare {
+		return nil, fmt.Errorf("concurrency: unknown overflow policy %d", cfg.overflow)
+	}
+	n := cfg.shards
+	if n == 0 {
+		n = 1 << bits.Len(uint(max(1, runtime.GOMAXPROCS(0))-1))
+		for n > 1 && capacity/n < 1024 {
+			n /= 2
+		}
+	} else if n < 0 || n&(n-1) != 0 || n > capacity {
+		return nil, fmt.Errorf("concurrency: table shards must be a power of two between 1 and the capacity (%d), got %d", capacity, n)
+	}
+	t := &Table[V, P]{
+		seed:      maphash.MakeSeed(),
+		shards:    make([]tableShard[V], n),
+		shardBits: uint(bits.TrailingZeros(uint(n))),
+		capacity:  int64(capacity),
+		overflow:  cfg.overflow,
+		recovered: recovered,
+	}
+	for i := range t.shards {
+		c := capacity / n
+		if i < capacity%n {
+			c++
+		}
+		nb := (c*slotsPerEntry4/4 + bucketSlots - 1) / bucketSlots
+		t.shards[i].cap = int64(c)
+		t.shards[i].buckets = make([]bucket[V], max(1, nb))
+	}
+	return t, nil
+}
+
+// Ref is a pinned reference to one key's state, returned by Get and Lookup.
+// It must be released exactly once with Release; the zero Ref is inert.
+type Ref[V any] struct {
+	v    *V
+	pins *atomic.Int32 // nil for the shared overflow state
+}
+
+// Value returns the key's state. It is valid until Release.
+func (r Ref[V]) Value() *V { return r.v }
+
+// Overflow reports whether r is the shared overflow state of OverflowShare.
+func (r Ref[V]) Overflow() bool { return r.v != nil && r.pins == nil }
+
+// Release unpins the entry. Releasing a Ref twice is a programmer error; it
+// panics when it is detected (the entry was pinned by no one else).
+func (r Ref[V]) Release() {
+	if r.pins == nil {
+		return
+	}
+	if r.pins.Add(-1) == -1 {
+		r.pins.Add(1)
+		panic("concurrency: Ref released more than once")
+	}
+}
+
+// hash returns the key's slot hash: never 0, which marks an empty slot.
+func fixHash(h uint64) uint64 {
+	if h == 0 {
+		return 1
+	}
+	return h
+}
+
+// Get returns the entry of key, inserting a fresh one if the key is absent,
+// and pins it. When the key does not fit (see Overflow), Get returns the
+// shared overflow state under OverflowShare and ok == false under
+// OverflowReject. now is the time handed to recovered when Get has to
+// evict. Get allocates nothing.
+func (t *Table[V, P]) Get(key string, now int64) (r Ref[V], ok bool) {
+	return t.get(fixHash(maphash.String(t.seed, key)), now)
+}
+
+// GetBytes is Get for a key held in a byte slice; it does not allocate and
+// does not retain key.
+func (t *Table[V, P]) GetBytes(key []byte, now int64) (r Ref[V], ok bool) {
+	return t.get(fixHash(maphash.Bytes(t.seed, key)), now)
+}
+
+// Lookup returns the pinned entry of key if there is one. It never inserts
+// and never returns the overflow state.
+func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
+	h := fixHash(maphash.String(t.seed, key))
+	_, b1, b2 := t.locate(h)
+	for {
+		r, st := find(b1, b2, h)
+		if st != probeBusy {
+			return r, st == probeFound
+		}
+		runtime.Gosched()
+	}
+}
+
+// Delete removes the entry of key and reports whether it did. It waits for
+// no one: it fails, returning false, when the entry is pinned or in the
+// middle of an insertion, and when there is no entry.
+func (t *Table[V, P]) Delete(key string) bool {
+	h := fixHash(maphash.String(t.seed, key))
+	sh, b1, b2 := t.locate(h)
+	for _, b := range [2]*bucket[V]{b1, b2} {
+		for i := range b.keys {
+			if b.keys[i].Load() != h {
+				continue
+			}
+			// CAS 0 -> locked: take the slot only if nobody pins it.
+			if !b.pins[i].CompareAndSwap(0, pinLocked) {
+				return false
+			}
+			if b.keys[i].Load() != h { // re-keyed before we took it
+				b.pins[i].Add(-pinLocked)
+				continue
+			}
+			b.keys[i].Store(0)
+			sh.count.Add(-1)
+			b.pins[i].Add(-pinLocked)
+			return true
+		}
+		if b2 == b1 {
+			break
+		}
+	}
+	return false
+}
+
+// Len returns the number of entries.
+func (t *Table[V, P]) Len() int {
+	var n int64
+	for i := range t.shards {
+		n += t.shards[i].count.Load()
+	}
+	return int(n)
+}
+
+// Stats returns a snapshot of the table's counters; each is read
+// atomically, the set is not read at one instant.
+func (t *Table[V, P]) Stats() TableStats {
+	s := TableStats{Capacity: t.capacity}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		s.Entries += sh.count.Load()
+		s.Evictions += sh.evictions.Load()
+		s.Overflows += sh.overflows.Load()
+	}
+	return s
+}
+
+// locate returns the shard and the two candidate buckets of hash h: the
+// shard from the top bits, the buckets from two independent mixes of h
+// (multiply-shift ranges them without a division).
+func (t *Table[V, P]) locate(h uint64) (*tableShard[V], *bucket[V], *bucket[V]) {
+	sh := &t.shards[h>>(64-t.shardBits)&(1<<t.shardBits-1)]
+	nb := uint64(len(sh.buckets))
+	i1 := (uint64(uint32(h)) * nb) >> 32
+	i2 := (((h * 0x9e3779b97f4a7c15) >> 32) * nb) >> 32
+	if i2 == i1 && nb > 1 {
+		i2 = (i1 + 1) % nb
+	}
+	return sh, &sh.buckets[i1], &sh.buckets[i2]
+}
+
+type probe uint8
+
+const (
+	probeMiss probe = iota
+	probeFound
+	probeBusy // the key's slot is held exclusively for the moment
+)
+
+// find pins the slot of h in b1 or b2.
+func find[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
+	if r, st := findIn(b1, h); st != probeMiss || b2 == b1 {
+		return r, st
+	}
+	return findIn(b2, h)
+}
+
+func findIn[V any](b *bucket[V], h uint64) (Ref[V], probe) {
+	for i := range b.keys {
+		if b.keys[i].Load() != h {
+			continue
+		}
+		p := &b.pins[i]
+		if p.Add(1) < 0 { // held exclusively: undo, the holder is about to re-key or publish
+			p.Add(-1)
+			return Ref[V]{}, probeBusy
+		}
+		if b.keys[i].Load() != h { // re-keyed between the load and the pin
+			p.Add(-1)
+			continue
+		}
+		return Ref[V]{v: &b.state[i], pins: p}, probeFound
+	}
+	return Ref[V]{}, probeMiss
+}
+
+func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
+	sh, b1, b2 := t.locate(h)
+	for {
+		r, st := find(b1, b2, h)
+		switch st {
+		case probeFound:
+			return r, true
+		case probeBusy:
+			runtime.Gosched()
+			continue
+		}
+		r, st = t.insert(sh, b1, b2, h, now)
+		switch st {
+		case probeFound:
+			return r, true
+		case probeBusy: // lost a race for the same key: find it again
+			continue
+		}
+		sh.overflows.Add(1)
+		if t.overflow == OverflowShare {
+			return Ref[V]{v: &t.shared}, true
+		}
+		return Ref[V]{}, false
+	}
+}
+
+// insert places h in an empty slot of b1 or b2 if the shard's cap allows,
+// else in place of a recovered entry of b1 or b2. It returns probeFound with
+// the pinned new entry, probeBusy when it gave way to a concurrent insertion
+// of the same key, probeMiss when the key does not fit.
+func (t *Table[V, P]) insert(sh *tableShard[V], b1, b2 *bucket[V], h uint64, now int64) (Ref[V], probe) {
+	if sh.reserve() {
+		// Emptier bucket first (two-choice placement keeps buckets level).
+		first, second := b1, b2
+		if empties(b2) > empties(b1) {
+			first, second = b2, b1
+		}
+		for _, b := range [2]*bucket[V]{first, second} {
+			for i := range b.keys {
+				if b.keys[i].Load() != 0 {
+					continue
+				}
+				// CAS 0 -> locked: take the empty slot unless someone pins it.
+				if !b.pins[i].CompareAndSwap(0, pinLocked) {
+					continue
+				}
+				if b.keys[i].Load() != 0 { // filled before we took it
+					b.pins[i].Add(-pinLocked)
+					continue
+				}
+				return t.publish(sh, b1, b2, b, i, h)
+			}
+			if b2 == b1 {
+				break
+			}
+		}
+		sh.count.Add(-1)
+	}
+	// Full: replace a recovered entry of the two buckets, if any.
+	for _, b := range [2]*bucket[V]{b1, b2} {
+		for i := range b.keys {
+			if k := b.keys[i].Load(); k == 0 || k == h {
+				continue
+			}
+			// CAS 0 -> locked: only an entry nobody pins may be examined and evicted.
+			if !b.pins[i].CompareAndSwap(0, pinLocked) {
+				continue
+			}
+			if k := b.keys[i].Load(); k == 0 || k == h || !t.recovered(&b.state[i], now) {
+				b.pins[i].Add(-pinLocked)
+				continue
+			}
+			sh.evictions.Add(1) // the count stays: one entry out, one in
+
+			return t.publish(sh, b1, b2, b, i, h)
+		}
+		if b2 == b1 {
+			break
+		}
+	}
+	return Ref[V]{}, probeMiss
+}
+
+// reserve takes one unit of the shard's capacity if one is left.
+func (sh *tableShard[V]) reserve() bool {
+	for {
+		c := sh.count.Load()
+		if c >= sh.cap {
+			return false
+		}
+		// CAS c -> c+1: reserve only while under the cap, so that the count,
+		// and with it Len, never exceeds the capacity even for an instant.
+		if sh.count.CompareAndSwap(c, c+1) {
+			return true
+		}
+	}
+}
+
+func empties[V any](b *bucket[V]) int {
+	n := 0
+	for i := range b.keys {
+		if b.keys[i].Load() == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// publish writes h and a fresh state into slot i of b, which the caller
+// holds exclusively and has counted, then resolves a race with concurrent
+// insertions of the same key before it makes the slot visible: two inserters
+// that missed each other may have placed h in two slots. Each writes its key
+// before it scans (sequentially consistent atomics), so at least one sees
+// the other. An inserter gives way (empties its slot) when it sees h already
+// published, or held in a slot that comes earlier in the (b1, b2) order; it
+// waits while h is held in a later slot, whose holder will either give way
+// to it or re-key the slot. So exactly one copy is published, and no holder
+// waits on an earlier one (no cycle).
+func (t *Table[V, P]) publish(sh *tableShard[V], b1, b2, b *bucket[V], i int, h uint64) (Ref[V], probe) {
+	b.keys[i].Store(h)
+	P(&b.state[i]).Reset()
+	mine := slotOrder(b1, b2, b, i)
+	for {
+		wait := false
+		for _, c := range [2]*bucket[V]{b1, b2} {
+			for j := range c.keys {
+				if (c == b && j == i) || c.keys[j].Load() != h {
+					continue
+				}
+				if c.pins[j].Load() >= 0 || slotOrder(b1, b2, c, j) < mine {
+					b.keys[i].Store(0)
+					sh.count.Add(-1)
+					b.pins[i].Add(-pinLocked)
+					return Ref[V]{}, probeBusy
+				}
+				wait = true
+			}
+			if b2 == b1 {
+				break
+			}
+		}
+		if !wait {
+			break
+		}
+		runtime.Gosched()
+	}
+	// From held to pinned once, in one add: no instant in which another
+	// inserter could evict the fresh (and perhaps already recovered) entry.
+	b.pins[i].Add(1 - pinLocked)
+	return Ref[V]{v: &b.state[i], pins: &b.pins[i]}, probeFound
+}
+
+// slotOrder ranks slot j of bucket c among the candidates b1 then b2.
+func slotOrder[V any](b1, b2, c *bucket[V], j int) int {
+	if c == b1 {
+		return j
+	}
+	return bucketSlots + j
+}
