@@ -1,0 +1,515 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// shedHint is the Retry-After of a rejection that has no exact figure (a
+// full concurrency limit, a failed store): the smallest a header can say.
+const shedHint = time.Second
+
+// attempt is the pooled per-request state: the identity keys, the store
+// request and result, and what the attempt holds until it is done.
+type attempt struct {
+	c     *Controller
+	shard int
+	// gen tells a live Token from a stale copy: Done moves it on once.
+	gen atomic.Uint64
+
+	at   Attempt
+	cost int64
+	now  int64
+	// buf holds the identity keys; keys are strings over it (see key), so
+	// it is not written again until the attempt is done.
+	buf  []byte
+	keys [Tenant + 1]struct{ start, end int }
+
+	req     store.Request
+	res     store.Result
+	hitRule [store.MaxHits]int
+
+	// Held until done: Global rate rules charged (given back on a later
+	// rejection), Global concurrency permits, adaptive tokens, leases.
+	rated  []int
+	sems   []int
+	tokens    []adaptive.Token
+	adaptives []int // the rules of tokens
+	leases []store.Lease
+	active bool
+
+	w statusWriter // the middleware's
+}
+
+func (c *Controller) get() *attempt { return c.pool.Get().(*attempt) }
+
+// put returns a to the pool; it holds nothing.
+func (c *Controller) put(a *attempt) {
+	a.at = Attempt{}
+	a.buf = a.buf[:0]
+	a.keys = [Tenant + 1]struct{ start, end int }{}
+	a.w = statusWriter{}
+	c.pool.Put(a)
+}
+
+// key returns the store key of identity id for the attempt, building it in
+// buf the first time; ok is false when the attempt has no such identity.
+//
+// The string shares buf's memory (unsafe.String): stores do not retain a
+// request's keys (store.Store's contract), and a lease's key is used by
+// Release before the attempt goes back to the pool, so the bytes never
+// change under a live string and no key is allocated.
+func (a *attempt) key(id Identity) (string, bool) {
+	k := &a.keys[id]
+	if k.end == 0 {
+		start := len(a.buf)
+		switch id {
+		case IP:
+			a.buf = append(a.buf, "ip:"...)
+			a.buf = a.at.IP.AppendTo(a.buf)
+		case User:
+			if a.at.User == "" {
+				return "", false
+			}
+			a.buf = append(append(a.buf, "user:"...), a.at.User...)
+		case APIKey:
+			if a.at.APIKey == "" {
+				return "", false
+			}
+			a.buf = a.c.hasher.AppendSumString(append(a.buf, "key:"...), a.at.APIKey)
+		case Tenant:
+			if a.at.Tenant == "" {
+				return "", false
+			}
+			a.buf = append(append(a.buf, "tenant:"...), a.at.Tenant...)
+		default:
+			return "", false
+		}
+		// buf may have moved: earlier keys are re-derived by keyString from
+		// the offsets, never kept across an append.
+		k.start, k.end = start, len(a.buf)
+	}
+	return "", true
+}
+
+// keyString returns the built key of id as a string over buf; valid while
+// buf is not appended to.
+func (a *attempt) keyString(id Identity) string {
+	k := a.keys[id]
+	return unsafe.String(&a.buf[k.start], k.end-k.start)
+}
+
+// decide runs the attempt at.at through the plan of its category. On an
+// allowed decision the attempt holds its permits until done; otherwise it
+// holds nothing.
+func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
+	now := a.at.Now
+	if now == 0 {
+		now = c.now()
+	}
+	cost := a.at.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	if cost < 0 {
+		return Decision{}, fmt.Errorf("shed: negative cost %d", cost)
+	}
+	a.now, a.cost = now, cost
+	p := c.planFor(a.at.Category)
+	d := Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+
+	// Identity keys first: the strings over buf are taken after the last
+	// append.
+	penalized := false
+	if c.pen != nil {
+		_, penalized = a.key(c.penID)
+	}
+	for _, i := range p.stored {
+		a.key(c.rules[i].Identity)
+	}
+
+	// 1. The penalty box.
+	if penalized {
+		if left, in := c.pen.Check(a.keyString(c.penID), now); in {
+			if !c.dryPen {
+				d.Allowed, d.Kind, d.RetryAfter = false, Penalized, max(left, 1)
+				return c.done(a, d), nil
+			}
+			c.markDry(a, &d, "", Penalized)
+		}
+	}
+
+	// 2. Global rate rules, in this process.
+	for _, i := range p.rates {
+		r := &c.rules[i]
+		rd := r.rate.AllowN(now, cost)
+		if !rd.Allowed {
+			if r.dry {
+				c.markDry(a, &d, r.Name, r.kind)
+				c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, &d)
+			return c.rejectBy(a, d, i, rd), nil
+		}
+		a.rated = append(a.rated, i)
+		c.consider(&d, i, rd)
+	}
+
+	// 3. Global concurrency and adaptive limits, in this process.
+	for _, i := range p.concs {
+		r := &c.rules[i]
+		ok, hint, err := c.acquire(ctx, a, r, i)
+		if err != nil {
+			c.rollback(a, &d)
+			return Decision{}, err
+		}
+		if !ok {
+			if r.dry {
+				c.markDry(a, &d, r.Name, r.kind)
+				c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, &d)
+			return c.rejectBy(a, d, i, concurrency.Decision{Reason: concurrency.ReasonLimited, RetryAfter: hint}), nil
+		}
+	}
+
+	// 4. Per-key rules, in one store call.
+	if len(p.stored) > 0 {
+		if rej, ok := c.decideStore(ctx, a, p, &d); !ok {
+			return rej, nil
+		}
+	}
+
+	for _, i := range a.rated {
+		c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+	}
+	for _, i := range a.sems {
+		c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+	}
+	for _, i := range a.adaptives {
+		c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+	}
+	if d.rule >= 0 {
+		d.Rule = c.rules[d.rule].Name
+	}
+	a.rated = a.rated[:0]
+	a.active = true
+	c.ctr.add(a.shard, cInflight, 1)
+	return c.done(a, d), nil
+}
+
+// acquire takes a Global Concurrency or Adaptive permit for a, waiting up
+// to the rule's MaxWait. It reports whether it did, and for a refusal the
+// Retry-After hint; the error is ctx's when ctx ended while waiting.
+func (c *Controller) acquire(ctx context.Context, a *attempt, r *rule, i int) (bool, time.Duration, error) {
+	if r.lim != nil {
+		req := adaptive.Request{}
+		if dl, ok := ctx.Deadline(); ok {
+			req.Deadline = a.now + int64(time.Until(dl))
+		}
+		tok, err := r.lim.TryAcquireAt(a.now, req)
+		if errors.Is(err, adaptive.ErrLimited) && r.MaxWait > 0 && !r.dry {
+			tok, err = c.waitAdaptive(ctx, a, r, req)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, 0, ctx.Err()
+			}
+			return false, max(shedHint, r.lim.PredictedLatency()), nil
+		}
+		a.tokens = append(a.tokens, tok)
+		a.adaptives = append(a.adaptives, i)
+		return true, 0, nil
+	}
+	if r.queue == nil || r.dry {
+		if !r.sem.TryAcquire(a.cost) {
+			return false, c.semHint(r, a.cost), nil
+		}
+		a.sems = append(a.sems, i)
+		return true, 0, nil
+	}
+	if r.queue.TryAcquire(a.cost) {
+		a.sems = append(a.sems, i)
+		return true, 0, nil
+	}
+	start := c.now()
+	err := r.queue.Acquire(ctx, a.cost)
+	c.ctr.add(a.shard, cQueueWaits, 1)
+	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
+	switch {
+	case err == nil:
+		a.sems = append(a.sems, i)
+		return true, 0, nil
+	case ctx.Err() != nil:
+		return false, 0, ctx.Err()
+	}
+	c.ctr.add(a.shard, cQueueShed, 1)
+	return false, c.semHint(r, a.cost), nil
+}
+
+// semHint is the Retry-After of a full semaphore: a hint, unless the cost
+// can never fit.
+func (c *Controller) semHint(r *rule, cost int64) time.Duration {
+	if cost > r.Limit {
+		return concurrency.Never
+	}
+	return shedHint
+}
+
+// waitAdaptive waits up to r.MaxWait for an adaptive permit.
+func (c *Controller) waitAdaptive(ctx context.Context, a *attempt, r *rule, req adaptive.Request) (adaptive.Token, error) {
+	wctx, cancel := context.WithTimeout(ctx, r.MaxWait)
+	defer cancel()
+	start := c.now()
+	tok, err := r.lim.Acquire(wctx, req)
+	c.ctr.add(a.shard, cQueueWaits, 1)
+	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
+	if err != nil && ctx.Err() == nil {
+		c.ctr.add(a.shard, cQueueShed, 1)
+	}
+	return tok, err
+}
+
+// decideStore decides the per-key rules of p in one store call (more only
+// when a dry-run rule would reject: it is left out and the rest decided
+// again, so that it is charged exactly as enforcement would charge it).
+// It returns the rejection and false when the attempt is rejected (what
+// it held is given back then).
+func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *Decision) (Decision, bool) {
+	a.req.N, a.req.Now = 0, a.now
+	for _, i := range p.stored {
+		r := &c.rules[i]
+		if _, ok := a.key(r.Identity); !ok {
+			continue // the attempt has no such identity
+		}
+		a.hitRule[a.req.N] = i
+		a.req.Add(r.id, a.keyString(r.Identity), a.cost)
+	}
+	for a.req.N > 0 {
+		err := c.store.Decide(ctx, &a.req, &a.res)
+		if err != nil {
+			return c.storeFailed(a, d, err)
+		}
+		if !a.res.Allowed {
+			h := a.res.Decider
+			i := a.hitRule[h]
+			r := &c.rules[i]
+			rd := a.res.Hits[h].Decision
+			if !r.dry {
+				c.rollback(a, d)
+				return c.rejectBy(a, *d, i, rd), false
+			}
+			c.markDry(a, d, r.Name, r.kind)
+			c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+			// Decide the others again without it.
+			copy(a.req.Hits[h:a.req.N], a.req.Hits[h+1:a.req.N])
+			copy(a.hitRule[h:a.req.N], a.hitRule[h+1:a.req.N])
+			a.req.N--
+			continue
+		}
+		for j := range a.res.N {
+			i := a.hitRule[j]
+			hr := &a.res.Hits[j]
+			c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+			if hr.Lease.Held() {
+				a.leases = append(a.leases, hr.Lease)
+			}
+			if c.rules[i].Algorithm.rate() {
+				c.consider(d, i, hr.Decision)
+			}
+		}
+		break
+	}
+	return Decision{}, true
+}
+
+// storeFailed applies the failure modes of the store rules of a request
+// the store could not decide: rejected (503) when one of them fails closed
+// and is not in dry-run, admitted past them otherwise.
+func (c *Controller) storeFailed(a *attempt, d *Decision, err error) (Decision, bool) {
+	c.ctr.add(a.shard, cStoreErrors, 1)
+	hits := a.hitRule[:a.req.N]
+	for _, i := range hits {
+		if r := &c.rules[i]; r.Failure == FailClosed && !r.dry {
+			c.ctr.add(a.shard, nGlobal+i*nPerRule+rFailClosed, 1)
+			c.rollback(a, d)
+			rej := *d
+			rej.Allowed, rej.Kind, rej.Rule, rej.RetryAfter = false, Shedding, r.Name, shedHint
+			return c.done(a, rej), false
+		}
+	}
+	for _, i := range hits {
+		r := &c.rules[i]
+		if r.Failure == FailClosed { // in dry-run: it would have rejected
+			c.markDry(a, d, r.Name, Shedding)
+			c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+		}
+		c.ctr.add(a.shard, nGlobal+i*nPerRule+rFailOpen, 1)
+	}
+	d.FailedOpen = true
+	c.ctr.add(a.shard, cFailedOpen, 1)
+	c.logFailOpen(a.now, c.rules[hits[0]].Name, err)
+	return Decision{}, true
+}
+
+// consider folds an admitted rate decision of rule i into d: the rule with
+// the fewest remaining reports in the headers; the first past its soft
+// limit warns.
+func (c *Controller) consider(d *Decision, i int, rd concurrency.Decision) {
+	r := &c.rules[i]
+	if d.rule < 0 || rd.Remaining < d.Remaining {
+		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
+	}
+	if !d.Warning && rd.Limit-rd.Remaining >= r.softAt {
+		d.Warning, d.WarningRule = true, r.Name
+	}
+}
+
+// markDry records a would-be rejection of a dry-run rule (or penalty).
+func (c *Controller) markDry(a *attempt, d *Decision, name string, k Kind) {
+	if !d.DryRun {
+		d.DryRun, d.DryRunRule, d.DryRunKind = true, name, k
+		c.ctr.add(a.shard, cDryRun, 1)
+	}
+	c.logDryRun(a.now, name, k)
+}
+
+// rejectBy makes the rejection of rule i with its decision rd, after the
+// attempt gave back what it held.
+func (c *Controller) rejectBy(a *attempt, d Decision, i int, rd concurrency.Decision) Decision {
+	r := &c.rules[i]
+	c.ctr.add(a.shard, nGlobal+i*nPerRule+rRejected, 1)
+	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
+	d.Warning, d.WarningRule = false, ""
+	if r.Algorithm.rate() {
+		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
+	}
+	if d.Kind == OverLimit && c.pen != nil {
+		if _, ok := a.key(c.penID); ok {
+			c.pen.Strike(a.keyString(c.penID), a.now)
+			c.ctr.add(a.shard, cStrikes, 1)
+		}
+	}
+	return c.done(a, d)
+}
+
+// done counts d and hands it to the hook.
+func (c *Controller) done(a *attempt, d Decision) Decision {
+	if d.Allowed {
+		c.ctr.add(a.shard, cAdmitted, 1)
+	} else {
+		c.ctr.add(a.shard, [...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind], 1)
+	}
+	if c.hook != nil {
+		c.hook(d)
+	}
+	return d
+}
+
+// rollback gives back what a took before a later rule rejected it: Global
+// rate charges are refunded (and d's figures for them corrected),
+// concurrency permits released.
+func (c *Controller) rollback(a *attempt, d *Decision) {
+	for _, i := range a.rated {
+		c.rules[i].rate.Refund(a.now, a.cost)
+		if d.rule == i {
+			d.Remaining = min(d.Limit, d.Remaining+a.cost)
+		}
+	}
+	a.rated = a.rated[:0]
+	c.release(a, adaptive.Ignore)
+}
+
+// release returns every permit a holds: adaptive tokens with outcome o,
+// semaphore permits, store leases.
+func (c *Controller) release(a *attempt, o Outcome) {
+	if len(a.tokens) > 0 || len(a.leases) > 0 {
+		now := c.now()
+		for _, t := range a.tokens {
+			t.DoneAt(now, o)
+		}
+		for _, l := range a.leases {
+			if err := c.store.Release(context.Background(), l, now); err != nil {
+				// Expired (its permits came back by themselves) or a
+				// store that failed: the lease lapses at its TTL.
+				c.ctr.add(a.shard, cLeaseLost, 1)
+			}
+		}
+		clear(a.tokens)
+		a.tokens, a.leases, a.adaptives = a.tokens[:0], a.leases[:0], a.adaptives[:0]
+	}
+	for _, i := range a.sems {
+		r := &c.rules[i]
+		if r.queue != nil {
+			r.queue.Release(a.cost)
+		} else {
+			r.sem.Release(a.cost)
+		}
+	}
+	a.sems = a.sems[:0]
+}
+
+// finish ends an admitted attempt once: it reports o and returns every
+// permit. It reports false when the attempt was finished already.
+func (c *Controller) finish(a *attempt, gen uint64, o Outcome) bool {
+	if !a.gen.CompareAndSwap(gen, gen+1) {
+		c.ctr.add(a.shard, cDoubleDone, 1)
+		return false
+	}
+	if a.active {
+		c.release(a, o)
+		a.active = false
+		c.ctr.add(a.shard, cInflight, -1)
+	}
+	return true
+}
+
+// Token is the permit of an admitted attempt. Done it exactly once when the
+// work ends, on every path (error, timeout, panic: use defer), or the
+// permits it holds stay taken (store leases only until their TTL). A Token
+// is a small value; only one copy may be done, and a second Done is
+// harmless: it releases nothing and is counted in Stats.DoubleDone. The
+// zero Token, returned with a rejection, does nothing.
+type Token struct {
+	a   *attempt
+	gen uint64
+}
+
+// Done reports the outcome of the work to the adaptive limits (Success:
+// its latency is a sample; Dropped: a congestion signal; Ignore: neither)
+// and returns the attempt's concurrency permits and leases. Safe for
+// concurrent use; never blocks (a network store's lease release aside).
+func (t Token) Done(o Outcome) {
+	if t.a == nil {
+		return
+	}
+	a := t.a
+	if a.c.finish(a, t.gen, o) {
+		a.c.put(a)
+	}
+}
+
+// outcomeOfStatus maps a handler's response status and its request's
+// context to the outcome reported to adaptive limits: 5xx and a deadline
+// are drops (overload signals), a client that went away says nothing, and
+// anything else is a success whose latency counts.
+func outcomeOfStatus(status int, ctx context.Context) Outcome {
+	if status >= 500 {
+		return Dropped
+	}
+	if err := ctx.Err(); err != nil {
+		return adaptive.OutcomeOf(err)
+	}
+	return Success
+}
+

@@ -1,0 +1,50 @@
+package shed
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// logEvery is the least time between two log lines of one kind: a flood of
+// rejections must not become a flood of log lines.
+const logEvery = int64(time.Second)
+
+// logGate lets one log line of its kind through per logEvery and counts
+// the ones it holds back, which the next line reports. Safe for concurrent
+// use; one load on the common path.
+type logGate struct {
+	last       atomic.Int64
+	suppressed atomic.Int64
+}
+
+// allow reports whether a line may be logged at now, and how many were
+// suppressed since the previous one.
+func (g *logGate) allow(now int64) (bool, int64) {
+	last := g.last.Load()
+	if last != 0 && now-last < logEvery {
+		g.suppressed.Add(1)
+		return false, 0
+	}
+	if !g.last.CompareAndSwap(last, now) {
+		g.suppressed.Add(1) // another goroutine logs this second
+		return false, 0
+	}
+	return true, g.suppressed.Swap(0)
+}
+
+// logFailOpen reports that rule failed open because the store failed.
+func (c *Controller) logFailOpen(now int64, rule string, err error) {
+	if ok, n := c.failLog.allow(now); ok {
+		c.log.Warn("shed: store failed, rule fails open", slog.String("rule", rule),
+			slog.String("error", err.Error()), slog.Int64("suppressed", n))
+	}
+}
+
+// logDryRun reports that a dry-run rule would have rejected a request.
+func (c *Controller) logDryRun(now int64, rule string, k Kind) {
+	if ok, n := c.dryLog.allow(now); ok {
+		c.log.Info("shed: dry run, would reject", slog.String("rule", rule),
+			slog.String("kind", k.String()), slog.Int64("suppressed", n))
+	}
+}

@@ -1,0 +1,108 @@
+package shed
+
+import (
+	"net/http"
+)
+
+// Middleware returns next protected by c: for every request it finds the
+// client (WithResolver: the TCP peer unless it is a trusted proxy; WithClient:
+// user, API key, tenant), the category (WithCategory), asks the penalty box,
+// decides the rules, waits for a concurrency permit if a rule allows it,
+// then calls next, and reports the outcome when next returns: a 5xx status
+// is a drop, a client that went away is ignored, anything else a success.
+// Permits come back on every path; when next panics they come back first
+// and the panic goes on.
+//
+// Every response carries the rate-limit header fields (WithHeaders); a
+// rejection is answered 429 (the client is over a limit, or penalized) or
+// 503 (the server sheds load), with Retry-After and a problem+json body
+// (WithRejection). The ResponseWriter that next sees wraps the one given;
+// it unwraps (http.ResponseController) to reach Flush, Hijack and deadlines.
+//
+// The wrapped ResponseWriter, like any, must not be used after next
+// returns: it is recycled.
+func (c *Controller) Middleware(next http.Handler) http.Handler {
+	return &middleware{c: c, next: next}
+}
+
+type middleware struct {
+	c    *Controller
+	next http.Handler
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := m.c
+	a := c.get()
+	a.at.Now = c.now()
+	if ip := c.res.ClientIP(r); ip.Group.IsValid() {
+		a.at.IP = ip.Group.Addr()
+	}
+	if c.client != nil {
+		cl := c.client(r)
+		a.at.User, a.at.APIKey, a.at.Tenant = cl.User, cl.APIKey, cl.Tenant
+	}
+	a.at.Category = c.cat(r)
+	ctx := r.Context()
+	d, err := c.decide(ctx, a)
+	if err != nil {
+		// The client went away while waiting: nobody reads this answer.
+		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
+	}
+	c.headers(w.Header(), d)
+	if !d.Allowed {
+		c.put(a)
+		c.reject(w, r, d)
+		return
+	}
+	gen := a.gen.Load()
+	a.w = statusWriter{ResponseWriter: w}
+	m.serve(a, gen, r)
+	c.finish(a, gen, outcomeOfStatus(a.w.status, ctx))
+	c.put(a)
+}
+
+// serve runs the handler; when it panics, the attempt's permits are
+// returned (the panic says nothing about capacity) before the panic goes
+// on, and the attempt is not recycled (the handler may still hold its
+// writer).
+func (m *middleware) serve(a *attempt, gen uint64, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.c.finish(a, gen, Ignore)
+			m.c.ctr.add(a.shard, cPanics, 1)
+			panic(p)
+		}
+	}()
+	m.next.ServeHTTP(&a.w, r)
+}
+
+// statusWriter records the status the handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes the underlying writer when it can.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the underlying ResponseWriter, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,371 @@
+package shed
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// rateCases are the rate algorithms with a limit of 5 and how long each
+// takes to admit again after it is exhausted.
+func rateCases() []struct {
+	rule    Rule
+	recover time.Duration
+} {
+	return []struct {
+		rule    Rule
+		recover time.Duration
+	}{
+		{Rule{Name: "tb", Algorithm: TokenBucket, Limit: 5, Rate: concurrency.Per(1, time.Minute)}, time.Minute},
+		{Rule{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Minute}, time.Minute},
+		{Rule{Name: "sw", Algorithm: SlidingWindow, Limit: 5, Window: time.Minute}, 2 * time.Minute},
+		{Rule{Name: "sl", Algorithm: SlidingLog, Limit: 5, Window: time.Minute}, time.Minute},
+	}
+}
+
+// TestRateRulesEndToEnd: for every rate algorithm, per IP (store) and
+// global (in process), the 5th request succeeds, the 6th is rejected with
+// the right status and Retry-After, and after the window rolls over
+// requests succeed again.
+func TestRateRulesEndToEnd(t *testing.T) {
+	for _, id := range []Identity{IP, Global} {
+		for _, tc := range rateCases() {
+			rule := tc.rule
+			rule.Identity = id
+			t.Run(rule.Algorithm.String()+"/"+id.String(), func(t *testing.T) {
+				c, h, clk := newTest(t, []Rule{rule})
+				for i := 1; i <= 5; i++ {
+					if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+						t.Fatalf("request %d: %d", i, w.Code)
+					}
+				}
+				want := http.StatusTooManyRequests
+				if id == Global {
+					want = http.StatusServiceUnavailable
+				}
+				w := send(h, "192.0.2.1")
+				if w.Code != want || w.Header().Get("Retry-After") == "" {
+					t.Fatalf("6th request: %d, Retry-After %q; want %d", w.Code, w.Header().Get("Retry-After"), want)
+				}
+				if id == IP {
+					// Another client has its own limit.
+					if w := send(h, "192.0.2.2"); w.Code != http.StatusOK {
+						t.Fatalf("other client: %d", w.Code)
+					}
+				}
+				clk.add(tc.recover)
+				if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+					t.Fatalf("after rollover: %d", w.Code)
+				}
+				s := c.Stats()
+				if s.Rules[0].Rejected != 1 || s.Inflight != 0 {
+					t.Fatalf("stats %+v", s)
+				}
+			})
+		}
+	}
+}
+
+// TestConcurrencyRulesEndToEnd: per-key leases, a global semaphore and an
+// adaptive limit of 5 admit 5 requests at once and reject the 6th while
+// they run; once they finish, requests are admitted again and nothing is
+// left held.
+func TestConcurrencyRulesEndToEnd(t *testing.T) {
+	newLimiter := func(t *testing.T) *adaptive.Limiter {
+		alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(5), adaptive.WithLimits(5, 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := adaptive.NewLimiter(alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	cases := []struct {
+		name string
+		rule func(t *testing.T) Rule
+		want int
+	}{
+		{"leases/ip", func(*testing.T) Rule {
+			return Rule{Name: "c", Identity: IP, Algorithm: Concurrency, Limit: 5, LeaseTTL: time.Minute}
+		}, http.StatusTooManyRequests},
+		{"semaphore/global", func(*testing.T) Rule {
+			return Rule{Name: "c", Algorithm: Concurrency, Limit: 5}
+		}, http.StatusServiceUnavailable},
+		{"adaptive/global", func(t *testing.T) Rule {
+			return Rule{Name: "c", Algorithm: Adaptive, Limiter: newLimiter(t)}
+		}, http.StatusServiceUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			c, err := New([]Rule{tc.rule(t)}, WithClock(clk.now), quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			entered, release := make(chan struct{}), make(chan struct{})
+			h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				entered <- struct{}{}
+				<-release
+			}))
+			var wg sync.WaitGroup
+			codes := make([]int, 5)
+			for i := range 5 {
+				wg.Go(func() { codes[i] = send(h, "192.0.2.1").Code })
+			}
+			for range 5 {
+				<-entered
+			}
+			if w := send(h, "192.0.2.1"); w.Code != tc.want || w.Header().Get("Retry-After") == "" {
+				t.Fatalf("6th: %d (Retry-After %q), want %d", w.Code, w.Header().Get("Retry-After"), tc.want)
+			}
+			close(release)
+			wg.Wait()
+			for i, code := range codes {
+				if code != http.StatusOK {
+					t.Fatalf("request %d: %d", i, code)
+				}
+			}
+			if s := c.Stats(); s.Inflight != 0 || s.Rules[0].Inflight != 0 || s.Rules[0].Rejected != 1 {
+				t.Fatalf("stats %+v", s)
+			}
+			// Admitted again: run one through with the handler free.
+			go func() { <-entered }()
+			if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+				t.Fatalf("after release: %d", w.Code)
+			}
+		})
+	}
+}
+
+// TestFiftyAgainstTen: 50 concurrent requests against a limit of 10
+// admit exactly 10, for a per-IP rate and for a global concurrency limit.
+func TestFiftyAgainstTen(t *testing.T) {
+	t.Run("rate", func(t *testing.T) {
+		c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 10, Window: time.Hour}})
+		codes := fire(50, func() int { return send(h, "192.0.2.9").Code })
+		if codes[200] != 10 || codes[429] != 40 {
+			t.Fatalf("codes %v", codes)
+		}
+		if s := c.Stats(); s.Admitted != 10 || s.OverLimit != 40 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+	t.Run("concurrency", func(t *testing.T) {
+		// Admitted handlers hold their permit until every request has
+		// been decided.
+		var decided sync.WaitGroup
+		decided.Add(50)
+		c2, err := New([]Rule{{Name: "cap", Algorithm: Concurrency, Limit: 10}}, quiet(),
+			WithDecisionHook(func(Decision) { decided.Done() }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := c2.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { decided.Wait() }))
+		codes := fire(50, func() int { return send(h, "192.0.2.9").Code })
+		if codes[200] != 10 || codes[503] != 40 {
+			t.Fatalf("codes %v", codes)
+		}
+		if s := c2.Stats(); s.Inflight != 0 || s.Rules[0].Inflight != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+// fire runs f n times at once and counts the results.
+func fire(n int, f func() int) map[int]int {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		out   = map[int]int{}
+	)
+	for range n {
+		wg.Go(func() {
+			<-start
+			code := f()
+			mu.Lock()
+			out[code]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// TestHeaders: the fields parse as Structured Fields and agree with each
+// other: Remaining decrements, the reset is in the future, and a retry at
+// Retry-After succeeds while one a second earlier does not.
+func TestHeaders(t *testing.T) {
+	c, h, clk := newTest(t, []Rule{
+		{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 3, Rate: concurrency.Per(1, 10*time.Second)},
+		{Name: "daily", Identity: IP, Algorithm: FixedWindow, Limit: 1000, Window: 24 * time.Hour},
+	})
+	wallNow := func() int64 { return c.wallAnchor + clk.now() - c.monoAnchor }
+	prev := int64(-1)
+	for i := range 3 {
+		w := send(h, "192.0.2.7")
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+		hd := w.Header()
+		policies, err := parseSFList(hd.Get("RateLimit-Policy"))
+		if err != nil || len(policies) != 2 {
+			t.Fatalf("RateLimit-Policy %q: %v", hd.Get("RateLimit-Policy"), err)
+		}
+		if q, _ := policies[0].param("q"); q != int64(3) {
+			t.Fatalf("burst q = %v", q)
+		}
+		if wnd, _ := policies[0].param("w"); wnd != int64(30) {
+			t.Fatalf("burst w = %v", wnd)
+		}
+		items, err := parseSFList(hd.Get("RateLimit"))
+		if err != nil || len(items) != 1 || items[0].val != "burst" {
+			t.Fatalf("RateLimit %q: %v", hd.Get("RateLimit"), err)
+		}
+		r, _ := items[0].param("r")
+		tt, _ := items[0].param("t")
+		rem, _ := strconv.ParseInt(hd.Get("X-RateLimit-Remaining"), 10, 64)
+		reset, _ := strconv.ParseInt(hd.Get("X-RateLimit-Reset"), 10, 64)
+		if r != rem || rem != int64(2-i) || (prev >= 0 && rem != prev-1) {
+			t.Fatalf("request %d: r=%v remaining=%d prev=%d", i, r, rem, prev)
+		}
+		prev = rem
+		if hd.Get("X-RateLimit-Limit") != "3" {
+			t.Fatalf("X-RateLimit-Limit %q", hd.Get("X-RateLimit-Limit"))
+		}
+		if reset*int64(time.Second) <= wallNow() || tt.(int64) <= 0 {
+			t.Fatalf("reset %d (t=%v) is not in the future of %d", reset, tt, wallNow()/1e9)
+		}
+		if reset > wallNow()/int64(time.Second)+tt.(int64)+1 {
+			t.Fatalf("reset %d disagrees with t=%v", reset, tt)
+		}
+	}
+	clk.add(1500 * time.Millisecond)
+	w := send(h, "192.0.2.7")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4th: %d", w.Code)
+	}
+	if w.Header().Get("RateLimit-Policy") == "" || w.Header().Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("rejection headers %v", w.Header())
+	}
+	ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+	if err != nil || ra != 9 { // 8.5 s left, rounded up
+		t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
+	}
+	clk.add(time.Duration(ra-1) * time.Second)
+	if w := send(h, "192.0.2.7"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a second early: %d", w.Code)
+	}
+	clk.add(time.Second)
+	if w := send(h, "192.0.2.7"); w.Code != http.StatusOK {
+		t.Fatalf("at Retry-After: %d", w.Code)
+	}
+}
+
+// TestSoftLimitWarning: X-RateLimit-Warning appears from 80% of a quota.
+func TestSoftLimitWarning(t *testing.T) {
+	_, h, _ := newTest(t, []Rule{{Name: "q", Identity: IP, Algorithm: FixedWindow, Limit: 10, Window: time.Hour}})
+	for i := 1; i <= 10; i++ {
+		w := send(h, "192.0.2.1")
+		got := w.Header().Get("X-RateLimit-Warning") != ""
+		if got != (i >= 8) {
+			t.Fatalf("request %d: warning %q", i, w.Header().Get("X-RateLimit-Warning"))
+		}
+	}
+}
+
+// TestSpoofedForwardedFor: without trusted proxies a client cannot pick
+// its key with X-Forwarded-For; behind a configured proxy the header is
+// used.
+func TestSpoofedForwardedFor(t *testing.T) {
+	_, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}})
+	xff := func(v string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("X-Forwarded-For", v) }
+	}
+	if w := send(h, "203.0.113.5", xff("198.51.100.1")); w.Code != http.StatusOK {
+		t.Fatal(w.Code)
+	}
+	if w := send(h, "203.0.113.5", xff("198.51.100.2")); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("spoofed XFF changed the key: %d", w.Code)
+	}
+}
+
+// TestProblemBody: rejections are RFC 9457 documents of the draft's types
+// and say nothing about keys or internal state.
+func TestProblemBody(t *testing.T) {
+	_, h, _ := newTest(t, []Rule{{Name: "per-key", Identity: APIKey, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}},
+		WithClient(func(r *http.Request) Client { return Client{APIKey: r.Header.Get("X-Api-Key")} }))
+	withKey := func(r *http.Request) { r.Header.Set("X-Api-Key", "sk_live_secret_0123456789") }
+	send(h, "192.0.2.1", withKey)
+	w := send(h, "192.0.2.1", withKey)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+	var p map[string]any
+	if err := jsonUnmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p["type"] != problemQuota || p["status"] != float64(429) || p["title"] == "" {
+		t.Fatalf("problem %v", p)
+	}
+	if vp, _ := p["violated-policies"].([]any); len(vp) != 1 || vp[0] != "per-key" {
+		t.Fatalf("violated-policies %v", p["violated-policies"])
+	}
+	all := w.Body.String()
+	for k, v := range w.Header() {
+		all += k + ":" + v[0]
+	}
+	for _, leak := range []string{"sk_live", "192.0.2.1", "key:", "ip:"} {
+		if containsFold(all, leak) {
+			t.Fatalf("response leaks %q: %s", leak, all)
+		}
+	}
+}
+
+// TestPanicReleases: a panicking handler returns its permits before the
+// panic goes on; inflight is 0 afterwards.
+func TestPanicReleases(t *testing.T) {
+	c, err := New([]Rule{
+		{Name: "cap", Algorithm: Concurrency, Limit: 1},
+		{Name: "lease", Identity: IP, Algorithm: Concurrency, Limit: 1, LeaseTTL: time.Hour},
+	}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	for range 3 {
+		func() {
+			defer func() {
+				if recover() != "boom" {
+					t.Fatal("panic did not go on")
+				}
+			}()
+			send(h, "192.0.2.1")
+		}()
+	}
+	s := c.Stats()
+	if s.Inflight != 0 || s.Rules[0].Inflight != 0 || s.Panics != 3 || s.Admitted != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+	if w := send(c.Middleware(http.HandlerFunc(ok)), "192.0.2.1"); w.Code != http.StatusOK {
+		t.Fatalf("after panics: %d", w.Code)
+	}
+}
+
+// TestOutcomeReported: a 5xx is a drop for the adaptive limiter, a 2xx a
+// success; both return the permit.
+func TestOutcomeOfStatus(t *testing.T) {
+	ctx := httptest.NewRequest("GET", "/", nil).Context()
+	if outcomeOfStatus(503, ctx) != Dropped || outcomeOfStatus(200, ctx) != Success || outcomeOfStatus(0, ctx) != Success {
+		t.Fatal("status mapping")
+	}
+}

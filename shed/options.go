@@ -1,0 +1,202 @@
+package shed
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/sluicehq/sluice/fingerprint"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Option configures New.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// Client is the identity of a request beyond its address, as the
+// application knows it after authentication: "" for what the request does
+// not have. APIKey is hashed before it reaches a store key.
+type Client struct {
+	User, APIKey, Tenant string
+}
+
+type config struct {
+	store       store.Store
+	now         func() int64
+	log         *slog.Logger
+	dryRun      bool
+	pen         Penalties
+	penIdentity Identity
+	resolver    *fingerprint.Resolver
+	hasher      *fingerprint.Hasher
+	client      func(*http.Request) Client
+	category    func(*http.Request) string
+	hook        func(Decision)
+	headers     func(http.Header, Decision)
+	reject      func(http.ResponseWriter, *http.Request, Decision)
+}
+
+// WithStore keeps the per-key rules' state in s (a shared store such as
+// Redis) instead of a new store.Memory. Global rules always live in this
+// process.
+func WithStore(s store.Store) Option {
+	return optionFunc(func(c *config) error {
+		if s == nil {
+			return errors.New("shed: WithStore(nil)")
+		}
+		c.store = s
+		return nil
+	})
+}
+
+// WithClock reads the time from now (monotonic nanoseconds, positive)
+// instead of the internal clock: for simulations and tests. X-RateLimit-Reset
+// is computed on this clock from the wall time read once by New.
+func WithClock(now func() int64) Option {
+	return optionFunc(func(c *config) error {
+		if now == nil {
+			return errors.New("shed: WithClock(nil)")
+		}
+		c.now = now
+		return nil
+	})
+}
+
+// WithLogger sends the Controller's log lines (fail-open, dry-run
+// rejections; at most one per kind per second, with a count of those held
+// back) to l instead of slog.Default(). Pass a logger over
+// slog.DiscardHandler to silence them; the counters in Stats remain.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return errors.New("shed: WithLogger(nil)")
+		}
+		c.log = l
+		return nil
+	})
+}
+
+// WithDryRun puts every rule, and the penalty check, in dry-run: nothing
+// is rejected; what would have been is counted (Stats.DryRun,
+// RuleStats.WouldReject), logged and reported in Decision.DryRun.
+func WithDryRun() Option {
+	return optionFunc(func(c *config) error {
+		c.dryRun = true
+		return nil
+	})
+}
+
+// WithPenalties asks p before any rule whether the client is serving a
+// timeout, and strikes it for every over-limit rejection. The client is
+// identified by id (IP, User, APIKey or Tenant; not Global); an attempt
+// without that identity is not checked.
+func WithPenalties(p Penalties, id Identity) Option {
+	return optionFunc(func(c *config) error {
+		if p == nil {
+			return errors.New("shed: WithPenalties(nil)")
+		}
+		if id == Global || id > Tenant {
+			return errors.New("shed: penalties need a client identity (IP, User, APIKey or Tenant)")
+		}
+		c.pen, c.penIdentity = p, id
+		return nil
+	})
+}
+
+// WithResolver finds the middleware's client IP with r (trusted proxies,
+// prefix grouping). Without it the TCP peer is the client: no forwarding
+// header is ever trusted by default.
+func WithResolver(r *fingerprint.Resolver) Option {
+	return optionFunc(func(c *config) error {
+		if r == nil {
+			return errors.New("shed: WithResolver(nil)")
+		}
+		c.resolver = r
+		return nil
+	})
+}
+
+// WithHasher hashes API keys with h (share its secret across instances
+// that share a store). Without it the Controller draws a random key, so its
+// hashes mean something in this process only.
+func WithHasher(h *fingerprint.Hasher) Option {
+	return optionFunc(func(c *config) error {
+		if h == nil {
+			return errors.New("shed: WithHasher(nil)")
+		}
+		c.hasher = h
+		return nil
+	})
+}
+
+// WithClient tells the middleware who a request is beyond its address;
+// authentication happens before the middleware. f runs on every request
+// and must be fast and safe for concurrent use.
+func WithClient(f func(*http.Request) Client) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithClient(nil)")
+		}
+		c.client = f
+		return nil
+	})
+}
+
+// WithCategory gives the middleware a request's endpoint category. The
+// default is the method class of fingerprint.ClassOf: "read" (GET, HEAD,
+// OPTIONS), "write" (POST, PUT, PATCH, DELETE) or "other".
+func WithCategory(f func(*http.Request) string) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithCategory(nil)")
+		}
+		c.category = f
+		return nil
+	})
+}
+
+// WithDecisionHook calls f with every decision, after it is made and
+// before the response: for custom logging and metrics. f runs on the
+// request path, so it must be fast and safe for concurrent use. The
+// Decision holds no client key.
+func WithDecisionHook(f func(Decision)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithDecisionHook(nil)")
+		}
+		c.hook = f
+		return nil
+	})
+}
+
+// WithHeaders replaces the middleware's response headers: f is called
+// with every response's header map and decision, before the handler runs
+// or the rejection is written. Decision.WriteHeaders is the default, to
+// call from f when only adding to it.
+func WithHeaders(f func(http.Header, Decision)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithHeaders(nil)")
+		}
+		c.headers = f
+		return nil
+	})
+}
+
+// WithRejection replaces how the middleware answers a rejected request
+// (after the headers are set). Decision.WriteRejection is the default: the
+// status and an RFC 9457 problem body.
+func WithRejection(f func(http.ResponseWriter, *http.Request, Decision)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithRejection(nil)")
+		}
+		c.reject = f
+		return nil
+	})
+}

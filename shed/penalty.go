@@ -1,0 +1,20 @@
+package shed
+
+import "time"
+
+// Penalties is the progressive-penalty box the Controller consults before
+// any rule (WithPenalties): a client serving a timeout is rejected at once,
+// and every rejection for being over a limit is a strike. The penalty
+// package's Box is the implementation meant here.
+//
+// Keys are the client's identity key ("ip:198.51.100.7" and the like; API
+// keys hashed), valid only during the call: an implementation that keeps a
+// key must copy it. Implementations must be safe for concurrent use and
+// must not block.
+type Penalties interface {
+	// Check reports whether key is serving a timeout at now, and how much
+	// of it is left.
+	Check(key string, now int64) (left time.Duration, penalized bool)
+	// Strike records one offence of key at now.
+	Strike(key string, now int64)
+}

@@ -1,0 +1,159 @@
+package shed
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// Canonical header keys, so that setting them indexes the map directly.
+const (
+	hRateLimitPolicy = "Ratelimit-Policy"
+	hRateLimit       = "Ratelimit"
+	hXLimit          = "X-Ratelimit-Limit"
+	hXRemaining      = "X-Ratelimit-Remaining"
+	hXReset          = "X-Ratelimit-Reset"
+	hXWarning        = "X-Ratelimit-Warning"
+	hRetryAfter      = "Retry-After"
+	hContentType     = "Content-Type"
+	hNoSniff         = "X-Content-Type-Options"
+)
+
+// headerBlock holds every header value of one response: the value slices
+// and the bytes of the values that vary, in one allocation. The strings
+// point into buf; nothing writes to a block after it is filled.
+type headerBlock struct {
+	vals [7]string
+	buf  [192]byte
+}
+
+// WriteHeaders sets the rate-limit header fields of d on h: RateLimit-Policy
+// (every rate rule that applied) and, for the deciding rate rule, RateLimit,
+// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix
+// seconds, rounded up); X-RateLimit-Warning past a soft limit; Retry-After
+// in delta-seconds, rounded up, on a rejection that can succeed later. It
+// is the middleware's default (see WithHeaders). It allocates once.
+func (d Decision) WriteHeaders(h http.Header) {
+	if d.plan == nil {
+		return
+	}
+	blk := new(headerBlock)
+	b := blk.buf[:0]
+	n := 0
+	set := func(key string, v string) {
+		blk.vals[n] = v
+		h[key] = blk.vals[n : n+1 : n+1]
+		n++
+	}
+	// str returns b[from:] as a string sharing b's memory: b only grows
+	// past it from here on (into a new array if it must, which the earlier
+	// strings do not see).
+	str := func(from int) string {
+		if from == len(b) {
+			return ""
+		}
+		return unsafe.String(&b[from], len(b)-from)
+	}
+	if d.plan.policyV != "" {
+		set(hRateLimitPolicy, d.plan.policyV)
+	}
+	if d.rule >= 0 {
+		r := &d.plan.rules[d.rule]
+		set(hXLimit, r.limitV)
+		b = appendRateLimitItem(b, r.Name, d.Remaining, d.Reset)
+		set(hRateLimit, str(0))
+		from := len(b)
+		b = strconv.AppendInt(b, max(0, d.Remaining), 10)
+		set(hXRemaining, str(from))
+		from = len(b)
+		reset := d.wall + int64(d.Reset)
+		b = strconv.AppendInt(b, ceilSeconds(time.Duration(reset)), 10)
+		set(hXReset, str(from))
+	}
+	if d.Warning {
+		from := len(b)
+		b = append(b, "quota "...)
+		b = appendSFString(b, d.WarningRule)
+		b = append(b, " is past its soft limit"...)
+		set(hXWarning, str(from))
+	}
+	if !d.Allowed && d.RetryAfter != concurrency.Never {
+		from := len(b)
+		b = strconv.AppendInt(b, max(1, ceilSeconds(d.RetryAfter)), 10)
+		set(hRetryAfter, str(from))
+	}
+}
+
+// Problem types of the RateLimit header fields draft (RFC 9457 bodies).
+const (
+	problemQuota    = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	problemAbuse    = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+)
+
+// WriteRejection answers a rejected request: the status of d.Kind (429 or
+// 503) and an application/problem+json body (RFC 9457) of the draft's
+// problem type: quota-exceeded naming the violated policy,
+// temporary-reduced-capacity or abnormal-usage-detected. The body holds
+// nothing but the kind and the public policy name: no key, no internal
+// figure. It is the middleware's default (see WithRejection).
+func (d Decision) WriteRejection(w http.ResponseWriter) {
+	h := w.Header()
+	h[hContentType] = []string{"application/problem+json"}
+	h[hNoSniff] = []string{"nosniff"}
+	var body []byte
+	if d.Kind == OverLimit && d.plan != nil && d.rule >= 0 && d.plan.rules[d.rule].Name == d.Rule {
+		body = d.plan.rules[d.rule].problem
+	} else {
+		body = problemBody(d, "")
+	}
+	w.WriteHeader(d.Kind.StatusCode())
+	_, _ = w.Write(body)
+}
+
+// problemBody returns the problem document of a rejection of kind d.Kind,
+// naming policy (a rule name, printable ASCII) when it is not "".
+func problemBody(d Decision, policy string) []byte {
+	var typ, title, detail string
+	switch d.Kind {
+	case OverLimit:
+		typ, title, detail = problemQuota, "Request quota exceeded", "The client has used up a quota of this service; retry after the time given by Retry-After."
+	case Penalized:
+		typ, title, detail = problemAbuse, "Abnormal usage detected", "The client is temporarily blocked after repeated violations; retry after the time given by Retry-After."
+	default:
+		typ, title, detail = problemCapacity, "Temporarily reduced capacity", "The service is shedding load to protect itself; retry after the time given by Retry-After."
+	}
+	status := d.Kind.StatusCode()
+	if d.Kind == Admitted {
+		status = http.StatusServiceUnavailable
+	}
+	b := []byte(`{"type":`)
+	b = strconv.AppendQuote(b, typ)
+	b = append(b, `,"title":`...)
+	b = strconv.AppendQuote(b, title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":`...)
+	b = strconv.AppendQuote(b, detail)
+	if policy != "" {
+		b = append(b, `,"violated-policies":[`...)
+		b = appendJSONString(b, policy)
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s, printable ASCII, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}

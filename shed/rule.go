@@ -1,0 +1,292 @@
+package shed
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Identity is what a rule counts per: one client address, user, API key or
+// tenant, or every request together (Global).
+type Identity uint8
+
+const (
+	// Global counts every request the rule applies to on one state, in
+	// this process: a server-wide cap. A Global rule protects the server, so
+	// its rejections are 503s.
+	Global Identity = iota
+	// IP counts per client address group (fingerprint.ClientIP.Group in the
+	// middleware: one IPv4 address, one IPv6 /64 by default).
+	IP
+	// User counts per user id, as given by the caller.
+	User
+	// APIKey counts per API key; the key is hashed (keyed HMAC) before it
+	// reaches a store key.
+	APIKey
+	// Tenant counts per tenant id, as given by the caller.
+	Tenant
+)
+
+// String returns "global", "ip", "user", "api_key" or "tenant".
+func (i Identity) String() string {
+	switch i {
+	case Global:
+		return "global"
+	case IP:
+		return "ip"
+	case User:
+		return "user"
+	case APIKey:
+		return "api_key"
+	case Tenant:
+		return "tenant"
+	}
+	return fmt.Sprintf("Identity(%d)", uint8(i))
+}
+
+// Algorithm is how a rule counts.
+type Algorithm uint8
+
+const (
+	// TokenBucket is an exact token bucket of Limit tokens refilled at
+	// Rate (GCRA).
+	TokenBucket Algorithm = iota + 1
+	// FixedWindow admits Limit per aligned Window; up to 2·Limit across a
+	// boundary, so never for authentication.
+	FixedWindow
+	// SlidingWindow is the approximate sliding-window counter of Limit per
+	// Window (see concurrency.SlidingWindow for its error bound).
+	SlidingWindow
+	// SlidingLog admits at most Limit in any interval of length Window,
+	// exactly; its memory grows with Limit.
+	SlidingLog
+	// Concurrency holds at most Limit requests at once: a semaphore in this
+	// process for a Global rule, expiring store leases (LeaseTTL) per key.
+	Concurrency
+	// Adaptive holds at most the limit of an adaptive.Limiter at once; the
+	// limit follows the latency and drops that Token.Done reports. Global
+	// only.
+	Adaptive
+)
+
+// String returns the algorithm's name, such as "token_bucket".
+func (a Algorithm) String() string {
+	switch a {
+	case TokenBucket:
+		return "token_bucket"
+	case FixedWindow:
+		return "fixed_window"
+	case SlidingWindow:
+		return "sliding_window"
+	case SlidingLog:
+		return "sliding_log"
+	case Concurrency:
+		return "concurrency"
+	case Adaptive:
+		return "adaptive"
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// rate reports whether a counts a rate or quota (as opposed to
+// concurrency), the limits that RateLimit header fields describe.
+func (a Algorithm) rate() bool { return a >= TokenBucket && a <= SlidingLog }
+
+// FailureMode is what a rule does when its store fails to decide
+// (store.ErrUnavailable, a deadline, any store error).
+type FailureMode uint8
+
+const (
+	// FailOpen admits the request as if the rule were not there. Every
+	// such admission is counted (RuleStats.FailOpen) and logged, rate
+	// limited: never silent.
+	FailOpen FailureMode = iota
+	// FailClosed rejects the request with 503 (the server cannot check the
+	// limit, which is not the client's fault).
+	FailClosed
+)
+
+// String returns "fail_open" or "fail_closed".
+func (f FailureMode) String() string {
+	switch f {
+	case FailOpen:
+		return "fail_open"
+	case FailClosed:
+		return "fail_closed"
+	}
+	return fmt.Sprintf("FailureMode(%d)", uint8(f))
+}
+
+// DefaultSoftLimit is the share of a quota past which responses carry
+// X-RateLimit-Warning, when Rule.SoftLimit is zero.
+const DefaultSoftLimit = 0.8
+
+// Rule is one limit: which requests it applies to (Category), what it
+// counts per (Identity), how (Algorithm and its parameters) and what
+// happens at the edges (Failure, SoftLimit, DryRun). Rules that apply to the
+// same request are decided together, all or nothing. Fields that do not
+// apply to the algorithm must be left zero; New rejects them rather than
+// ignore them.
+//
+// The login example of the field, 20 per 15 minutes per IP and 5 per 15
+// minutes per account, is two rules:
+//
+//	{Name: "login-ip", Category: "auth", Identity: shed.IP, Algorithm: shed.SlidingLog,
+//		Limit: 20, Window: 15 * time.Minute, Failure: shed.FailClosed},
+//	{Name: "login-user", Category: "auth", Identity: shed.User, Algorithm: shed.SlidingLog,
+//		Limit: 5, Window: 15 * time.Minute, Failure: shed.FailClosed},
+type Rule struct {
+	// Name identifies the rule in Stats, in Decision.Rule and, for rate
+	// rules, as the policy name of the RateLimit header fields (so it is
+	// public): 1 to 64 printable ASCII bytes, unique within a Controller.
+	Name string
+	// Category is the endpoint category the rule applies to ("read",
+	// "write", "auth", "expensive", or any name); "" applies to every
+	// request.
+	Category string
+	// Identity is what the rule counts per. A rule whose identity a request
+	// does not carry (no user, no API key, no tenant) does not apply to it.
+	Identity Identity
+	// Algorithm is how the rule counts; the zero value is rejected.
+	Algorithm Algorithm
+	// Limit is the burst of a TokenBucket, the requests per Window of the
+	// window algorithms, the requests at once of Concurrency. It must be
+	// positive, except for Adaptive, where it must be zero (the limiter
+	// decides).
+	Limit int64
+	// Rate is the refill rate of a TokenBucket (only).
+	Rate concurrency.Rate
+	// Window is the window of FixedWindow, SlidingWindow and SlidingLog
+	// (only).
+	Window time.Duration
+	// LeaseTTL is how long a per-key Concurrency permit lives in the store
+	// if its request never finishes (only, and required, for per-key
+	// Concurrency): a crashed holder cannot leak permits forever.
+	LeaseTTL time.Duration
+	// Capacity bounds the keys the store keeps for a per-key rule (see
+	// store.Spec.Capacity); zero means the store's default.
+	Capacity int
+	// Limiter is the adaptive limiter of an Adaptive rule (only, and
+	// required). The Controller reports every admitted request's outcome
+	// to it; it must not be shared with another rule.
+	Limiter *adaptive.Limiter
+	// MaxWait lets a request wait up to MaxWait for a Global Concurrency or
+	// Adaptive rule's permit instead of being shed at once (only those;
+	// zero means no waiting).
+	MaxWait time.Duration
+	// QueueLength bounds how many requests wait at once for a Global
+	// Concurrency rule with MaxWait; zero means queueing.DefaultMaxLength.
+	QueueLength int
+	// Failure is what the rule does when the store fails (store rules
+	// only: per-key rules; Global rules live in this process and cannot
+	// fail). The zero value is FailOpen.
+	Failure FailureMode
+	// SoftLimit is the share of a rate rule's quota past which responses
+	// carry X-RateLimit-Warning, in (0, 1]; zero means DefaultSoftLimit.
+	SoftLimit float64
+	// DryRun makes the rule count and log the requests it would reject
+	// instead of rejecting them (see WithDryRun for every rule at once).
+	DryRun bool
+}
+
+// local reports whether the rule is decided in this process rather than by
+// the store.
+func (r *Rule) local() bool { return r.Identity == Global }
+
+// errorf returns a validation error naming the rule.
+func (r *Rule) errorf(format string, args ...any) error {
+	return fmt.Errorf("shed: rule %q: "+format, append([]any{r.Name}, args...)...)
+}
+
+// validate checks what the store and the concurrency package do not.
+func (r *Rule) validate() error {
+	if r.Name == "" || len(r.Name) > 64 {
+		return fmt.Errorf("shed: rule name must be 1 to 64 bytes, got %q", r.Name)
+	}
+	for i := 0; i < len(r.Name); i++ {
+		if c := r.Name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("shed: rule name %q has a byte outside printable ASCII", r.Name)
+		}
+	}
+	if r.Identity > Tenant {
+		return r.errorf("unknown identity %v", r.Identity)
+	}
+	if r.Algorithm < TokenBucket || r.Algorithm > Adaptive {
+		return r.errorf("unknown algorithm %v", r.Algorithm)
+	}
+	if r.Failure > FailClosed {
+		return r.errorf("unknown failure mode %v", r.Failure)
+	}
+	if math.IsNaN(r.SoftLimit) || r.SoftLimit < 0 || r.SoftLimit > 1 {
+		return r.errorf("soft limit must be in (0, 1] (or 0 for the default), got %v", r.SoftLimit)
+	}
+	if r.Algorithm == Adaptive {
+		switch {
+		case r.Limiter == nil:
+			return r.errorf("an adaptive rule needs a Limiter")
+		case r.Identity != Global:
+			return r.errorf("an adaptive rule must be Global, not %v", r.Identity)
+		case r.Limit != 0:
+			return r.errorf("an adaptive rule takes its limit from its Limiter; Limit must be 0, got %d", r.Limit)
+		}
+	} else if r.Limiter != nil {
+		return r.errorf("a Limiter applies only to %v, not %v", Adaptive, r.Algorithm)
+	}
+	waits := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive)
+	switch {
+	case r.MaxWait < 0:
+		return r.errorf("max wait must not be negative, got %v", r.MaxWait)
+	case r.MaxWait > 0 && !waits:
+		return r.errorf("max wait applies only to Global %v and %v rules", Concurrency, Adaptive)
+	case r.QueueLength < 0:
+		return r.errorf("queue length must not be negative, got %d", r.QueueLength)
+	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency):
+		return r.errorf("a queue length applies only to a Global %v rule with a max wait", Concurrency)
+	}
+	if r.local() {
+		if r.Failure != FailOpen {
+			return r.errorf("a Global rule lives in this process and cannot fail; leave Failure zero")
+		}
+		if r.Capacity != 0 {
+			return r.errorf("a capacity (of keys) does not apply to a Global rule")
+		}
+		if r.LeaseTTL != 0 {
+			return r.errorf("a lease TTL applies only to per-key %v rules", Concurrency)
+		}
+	}
+	return nil
+}
+
+// spec returns the store limit of a per-key rule.
+func (r *Rule) spec() store.Spec {
+	alg := store.Algorithm(r.Algorithm) // the constants share their values
+	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
+		Window: r.Window, Capacity: r.Capacity, LeaseTTL: r.LeaseTTL}
+}
+
+// softLimit returns the rule's soft-limit share.
+func (r *Rule) softLimit() float64 {
+	if r.SoftLimit == 0 {
+		return DefaultSoftLimit
+	}
+	return r.SoftLimit
+}
+
+// policy returns the RateLimit-Policy entry of a rate rule: a token bucket
+// holds Limit tokens and refills completely in Limit emission intervals;
+// the window algorithms hold Limit per Window.
+func (r *Rule) policy() Policy {
+	p := Policy{Name: r.Name, Quota: r.Limit, Window: r.Window}
+	if r.Algorithm == TokenBucket {
+		interval := (int64(r.Rate.Per) + r.Rate.Count - 1) / r.Rate.Count
+		p.Window = time.Duration(min(interval*r.Limit, math.MaxInt64/2))
+		if interval > 0 && r.Limit > math.MaxInt64/2/interval {
+			p.Window = time.Duration(math.MaxInt64 / 2)
+		}
+	}
+	return p
+}

@@ -1,0 +1,180 @@
+package shed
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Counters of the whole Controller, indexes into a shard.
+const (
+	cAdmitted = iota
+	cOverLimit
+	cShedding
+	cPenalized
+	cDryRun
+	cFailedOpen
+	cStoreErrors
+	cInflight
+	cStrikes
+	cQueueWaits
+	cQueueWaitNs
+	cQueueShed
+	cDoubleDone
+	cPanics
+	cLeaseLost
+	nGlobal
+)
+
+// Counters of each rule, at nGlobal + rule*nPerRule.
+const (
+	rAllowed = iota
+	rRejected
+	rWouldReject
+	rFailOpen
+	rFailClosed
+	nPerRule
+)
+
+// padWords keeps the counters of different shards off each other's cache
+// lines (128 bytes, see concurrency's padding).
+const padWords = 16
+
+// counters is a set of int64 counters sharded so that the goroutines of
+// different Ps rarely touch one cache line: each pooled attempt picks a
+// shard when it is made, and sync.Pool keeps attempts per P. Sums are read
+// by Stats only.
+type counters struct {
+	shards [][]atomic.Int64
+	n      int
+}
+
+func newCounters(n int) counters {
+	k := 1
+	for k < runtime.GOMAXPROCS(0) && k < 64 {
+		k <<= 1
+	}
+	c := counters{shards: make([][]atomic.Int64, k), n: n}
+	for i := range c.shards {
+		// Padding on both sides: each shard is its own allocation, but
+		// neighbours in memory must not share its first or last line.
+		c.shards[i] = make([]atomic.Int64, n+2*padWords)[padWords : padWords+n]
+	}
+	return c
+}
+
+func (c *counters) add(shard, i int, v int64) { c.shards[shard][i].Add(v) }
+
+func (c *counters) sum(i int) int64 {
+	var s int64
+	for _, sh := range c.shards {
+		s += sh[i].Load()
+	}
+	return s
+}
+
+// Stats is a snapshot of a Controller's counters, for metrics and tests.
+// Counters only grow, except Inflight and Waiting.
+type Stats struct {
+	// Decisions by kind: attempts admitted, rejected over a limit
+	// (429), shed (503) and rejected by a penalty.
+	Admitted, OverLimit, Shedding, Penalized uint64
+	// DryRun counts attempts that a dry-run rule or penalty would have
+	// rejected (and that were admitted).
+	DryRun uint64
+	// FailedOpen counts attempts admitted because the store failed and
+	// every store rule involved fails open (a bypass of those rules);
+	// StoreErrors counts store calls that failed, whatever followed.
+	FailedOpen, StoreErrors uint64
+	// Inflight is the number of admitted attempts whose Token is not done:
+	// 0 on a quiet system.
+	Inflight int64
+	// Strikes counts strikes given to the penalty box.
+	Strikes uint64
+	// QueueWaits counts attempts that waited for a concurrency permit,
+	// QueueWait their total wait, QueueShed those the wait ended in a
+	// rejection.
+	QueueWaits uint64
+	QueueWait  time.Duration
+	QueueShed  uint64
+	// DoubleDone counts Token.Done calls on a token already done
+	// (harmless: nothing was released twice).
+	DoubleDone uint64
+	// Panics counts handlers that panicked under the middleware (their
+	// permits were returned before the panic went on).
+	Panics uint64
+	// LeasesLost counts store leases that had expired before their
+	// request finished (their permits had come back by themselves).
+	LeasesLost uint64
+	// Rules has one entry per rule, in the order given to New.
+	Rules []RuleStats
+}
+
+// RuleStats is one rule's part of Stats.
+type RuleStats struct {
+	// Name, Category, Identity and Algorithm repeat the rule.
+	Name      string
+	Category  string
+	Identity  Identity
+	Algorithm Algorithm
+	// Allowed counts attempts the rule admitted; Rejected those it
+	// rejected; WouldReject those it would have rejected in dry-run.
+	Allowed, Rejected, WouldReject uint64
+	// FailOpen and FailClosed count attempts decided by the rule's failure
+	// mode because the store failed.
+	FailOpen, FailClosed uint64
+	// Limit is the limit in force (an adaptive rule's current limit).
+	Limit int64
+	// Inflight is the permits held of a Global Concurrency or Adaptive
+	// rule, and Waiting the requests queued for one.
+	Inflight int64
+	Waiting  int
+	// Table is the store's key table of a per-key rule (keys held,
+	// capacity, evictions, overflows) when the store reports one (Memory
+	// does); zero otherwise.
+	Table concurrency.TableStats
+}
+
+// tableStatser is what Memory offers beyond Store.
+type tableStatser interface {
+	TableStats(id store.LimitID) concurrency.TableStats
+}
+
+// Stats returns a snapshot of the counters. It is safe for concurrent use
+// and takes no lock shared with the request path; counters read while
+// requests run may be mutually a little out of step.
+func (c *Controller) Stats() Stats {
+	u := func(i int) uint64 { return uint64(max(0, c.ctr.sum(i))) }
+	s := Stats{
+		Admitted: u(cAdmitted), OverLimit: u(cOverLimit), Shedding: u(cShedding), Penalized: u(cPenalized),
+		DryRun: u(cDryRun), FailedOpen: u(cFailedOpen), StoreErrors: u(cStoreErrors),
+		Inflight: c.ctr.sum(cInflight), Strikes: u(cStrikes),
+		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
+		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
+		Rules: make([]RuleStats, len(c.rules)),
+	}
+	ts, _ := c.store.(tableStatser)
+	for i := range c.rules {
+		r := &c.rules[i]
+		base := nGlobal + i*nPerRule
+		rs := RuleStats{Name: r.Name, Category: r.Category, Identity: r.Identity, Algorithm: r.Algorithm,
+			Allowed: u(base + rAllowed), Rejected: u(base + rRejected), WouldReject: u(base + rWouldReject),
+			FailOpen: u(base + rFailOpen), FailClosed: u(base + rFailClosed), Limit: r.Limit}
+		switch {
+		case r.lim != nil:
+			rs.Limit, rs.Inflight = int64(r.lim.Limit()), int64(r.lim.Inflight())
+		case r.sem != nil:
+			rs.Inflight = r.sem.Inflight()
+			if r.queue != nil {
+				rs.Waiting = r.queue.Len()
+			}
+		case r.id != 0 && ts != nil:
+			rs.Table = ts.TableStats(r.id)
+		}
+		s.Rules[i] = rs
+	}
+	return s
+}

@@ -1,0 +1,10 @@
+package shed
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
