@@ -39,12 +39,12 @@ type attempt struct {
 
 	// Held until done: Global rate rules charged (given back on a later
 	// rejection), Global concurrency permits, adaptive tokens, leases.
-	rated  []int
-	sems   []int
+	rated     []int
+	sems      []int
 	tokens    []adaptive.Token
 	adaptives []int // the rules of tokens
-	leases []store.Lease
-	active bool
+	leases    []store.Lease
+	active    bool
 
 	w statusWriter // the middleware's
 }
@@ -512,4 +512,3 @@ func outcomeOfStatus(status int, ctx context.Context) Outcome {
 	}
 	return Success
 }
-

@@ -44,9 +44,9 @@ type rule struct {
 // values that depend on the rule set only.
 type plan struct {
 	rules   []rule // the Controller's, for the response writer
-	rates   []int // Global rate rules
-	concs   []int // Global Concurrency and Adaptive rules
-	stored  []int // per-key rules, decided by the store in one call
+	rates   []int  // Global rate rules
+	concs   []int  // Global Concurrency and Adaptive rules
+	stored  []int  // per-key rules, decided by the store in one call
 	policyV string
 }
 
