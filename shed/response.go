@@ -22,12 +22,14 @@ const (
 	hNoSniff         = "X-Content-Type-Options"
 )
 
-// headerBlock holds every header value of one response: the value slices
-// and the bytes of the values that vary, in one allocation. The strings
-// point into buf; nothing writes to a block after it is filled.
+// headerBlock holds the header values of one response: the value slices
+// and the bytes of the values that vary, in one allocation (144 bytes, a
+// size class). The strings point into buf; nothing writes to a block
+// after it is filled. Values that do not fit (a long rule name, a warning,
+// Retry-After) go to the heap as append grows b.
 type headerBlock struct {
-	vals [7]string
-	buf  [192]byte
+	vals [5]string // RateLimit-Policy, X-RateLimit-Limit, RateLimit, -Remaining, -Reset
+	buf  [64]byte
 }
 
 // WriteHeaders sets the rate-limit header fields of d on h: RateLimit-Policy
@@ -44,6 +46,10 @@ func (d Decision) WriteHeaders(h http.Header) {
 	b := blk.buf[:0]
 	n := 0
 	set := func(key string, v string) {
+		if n == len(blk.vals) { // the rare fields: a warning, Retry-After
+			h[key] = []string{v}
+			return
+		}
 		blk.vals[n] = v
 		h[key] = blk.vals[n : n+1 : n+1]
 		n++

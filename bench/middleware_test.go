@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-chi/httprate"
+	"github.com/sethvargo/go-limiter/httplimit"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/shed"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+)
+
+// middlewareClients is how many client addresses the pre-built requests
+// come from.
+const middlewareClients = 4096
+
+// middlewareRequests builds one GET per client address.
+func middlewareRequests() []*http.Request {
+	reqs := make([]*http.Request, middlewareClients)
+	for i := range reqs {
+		r := httptest.NewRequest(http.MethodGet, "/api/items", nil)
+		r.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:%d", i>>16&255, i>>8&255, i&255, 40000+i%20000)
+		reqs[i] = r
+	}
+	return reqs
+}
+
+// The rule every implementation enforces: a per-IP limit high enough that
+// no request of the benchmark is ever limited, so that each measures its
+// admit path (and the benchmark checks that every response was a 200).
+const (
+	perIPRate  = 1_000_000 // per second
+	perIPBurst = 1 << 30
+)
+
+type middlewareImpl struct {
+	name string
+	// new returns the middleware and a function that releases what it
+	// started.
+	new func(b *testing.B) (func(http.Handler) http.Handler, func())
+}
+
+func middlewareImpls() []middlewareImpl {
+	return []middlewareImpl{
+		{"bare", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			return func(h http.Handler) http.Handler { return h }, func() {}
+		}},
+		{"sluice", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			c, err := shed.New([]shed.Rule{
+				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
+					Rate: concurrency.Per(perIPRate, time.Second)},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c.Middleware, func() { _ = c.Close() }
+		}},
+		{"sluice-layered", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// One IP limit + one global cap + one concurrency limit: the
+			// rule set of the hot-path budget.
+			c, err := shed.New([]shed.Rule{
+				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
+					Rate: concurrency.Per(perIPRate, time.Second)},
+				{Name: "global", Algorithm: shed.TokenBucket, Limit: perIPBurst,
+					Rate: concurrency.Per(1_000_000_000, time.Second)},
+				{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1 << 20},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c.Middleware, func() { _ = c.Close() }
+		}},
+		{"httprate", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			byIP := func(r *http.Request) (string, error) {
+				host, _, err := net.SplitHostPort(r.RemoteAddr)
+				if err != nil {
+					return "", err
+				}
+				return httprate.CanonicalizeIP(host), nil
+			}
+			return httprate.LimitBy(perIPBurst, time.Second, byIP), func() {}
+		}},
+		{"throttled", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			st, err := memstore.NewCtx(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
+				MaxRate: throttled.PerSec(perIPRate), MaxBurst: perIPBurst})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := &throttled.HTTPRateLimiterCtx{RateLimiter: rl, VaryBy: &throttled.VaryBy{RemoteAddr: true}}
+			return h.RateLimit, func() {}
+		}},
+		{"go-limiter", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// A one-hour interval: go-limiter refills interval/tokens per
+			// tick, which rounds to nothing for a count this large, so a
+			// shorter interval would start rejecting once a tick passes.
+			st, err := memorystore.New(&memorystore.Config{Tokens: perIPBurst, Interval: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			mw, err := httplimit.NewMiddleware(st, httplimit.IPKeyFunc())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return mw.Handle, func() { _ = st.Close(context.Background()) }
+		}},
+	}
+}
+
+// BenchmarkMiddleware measures what each middleware adds to a handler
+// that only answers 200, on the same per-IP rule, with requests from
+// middlewareClients addresses served in parallel through
+// httptest.ResponseRecorder (whose cost is in every figure, bare
+// included).
+func BenchmarkMiddleware(b *testing.B) {
+	reqs := middlewareRequests()
+	// The handler sets one header, as real handlers do (Content-Type), so
+	// that the header map is allocated in every case and the figures
+	// compare what the middlewares add, not whether a map exists.
+	contentType := []string{"text/plain; charset=utf-8"}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = contentType
+		w.WriteHeader(http.StatusOK)
+	})
+	for _, impl := range middlewareImpls() {
+		b.Run(impl.name, func(b *testing.B) {
+			mw, stop := impl.new(b)
+			defer stop()
+			h := mw(handler)
+			var bad atomic.Int64
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := rand.IntN(len(reqs))
+				for pb.Next() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, reqs[i])
+					if w.Code != http.StatusOK {
+						bad.Add(1)
+					}
+					if i++; i == len(reqs) {
+						i = 0
+					}
+				}
+			})
+			b.StopTimer()
+			// CPU time per request, all threads and the GC included: on a
+			// shared machine it is steadier than wall time.
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			if n := bad.Load(); n > 0 {
+				b.Fatalf("%d responses were not 200: the benchmark must measure admissions", n)
+			}
+		})
+	}
+}
+
+// processCPU returns the user and system CPU time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
