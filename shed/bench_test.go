@@ -14,7 +14,7 @@ import (
 // discardWriter is a ResponseWriter whose header map is reused.
 type discardWriter struct{ h http.Header }
 
-func (w *discardWriter) Header() http.Header       { return w.h }
+func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 
