@@ -107,7 +107,14 @@ func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
 		// older than another's cannot overwrite a later state: the loser
 		// recomputes from the winner's tat.
 		if s.tat.CompareAndSwap(tat, next) {
-			return g.view(next, now)
+			// next-now is in (0, tau]: the unsigned division skips the
+			// sign handling of a signed one on this, the hot path.
+			return Decision{
+				Allowed:    true,
+				Limit:      g.burst,
+				Remaining:  int64(uint64(g.tau-(next-now)) / uint64(g.interval)),
+				ResetAfter: time.Duration(next - now),
+			}
 		}
 	}
 }
