@@ -58,10 +58,10 @@ func (s *FixedWindowState) Reset() { s.w.Store(0) }
 // short for the limit to share one word with the window index (see
 // FixedWindow).
 func NewFixedWindow(limit int64, window time.Duration) (*FixedWindow, error) {
-	if err := checkLimit("limit", limit); err != nil {
+	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(window); err != nil {
+	if err := checkRateWindow(window); err != nil {
 		return nil, err
 	}
 	shift := uint(bits.Len64(uint64(limit)))

@@ -14,8 +14,8 @@ import (
 // every decision is one load and one compare-and-swap on it.
 //
 // Guarantee: in any interval of length T (inclusive of both ends) it admits
-// at most burst + rate·T tokens, under any interleaving and whatever order
-// the callers' now values arrive in. The emission interval rate.Per/rate.Count
+// at most burst + rate·T tokens (refunded ones aside), under any
+// interleaving and whatever order the callers' now values arrive in. The emission interval rate.Per/rate.Count
 // is kept in whole nanoseconds, rounded up: the refill is slower than the
 // rate by less than 1 ns per token, never faster.
 //
@@ -53,12 +53,12 @@ func NewGCRA(rate Rate, burst int64) (*GCRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLimit("burst", burst); err != nil {
+	if err := checkRateLimit("burst", burst); err != nil {
 		return nil, err
 	}
-	if burst > maxSpan/interval {
+	if burst > maxRateSpan/interval {
 		return nil, fmt.Errorf("concurrency: a burst of %d at %v takes longer than the supported %v to refill",
-			burst, rate, time.Duration(maxSpan))
+			burst, rate, time.Duration(maxRateSpan))
 	}
 	return &GCRA{interval: interval, tau: burst * interval, burst: burst}, nil
 }
@@ -92,7 +92,7 @@ func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
 		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
 		return d
 	}
-	cost := n * g.interval // n <= burst, so cost <= tau <= maxSpan
+	cost := n * g.interval // n <= burst, so cost <= tau <= maxRateSpan
 	for {
 		tat := s.tat.Load()
 		next := max(tat, now) + cost

@@ -42,25 +42,25 @@ func (r Rate) interval() (int64, error) {
 	return (per + r.Count - 1) / r.Count, nil
 }
 
-// maxSpan bounds every duration a rate primitive keeps in its state (a
+// maxRateSpan bounds every duration a rate primitive keeps in its state (a
 // token bucket's burst times its emission interval, a window): 2^59 ns, about
 // 18 years. With now below 2^62+2^61 ns (clock.Now stays there for 73 years
 // of process uptime) no sum of now and such spans can overflow int64.
-const maxSpan = int64(1) << 59
+const maxRateSpan = int64(1) << 59
 
-func checkLimit(what string, limit int64) error {
+func checkRateLimit(what string, limit int64) error {
 	if limit <= 0 {
 		return fmt.Errorf("concurrency: %s must be positive, got %d", what, limit)
 	}
 	return nil
 }
 
-func checkWindow(window time.Duration) error {
+func checkRateWindow(window time.Duration) error {
 	if window <= 0 {
 		return fmt.Errorf("concurrency: window must be positive, got %v", window)
 	}
-	if int64(window) > maxSpan {
-		return fmt.Errorf("concurrency: window %v is longer than the supported %v", window, time.Duration(maxSpan))
+	if int64(window) > maxRateSpan {
+		return fmt.Errorf("concurrency: window %v is longer than the supported %v", window, time.Duration(maxRateSpan))
 	}
 	return nil
 }

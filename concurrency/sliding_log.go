@@ -82,10 +82,10 @@ func (s *SlidingLogState) Reset() {
 // is not positive, or when the window is longer than 2^59 ns (about 18
 // years).
 func NewSlidingLog(limit int64, window time.Duration) (*SlidingLog, error) {
-	if err := checkLimit("limit", limit); err != nil {
+	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(window); err != nil {
+	if err := checkRateWindow(window); err != nil {
 		return nil, err
 	}
 	return &SlidingLog{limit: limit, window: int64(window)}, nil
@@ -97,13 +97,13 @@ func (l *SlidingLog) Limit() int64 { return l.limit }
 // Window returns the window length.
 func (l *SlidingLog) Window() time.Duration { return time.Duration(l.window) }
 
-// pending is the release time given to an entry that is being written: it
+// logPending is the release time given to an entry that is being written: it
 // is recent, and its time is at least about now.
-const pending = int64(-1)
+const logPending = int64(-1)
 
 // freeAt returns the instant from which admission c no longer counts: its
 // time plus the window, or its time if it was refunded; 0 for numbers below
-// zero (slots never used); pending when the entry is not published yet.
+// zero (slots never used); logPending when the entry is not published yet.
 func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
 	if c < 0 {
 		return 0
@@ -112,13 +112,13 @@ func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
 	want := uint64(c/l.limit+1) << 1
 	seq := slot.seq.Load()
 	if seq&^1 != want {
-		return pending
+		return logPending
 	}
 	ts := slot.ts.Load()
 	// Read again: a writer of admission c+limit clears seq before it
 	// touches ts, so an unchanged seq means ts belongs to admission c.
 	if slot.seq.Load() != seq {
-		return pending
+		return logPending
 	}
 	if seq&1 != 0 {
 		return ts
@@ -183,7 +183,7 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 		var blockedUntil int64
 		for c := h - l.limit; c < h+n-l.limit; c++ {
 			at := l.freeAt(r, c)
-			if at == pending {
+			if at == logPending {
 				at = now + l.window
 			}
 			blockedUntil = max(blockedUntil, at)
@@ -244,7 +244,7 @@ func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
 func (l *SlidingLog) Recovered(s *SlidingLogState, now int64) bool {
 	r, h := l.load(s)
 	for c := max(0, h-l.limit); c < h; c++ {
-		if at := l.freeAt(r, c); at == pending || at > now {
+		if at := l.freeAt(r, c); at == logPending || at > now {
 			return false
 		}
 	}
@@ -265,7 +265,7 @@ func (l *SlidingLog) decision(r *logRing, h, now int64) Decision {
 	var resetAt int64
 	for c := first; c < h; c++ {
 		at := l.freeAt(r, c)
-		if at == pending {
+		if at == logPending {
 			at = now + l.window
 		}
 		if at > now {

@@ -69,10 +69,10 @@ func (s *SlidingWindowState) Reset() { s.w.Store(0) }
 // the window is too short for two counts to share one word with the window
 // index (see SlidingWindow).
 func NewSlidingWindow(limit int64, window time.Duration) (*SlidingWindow, error) {
-	if err := checkLimit("limit", limit); err != nil {
+	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(window); err != nil {
+	if err := checkRateWindow(window); err != nil {
 		return nil, err
 	}
 	shift := uint(bits.Len64(uint64(limit)))
