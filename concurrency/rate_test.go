@@ -1,8 +1,11 @@
 package concurrency
 
 import (
+	"math"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestRateIntervalAndString(t *testing.T) {
@@ -27,4 +30,26 @@ func TestRateIntervalAndString(t *testing.T) {
 			t.Errorf("String() = %q, want %q", c.rate.String(), c.text)
 		}
 	}
+}
+
+// TestDividerIsExact compares the multiply-based division with the
+// hardware one over random and edge-case operands.
+func TestDividerIsExact(t *testing.T) {
+	edges := []int64{0, 1, 2, 3, 1<<62 - 1, 1 << 62, 1<<62 + 1<<61, math.MaxInt64, math.MaxInt64 - 1}
+	divisors := []int64{1, 2, 3, 5, 7, 10, 1000, 1_000_000_007, 333_333_334, 1<<59 - 1, 1 << 59, 1<<59 + 1, math.MaxInt64}
+	for _, d := range divisors {
+		v := newDivider(d)
+		for _, x := range edges {
+			if got := v.div(x); got != x/d {
+				t.Fatalf("%d/%d = %d, divider says %d", x, d, x/d, got)
+			}
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		d := rapid.OneOf(rapid.Int64Range(1, 1<<20), rapid.Int64Range(1, math.MaxInt64)).Draw(t, "d")
+		x := rapid.OneOf(rapid.Int64Range(0, 1<<20), rapid.Int64Range(0, math.MaxInt64)).Draw(t, "x")
+		if got := newDivider(d).div(x); got != x/d {
+			t.Fatalf("%d/%d = %d, divider says %d", x, d, x/d, got)
+		}
+	})
 }
