@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -567,6 +568,22 @@ func TestRateRecoveredMeansFresh(t *testing.T) {
 		st.Reset()
 		if !allow[i]() {
 			t.Errorf("state %T after Reset is not fresh", st)
+		}
+	}
+}
+
+// TestRateStateSizes pins the per-key memory the doc comments promise, which
+// a keyed table relies on.
+func TestRateStateSizes(t *testing.T) {
+	for name, c := range map[string]struct{ got, want uintptr }{
+		"GCRAState":          {unsafe.Sizeof(GCRAState{}), 8},
+		"FixedWindowState":   {unsafe.Sizeof(FixedWindowState{}), 8},
+		"SlidingWindowState": {unsafe.Sizeof(SlidingWindowState{}), 8},
+		"SlidingLogState":    {unsafe.Sizeof(SlidingLogState{}), 16},
+		"logSlot":            {unsafe.Sizeof(logSlot{}), 16},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s is %d bytes, documented %d", name, c.got, c.want)
 		}
 	}
 }

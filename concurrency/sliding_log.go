@@ -21,8 +21,9 @@ import (
 // right now), so a race can only reject, never over-admit.
 //
 // Guarantee: every admission c lies at least window after admission
-// c−limit, so of any limit+1 admissions two share a slot and are a window
-// apart: no interval of length window holds more than limit, under any
+// c−limit (or no earlier than it, if that one was refunded), so of any
+// limit+1 admissions not refunded two share a slot and lie a window apart:
+// no interval of length window holds more than limit, under any
 // interleaving and whatever order the callers' now values arrive in. With a
 // non-decreasing clock this is exactly the sliding window: a request is
 // admitted iff the last window holds at most limit−n admissions. When time
