@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +34,7 @@ import (
 // Cost: a decision reads up to limit entries (to fill Remaining and
 // ResetAfter) and takes one CAS. Memory per key: 16 bytes of state plus a
 // ring of 16·limit bytes (with a 24-byte header), allocated on the first
-// admission; it is meant for small limits.
+// admission. It is meant for small limits (at most MaxSlidingLogLimit).
 //
 // now must be non-negative and below 2^62+2^61. A SlidingLog is immutable
 // and safe for concurrent use. Use NewSlidingLog; the zero value is not
@@ -78,13 +79,22 @@ func (s *SlidingLogState) Reset() {
 	}
 }
 
+// MaxSlidingLogLimit is the largest limit NewSlidingLog accepts: a decision
+// reads up to limit entries and a key holds 16·limit bytes, so large limits
+// belong to SlidingWindow or GCRA.
+const MaxSlidingLogLimit = 1 << 16
+
 // NewSlidingLog returns the configuration of a log admitting at most limit
 // in any interval of length window. It returns an error when limit or window
-// is not positive, or when the window is longer than 2^59 ns (about 18
-// years).
+// is not positive, when limit exceeds MaxSlidingLogLimit, or when the window
+// is longer than 2^59 ns (about 18 years).
 func NewSlidingLog(limit int64, window time.Duration) (*SlidingLog, error) {
 	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
+	}
+	if limit > MaxSlidingLogLimit {
+		return nil, fmt.Errorf("concurrency: sliding log limit %d is above the supported %d; use SlidingWindow or GCRA for large limits",
+			limit, MaxSlidingLogLimit)
 	}
 	if err := checkRateWindow(window); err != nil {
 		return nil, err

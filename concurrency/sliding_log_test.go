@@ -272,3 +272,12 @@ func TestSlidingLogBoundWithRefunds(t *testing.T) {
 		})
 	})
 }
+
+func TestNewSlidingLogCapsTheLimit(t *testing.T) {
+	if _, err := NewSlidingLog(MaxSlidingLogLimit, time.Second); err != nil {
+		t.Fatalf("the largest supported limit is refused: %v", err)
+	}
+	if _, err := NewSlidingLog(MaxSlidingLogLimit+1, time.Second); err == nil {
+		t.Fatal("a limit above MaxSlidingLogLimit is accepted")
+	}
+}
