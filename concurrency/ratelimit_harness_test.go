@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,7 +225,7 @@ func TestRateRejectsBadInput(t *testing.T) {
 			} {
 				if _, err := impl.new(c.limit, c.window); err == nil {
 					t.Errorf("limit %d window %v: no error", c.limit, c.window)
-				} else if got := err.Error(); len(got) < 13 || got[:13] != "concurrency: " {
+				} else if got := err.Error(); !strings.HasPrefix(got, "concurrency: ") {
 					t.Errorf("error %q does not start with the package name", got)
 				}
 				if _, err := impl.single(c.limit, c.window); err == nil {
