@@ -7,6 +7,9 @@ replace github.com/sluicehq/sluice => ../
 require (
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+	go.uber.org/ratelimit v0.3.1
 	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
 )
+
+require github.com/benbjohnson/clock v1.3.0 // indirect
