@@ -1,0 +1,152 @@
+package shed
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"pgregory.net/rapid"
+)
+
+// TestPermitsConserved: under any sequence of attempts, completions (with
+// any outcome, done twice or not) and clock moves, the Controller's
+// inflight count and the global semaphore's equal what the live tokens
+// hold; once every token is done, everything is back (inflight 0, every
+// lease released so a full-cost attempt fits again).
+func TestPermitsConserved(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		clk := newFakeClock()
+		c, err := New([]Rule{
+			{Name: "cap", Algorithm: TokenBucket, Limit: 20, Rate: concurrency.Per(10, time.Second)},
+			{Name: "conc", Algorithm: Concurrency, Limit: 4},
+			{Name: "lease", Identity: IP, Algorithm: Concurrency, Limit: 2, LeaseTTL: time.Hour},
+			{Name: "log", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Second, DryRun: rapid.Bool().Draw(t, "dry")},
+		}, WithClock(clk.now), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		type live struct {
+			tok  Token
+			cost int64
+		}
+		var toks []live
+		ips := []netip.Addr{ipA, ipB}
+		held := func() (n, cost int64) {
+			for _, l := range toks {
+				n, cost = n+1, cost+l.cost
+			}
+			return
+		}
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0, 1:
+				cost := rapid.Int64Range(1, 2).Draw(t, "cost")
+				ip := ips[rapid.IntRange(0, 1).Draw(t, "ip")]
+				d, tok, err := c.Decide(context.Background(), Attempt{IP: ip, Cost: cost})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					toks = append(toks, live{tok, cost})
+				} else if tok != (Token{}) {
+					t.Fatal("a rejection came with a token")
+				}
+			case 2:
+				if len(toks) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(toks)-1).Draw(t, "tok")
+				o := Outcome(rapid.IntRange(0, 2).Draw(t, "outcome"))
+				toks[i].tok.Done(o)
+				if rapid.Bool().Draw(t, "twice") {
+					toks[i].tok.Done(o)
+				}
+				toks = append(toks[:i], toks[i+1:]...)
+			case 3:
+				clk.add(time.Duration(rapid.Int64Range(0, int64(2*time.Second)).Draw(t, "dt")))
+			}
+			n, cost := held()
+			s := c.Stats()
+			if s.Inflight != n || s.Rules[1].Inflight != cost {
+				t.Fatalf("inflight %d/%d, tokens hold %d/%d", s.Inflight, s.Rules[1].Inflight, n, cost)
+			}
+		}
+		for _, l := range toks {
+			l.tok.Done(Success)
+		}
+		clk.add(time.Hour / 2) // refill the cap and the log; leases are not expired
+		for _, ip := range ips {
+			d, tok, _ := c.Decide(context.Background(), Attempt{IP: ip, Cost: 2})
+			if !d.Allowed {
+				t.Fatalf("after all done, %v: %+v", ip, d)
+			}
+			tok.Done(Success)
+		}
+		if s := c.Stats(); s.Inflight != 0 || s.Rules[1].Inflight != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
+
+// TestDroppedReachesAdaptive: a 5xx from the handler is a drop for the
+// adaptive limit, which lowers it.
+func TestDroppedReachesAdaptive(t *testing.T) {
+	alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(10), adaptive.WithLimits(1, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := adaptive.NewLimiter(alg, adaptive.WithWindowSamples(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newFakeClock()
+	c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: lim}}, WithClock(clk.now), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clk.add(time.Millisecond)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	for range 4 {
+		send(h, "192.0.2.1")
+	}
+	if lim.Limit() >= 10 || lim.Inflight() != 0 {
+		t.Fatalf("limit %d inflight %d after drops", lim.Limit(), lim.Inflight())
+	}
+}
+
+// countHandler counts log records.
+type countHandler struct{ n atomic.Int64 }
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h *countHandler) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h *countHandler) WithGroup(string) slog.Handler             { return h }
+
+// TestLogRateLimited: dry-run rejections are logged at most once a second,
+// however many there are.
+func TestLogRateLimited(t *testing.T) {
+	logs := &countHandler{}
+	_, h, clk := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}},
+		WithDryRun(), WithLogger(slog.New(logs)))
+	for range 100 {
+		send(h, "192.0.2.1")
+	}
+	if n := logs.n.Load(); n != 1 {
+		t.Fatalf("%d log lines in one second", n)
+	}
+	clk.add(time.Second)
+	for range 100 {
+		send(h, "192.0.2.1")
+	}
+	if n := logs.n.Load(); n != 2 {
+		t.Fatalf("%d log lines in two seconds", n)
+	}
+}
