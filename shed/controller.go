@@ -28,26 +28,28 @@ type localRate interface {
 // rule is a validated Rule with what enforces it.
 type rule struct {
 	Rule
-	kind    Kind // of its rejections: Shedding for Global rules, OverLimit otherwise
-	dry     bool
-	softAt  int64 // used units from which the soft-limit warning shows
-	rate    localRate
-	sem     *concurrency.Semaphore
-	queue   *queueing.Queue
-	lim     *adaptive.Limiter
-	id      store.LimitID
-	limitV  string // X-RateLimit-Limit
-	problem []byte // the quota-exceeded body naming this rule
+	kind   Kind // of its rejections: Shedding for Global rules, OverLimit otherwise
+	dry    bool
+	softAt int64 // used units from which the soft-limit warning shows
+	rate   localRate
+	sem    *concurrency.Semaphore
+	queue  *queueing.Queue
+	lim    *adaptive.Limiter
+	id     store.LimitID
+	limitV []string // X-RateLimit-Limit, shared by every response
+	// itemPrefix is the start of the rule's RateLimit item: `"name";r=`.
+	itemPrefix []byte
+	problem    []byte // the quota-exceeded body naming this rule
 }
 
 // plan is the rules of one category, cheapest first, with the header
 // values that depend on the rule set only.
 type plan struct {
-	rules   []rule // the Controller's, for the response writer
-	rates   []int  // Global rate rules
-	concs   []int  // Global Concurrency and Adaptive rules
-	stored  []int  // per-key rules, decided by the store in one call
-	policyV string
+	rules   []rule   // the Controller's, for the response writer
+	rates   []int    // Global rate rules
+	concs   []int    // Global Concurrency and Adaptive rules
+	stored  []int    // per-key rules, decided by the store in one call
+	policyV []string // RateLimit-Policy, shared by every response; nil if no rate rule applies
 }
 
 // Controller decides admission for attempts against its rules, and is the
@@ -217,7 +219,8 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			return err
 		}
 		dst.softAt = int64(math.Ceil(r.softLimit() * float64(r.Limit)))
-		dst.limitV = fmt.Sprint(r.Limit)
+		dst.limitV = []string{fmt.Sprint(r.Limit)}
+		dst.itemPrefix = append(appendSFString(nil, r.Name), ";r="...)
 		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
 	}
 	return nil
@@ -268,7 +271,9 @@ func (c *Controller) makePlan(cat string) (*plan, error) {
 		return nil, fmt.Errorf("shed: category %q has %d per-key rules, more than the %d one store call decides",
 			cat, len(p.stored), store.MaxHits)
 	}
-	p.policyV = policyField(policies)
+	if len(policies) > 0 {
+		p.policyV = []string{policyField(policies)}
+	}
 	return p, nil
 }
 

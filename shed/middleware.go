@@ -41,7 +41,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl := c.client(r)
 		a.at.User, a.at.APIKey, a.at.Tenant = cl.User, cl.APIKey, cl.Tenant
 	}
-	a.at.Category = c.cat(r)
+	if len(c.plans) > 0 { // some rule names a category
+		a.at.Category = c.cat(r)
+	}
 	ctx := r.Context()
 	d, err := c.decide(ctx, a)
 	if err != nil {

@@ -22,13 +22,13 @@ const (
 	hNoSniff         = "X-Content-Type-Options"
 )
 
-// headerBlock holds the header values of one response: the value slices
-// and the bytes of the values that vary, in one allocation (144 bytes, a
-// size class). The strings point into buf; nothing writes to a block
-// after it is filled. Values that do not fit (a long rule name, a warning,
+// headerBlock holds the header values of one response that vary: the
+// value slices and their bytes, in one allocation (112 bytes, a size
+// class). The strings point into buf; nothing writes to a block after it
+// is filled. Values that do not fit (a long rule name, a warning,
 // Retry-After) go to the heap as append grows b.
 type headerBlock struct {
-	vals [5]string // RateLimit-Policy, X-RateLimit-Limit, RateLimit, -Remaining, -Reset
+	vals [3]string // RateLimit, X-RateLimit-Remaining, X-RateLimit-Reset
 	buf  [64]byte
 }
 
@@ -37,16 +37,29 @@ type headerBlock struct {
 // X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix
 // seconds, rounded up); X-RateLimit-Warning past a soft limit; Retry-After
 // in delta-seconds, rounded up, on a rejection that can succeed later. It
-// is the middleware's default (see WithHeaders). It allocates once.
+// is the middleware's default (see WithHeaders).
+//
+// It allocates once. The RateLimit-Policy and X-RateLimit-Limit values
+// are computed once per rule set and shared by every response: replace
+// them (Header.Set, Header.Add) rather than write into their slices.
 func (d Decision) WriteHeaders(h http.Header) {
 	if d.plan == nil {
 		return
 	}
-	blk := new(headerBlock)
-	b := blk.buf[:0]
-	n := 0
-	set := func(key string, v string) {
-		if n == len(blk.vals) { // the rare fields: a warning, Retry-After
+	if d.plan.policyV != nil {
+		h[hRateLimitPolicy] = d.plan.policyV
+	}
+	var (
+		blk *headerBlock
+		b   []byte
+		n   int
+	)
+	// set gives key the value b[from:], a string sharing b's memory: b only
+	// grows past it from here on (into a new array if it must, which the
+	// earlier strings do not see).
+	set := func(key string, from int) {
+		v := unsafe.String(&b[from], len(b)-from) // never empty: digits or a name
+		if n == len(blk.vals) {                   // the rare fields: a warning, Retry-After
 			h[key] = []string{v}
 			return
 		}
@@ -54,42 +67,38 @@ func (d Decision) WriteHeaders(h http.Header) {
 		h[key] = blk.vals[n : n+1 : n+1]
 		n++
 	}
-	// str returns b[from:] as a string sharing b's memory: b only grows
-	// past it from here on (into a new array if it must, which the earlier
-	// strings do not see).
-	str := func(from int) string {
-		if from == len(b) {
-			return ""
-		}
-		return unsafe.String(&b[from], len(b)-from)
-	}
-	if d.plan.policyV != "" {
-		set(hRateLimitPolicy, d.plan.policyV)
+	if d.rule >= 0 || d.Warning || !d.Allowed {
+		blk = new(headerBlock)
+		b = blk.buf[:0]
 	}
 	if d.rule >= 0 {
 		r := &d.plan.rules[d.rule]
-		set(hXLimit, r.limitV)
-		b = appendRateLimitItem(b, r.Name, d.Remaining, d.Reset)
-		set(hRateLimit, str(0))
-		from := len(b)
+		h[hXLimit] = r.limitV
+		b = append(b, r.itemPrefix...)
 		b = strconv.AppendInt(b, max(0, d.Remaining), 10)
-		set(hXRemaining, str(from))
-		from = len(b)
-		reset := d.wall + int64(d.Reset)
-		b = strconv.AppendInt(b, ceilSeconds(time.Duration(reset)), 10)
-		set(hXReset, str(from))
+		end := len(b)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(d.Reset), 10)
+		set(hRateLimit, 0)
+		// X-RateLimit-Remaining is the r of the item: the same bytes.
+		blk.vals[n] = unsafe.String(&b[len(r.itemPrefix)], end-len(r.itemPrefix))
+		h[hXRemaining] = blk.vals[n : n+1 : n+1]
+		n++
+		from := len(b)
+		b = strconv.AppendInt(b, ceilSeconds(time.Duration(d.wall+int64(d.Reset))), 10)
+		set(hXReset, from)
 	}
 	if d.Warning {
 		from := len(b)
 		b = append(b, "quota "...)
 		b = appendSFString(b, d.WarningRule)
 		b = append(b, " is past its soft limit"...)
-		set(hXWarning, str(from))
+		set(hXWarning, from)
 	}
 	if !d.Allowed && d.RetryAfter != concurrency.Never {
 		from := len(b)
 		b = strconv.AppendInt(b, max(1, ceilSeconds(d.RetryAfter)), 10)
-		set(hRetryAfter, str(from))
+		set(hRetryAfter, from)
 	}
 }
 
