@@ -4,4 +4,33 @@
 // codes (429 for a client over its limit, 503 when the server sheds load for
 // its own protection), Retry-After, X-RateLimit-* and the IETF RateLimit and
 // RateLimit-Policy header fields.
+//
+// A Rule names a category of endpoints ("" for all), an Identity to count
+// per (IP, User, APIKey, Tenant or Global), an Algorithm (token bucket,
+// fixed window, sliding window, sliding log, concurrency, adaptive
+// concurrency) with its limits, a failure mode for when the store fails, a
+// soft limit and a dry-run flag. New builds a Controller from rules.
+//
+// For each attempt the Controller, in this order:
+//
+//  1. asks the penalty box (WithPenalties) whether the client is serving a
+//     timeout, and rejects it at once if so;
+//  2. charges the Global rate rules, in this process;
+//  3. takes the Global concurrency and adaptive permits, in this process,
+//     waiting up to a rule's MaxWait if it allows waiting;
+//  4. decides every per-key rule in one store call (store.Store; a Memory
+//     store by default), all or nothing.
+//
+// When a later step rejects, what the earlier ones took is given back, so
+// layered limits (20 per 15 minutes per IP AND 5 per 15 minutes per
+// account) count only what they admit. Controller.Decide is the API for any
+// kind of work; Controller.Middleware wraps an http.Handler. An admitted
+// attempt holds a Token whose Done reports the outcome to adaptive limits
+// and returns every permit exactly once.
+//
+// Dry-run (per rule, or WithDryRun) rejects nothing and counts, logs and
+// reports what would have been rejected. Stats snapshots the counters; a
+// decision hook (WithDecisionHook) sees every decision. Log lines go
+// through log/slog, at most one per kind per second. Errors start with
+// "shed: ".
 package shed

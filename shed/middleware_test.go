@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -367,5 +368,32 @@ func TestOutcomeOfStatus(t *testing.T) {
 	ctx := httptest.NewRequest("GET", "/", nil).Context()
 	if outcomeOfStatus(503, ctx) != Dropped || outcomeOfStatus(200, ctx) != Success || outcomeOfStatus(0, ctx) != Success {
 		t.Fatal("status mapping")
+	}
+}
+
+// TestHeadersLongName: a 64-byte policy name, a warning and Retry-After
+// outgrow the response's header block and still come out whole and valid.
+func TestHeadersLongName(t *testing.T) {
+	name := strings.Repeat("n", 64)
+	_, h, _ := newTest(t, []Rule{{Name: name, Identity: IP, Algorithm: FixedWindow, Limit: 2, Window: time.Hour, SoftLimit: 0.5}})
+	for i, want := range []int{200, 200, 429} {
+		w := send(h, "192.0.2.1")
+		if w.Code != want {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+		items, err := parseSFList(w.Header().Get("RateLimit"))
+		if err != nil || len(items) != 1 || items[0].val != name {
+			t.Fatalf("RateLimit %q: %v", w.Header().Get("RateLimit"), err)
+		}
+		r, _ := items[0].param("r")
+		if r != int64(max(0, 1-i)) || w.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(max(0, 1-i)) {
+			t.Fatalf("request %d: r=%v, remaining %q", i, r, w.Header().Get("X-RateLimit-Remaining"))
+		}
+		if (w.Header().Get("X-RateLimit-Warning") != "") != (i < 2) {
+			t.Fatalf("request %d: warning %q", i, w.Header().Get("X-RateLimit-Warning"))
+		}
+		if (w.Header().Get("Retry-After") != "") != (i == 2) {
+			t.Fatalf("request %d: Retry-After %q", i, w.Header().Get("Retry-After"))
+		}
 	}
 }
