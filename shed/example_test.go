@@ -1,6 +1,7 @@
 package shed_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -32,4 +33,31 @@ func Example() {
 	// 200 RateLimit: "per-ip";r=1;t=60 Retry-After: ""
 	// 200 RateLimit: "per-ip";r=0;t=120 Retry-After: ""
 	// 429 RateLimit: "per-ip";r=0;t=120 Retry-After: "60"
+}
+
+// Deciding work that is not an HTTP request: a job runner admits jobs per
+// tenant and reports each job's outcome.
+func ExampleController_Decide() {
+	jobs, err := shed.New([]shed.Rule{
+		{Name: "per-tenant", Identity: shed.Tenant, Algorithm: shed.FixedWindow, Limit: 2, Window: time.Hour},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		d, tok, err := jobs.Decide(context.Background(), shed.Attempt{Tenant: "acme"})
+		if err != nil {
+			panic(err)
+		}
+		if !d.Allowed {
+			fmt.Println(d.Kind, d.Rule, "retry after", d.RetryAfter > 0)
+			continue
+		}
+		fmt.Println("run job;", d.Remaining, "left")
+		tok.Done(shed.Success)
+	}
+	// Output:
+	// run job; 1 left
+	// run job; 0 left
+	// over_limit per-tenant retry after true
 }

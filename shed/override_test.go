@@ -1,0 +1,95 @@
+package shed
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/fingerprint"
+)
+
+// TestResponseOverrides: WithHeaders and WithRejection replace the
+// response; the defaults stay callable from them.
+func TestResponseOverrides(t *testing.T) {
+	_, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}},
+		WithHeaders(func(h http.Header, d Decision) {
+			d.WriteHeaders(h)
+			h.Set("X-Decided-By", d.Rule)
+		}),
+		WithRejection(func(w http.ResponseWriter, r *http.Request, d Decision) {
+			w.WriteHeader(http.StatusTeapot)
+		}))
+	if w := send(h, "192.0.2.1"); w.Code != 200 || w.Header().Get("X-Decided-By") != "ip" || w.Header().Get("RateLimit") == "" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+	if w := send(h, "192.0.2.1"); w.Code != http.StatusTeapot || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+}
+
+// TestTrustedProxy: behind a configured proxy, the forwarded client is
+// the key; the proxy's own address is not.
+func TestTrustedProxy(t *testing.T) {
+	res, err := fingerprint.NewResolver(fingerprint.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}},
+		WithResolver(res))
+	xff := func(v string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("X-Forwarded-For", v) }
+	}
+	for _, client := range []string{"198.51.100.1", "198.51.100.2"} {
+		if w := send(h, "10.0.0.1", xff(client)); w.Code != http.StatusOK {
+			t.Fatalf("%s: %d", client, w.Code)
+		}
+	}
+	if w := send(h, "10.0.0.1", xff("203.0.113.9, 198.51.100.1")); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("the right-most untrusted entry is the client: %d", w.Code)
+	}
+}
+
+// TestAdaptiveWait: an adaptive rule with a max wait queues the attempt
+// until a permit comes back, and sheds it when the wait runs out.
+func TestAdaptiveWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(1), adaptive.WithLimits(1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim, err := adaptive.NewLimiter(alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: lim, MaxWait: time.Second}}, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_, tok1, _ := c.Decide(ctx, Attempt{})
+		done := make(chan Decision)
+		go func() {
+			d, tok, _ := c.Decide(ctx, Attempt{})
+			tok.Done(Success)
+			done <- d
+		}()
+		synctest.Wait()
+		tok1.Done(Success)
+		if d := <-done; !d.Allowed {
+			t.Fatalf("waiter: %+v", d)
+		}
+		_, tok3, _ := c.Decide(ctx, Attempt{})
+		start := time.Now()
+		if d, _, _ := c.Decide(ctx, Attempt{}); d.Allowed || d.Kind != Shedding || time.Since(start) != time.Second {
+			t.Fatalf("%+v after %v", d, time.Since(start))
+		}
+		tok3.Done(Success)
+		if s := c.Stats(); s.Inflight != 0 || s.Rules[0].Inflight != 0 || s.QueueWaits != 2 || s.QueueShed != 1 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
