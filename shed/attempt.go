@@ -51,23 +51,25 @@ type attempt struct {
 
 func (c *Controller) get() *attempt { return c.pool.Get().(*attempt) }
 
+// maxPooledBuf is the largest key buffer kept in the pool: a request with
+// huge identities must not pin its buffer for the life of the process.
+const maxPooledBuf = 4 << 10
+
 // put returns a to the pool; it holds nothing.
 func (c *Controller) put(a *attempt) {
 	a.at = Attempt{}
 	a.buf = a.buf[:0]
+	if cap(a.buf) > maxPooledBuf {
+		a.buf = make([]byte, 0, 256)
+	}
 	a.keys = [Tenant + 1]struct{ start, end int }{}
 	a.w = statusWriter{}
 	c.pool.Put(a)
 }
 
-// key returns the store key of identity id for the attempt, building it in
-// buf the first time; ok is false when the attempt has no such identity.
-//
-// The string shares buf's memory (unsafe.String): stores do not retain a
-// request's keys (store.Store's contract), and a lease's key is used by
-// Release before the attempt goes back to the pool, so the bytes never
-// change under a live string and no key is allocated.
-func (a *attempt) key(id Identity) (string, bool) {
+// buildKey builds the store key of identity id in buf, once, and reports
+// whether the attempt has that identity. keyString reads it.
+func (a *attempt) buildKey(id Identity) bool {
 	k := &a.keys[id]
 	if k.end == 0 {
 		start := len(a.buf)
@@ -77,31 +79,35 @@ func (a *attempt) key(id Identity) (string, bool) {
 			a.buf = a.at.IP.AppendTo(a.buf)
 		case User:
 			if a.at.User == "" {
-				return "", false
+				return false
 			}
 			a.buf = append(append(a.buf, "user:"...), a.at.User...)
 		case APIKey:
 			if a.at.APIKey == "" {
-				return "", false
+				return false
 			}
 			a.buf = a.c.hasher.AppendSumString(append(a.buf, "key:"...), a.at.APIKey)
 		case Tenant:
 			if a.at.Tenant == "" {
-				return "", false
+				return false
 			}
 			a.buf = append(append(a.buf, "tenant:"...), a.at.Tenant...)
 		default:
-			return "", false
+			return false
 		}
 		// buf may have moved: earlier keys are re-derived by keyString from
 		// the offsets, never kept across an append.
 		k.start, k.end = start, len(a.buf)
 	}
-	return "", true
+	return true
 }
 
-// keyString returns the built key of id as a string over buf; valid while
-// buf is not appended to.
+// keyString returns the built key of id as a string sharing buf's memory
+// (unsafe.String), valid while buf is not appended to. Stores do not
+// retain a request's keys (store.Store's contract), penalty boxes copy
+// what they keep (Penalties), and a lease's key is used by Release before
+// the attempt goes back to the pool; so the bytes never change under a
+// live string, and no key is allocated.
 func (a *attempt) keyString(id Identity) string {
 	k := a.keys[id]
 	return unsafe.String(&a.buf[k.start], k.end-k.start)
@@ -128,16 +134,13 @@ func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
 
 	// Identity keys first: the strings over buf are taken after the last
 	// append.
-	penalized := false
-	if c.pen != nil {
-		_, penalized = a.key(c.penID)
-	}
+	checkPenalty := c.pen != nil && a.buildKey(c.penID)
 	for _, i := range p.stored {
-		a.key(c.rules[i].Identity)
+		a.buildKey(c.rules[i].Identity)
 	}
 
 	// 1. The penalty box.
-	if penalized {
+	if checkPenalty {
 		if left, in := c.pen.Check(a.keyString(c.penID), now); in {
 			if !c.dryPen {
 				d.Allowed, d.Kind, d.RetryAfter = false, Penalized, max(left, 1)
@@ -289,7 +292,7 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 	a.req.N, a.req.Now = 0, a.now
 	for _, i := range p.stored {
 		r := &c.rules[i]
-		if _, ok := a.key(r.Identity); !ok {
+		if !a.buildKey(r.Identity) {
 			continue // the attempt has no such identity
 		}
 		a.hitRule[a.req.N] = i
@@ -395,7 +398,7 @@ func (c *Controller) rejectBy(a *attempt, d Decision, i int, rd concurrency.Deci
 		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
 	}
 	if d.Kind == OverLimit && c.pen != nil {
-		if _, ok := a.key(c.penID); ok {
+		if a.buildKey(c.penID) {
 			c.pen.Strike(a.keyString(c.penID), a.now)
 			c.ctr.add(a.shard, cStrikes, 1)
 		}
@@ -432,9 +435,15 @@ func (c *Controller) rollback(a *attempt, d *Decision) {
 
 // release returns every permit a holds: adaptive tokens with outcome o,
 // semaphore permits, store leases.
-func (c *Controller) release(a *attempt, o Outcome) {
+func (c *Controller) release(a *attempt, o Outcome) { c.releaseAt(a, 0, o) }
+
+// releaseAt is release at now (0: the Controller's clock, read only when
+// an adaptive token or a lease needs it).
+func (c *Controller) releaseAt(a *attempt, now int64, o Outcome) {
 	if len(a.tokens) > 0 || len(a.leases) > 0 {
-		now := c.now()
+		if now == 0 {
+			now = c.now()
+		}
 		for _, t := range a.tokens {
 			t.DoneAt(now, o)
 		}
@@ -462,12 +471,17 @@ func (c *Controller) release(a *attempt, o Outcome) {
 // finish ends an admitted attempt once: it reports o and returns every
 // permit. It reports false when the attempt was finished already.
 func (c *Controller) finish(a *attempt, gen uint64, o Outcome) bool {
+	return c.finishAt(a, gen, 0, o)
+}
+
+// finishAt is finish at now (0: the Controller's clock).
+func (c *Controller) finishAt(a *attempt, gen uint64, now int64, o Outcome) bool {
 	if !a.gen.CompareAndSwap(gen, gen+1) {
 		c.ctr.add(a.shard, cDoubleDone, 1)
 		return false
 	}
 	if a.active {
-		c.release(a, o)
+		c.releaseAt(a, now, o)
 		a.active = false
 		c.ctr.add(a.shard, cInflight, -1)
 	}
@@ -486,15 +500,21 @@ type Token struct {
 }
 
 // Done reports the outcome of the work to the adaptive limits (Success:
-// its latency is a sample; Dropped: a congestion signal; Ignore: neither)
-// and returns the attempt's concurrency permits and leases. Safe for
-// concurrent use; never blocks (a network store's lease release aside).
-func (t Token) Done(o Outcome) {
+// its latency, from the decision to now on the Controller's clock, is a
+// sample; Dropped: a congestion signal; Ignore: neither) and returns the
+// attempt's concurrency permits and leases. Safe for concurrent use; it
+// blocks only as long as a network store takes to release a lease.
+func (t Token) Done(o Outcome) { t.DoneAt(0, o) }
+
+// DoneAt is Done at now (monotonic nanoseconds, on the clock the attempt
+// was decided on): for simulations that pass Attempt.Now. Zero means the
+// Controller's clock.
+func (t Token) DoneAt(now int64, o Outcome) {
 	if t.a == nil {
 		return
 	}
 	a := t.a
-	if a.c.finish(a, t.gen, o) {
+	if a.c.finishAt(a, t.gen, now, o) {
 		a.c.put(a)
 	}
 }
