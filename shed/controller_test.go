@@ -392,3 +392,27 @@ func TestValidation(t *testing.T) {
 		}
 	}
 }
+
+// statusPenaltyBox has the shape of penalty.Box: Strike returns a status.
+type statusPenaltyBox struct{ fakePenalties }
+
+type strikeStatus struct{ Strikes int }
+
+func (b *statusPenaltyBox) Strike(key string, now int64) strikeStatus {
+	b.fakePenalties.Strike(key, now)
+	return strikeStatus{}
+}
+
+// TestPenaltiesOf: a box whose Strike returns a status plugs in through
+// PenaltiesOf, with the status type inferred.
+func TestPenaltiesOf(t *testing.T) {
+	box := &statusPenaltyBox{fakePenalties{strikes: map[string]int{}}}
+	_, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}},
+		WithPenalties(PenaltiesOf(box), IP))
+	for range 3 {
+		send(h, "192.0.2.1")
+	}
+	if w := send(h, "192.0.2.1"); !strings.Contains(w.Body.String(), "abnormal-usage-detected") || box.strikes["ip:192.0.2.1"] != 2 {
+		t.Fatalf("%d %s %v", w.Code, w.Body, box.strikes)
+	}
+}

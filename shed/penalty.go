@@ -18,3 +18,23 @@ type Penalties interface {
 	// Strike records one offence of key at now.
 	Strike(key string, now int64)
 }
+
+// statusBox is a penalty box whose Strike reports a status, such as
+// *penalty.Box (whose Strike returns a penalty.Status).
+type statusBox[S any] interface {
+	Check(key string, now int64) (time.Duration, bool)
+	Strike(key string, now int64) S
+}
+
+// PenaltiesOf adapts a penalty box whose Strike returns a status, such as
+// *penalty.Box, to Penalties; the status is not needed here. S is
+// inferred: shed.WithPenalties(shed.PenaltiesOf(box), shed.IP).
+func PenaltiesOf[S any](b statusBox[S]) Penalties { return statusPenalties[S]{b} }
+
+type statusPenalties[S any] struct{ b statusBox[S] }
+
+func (p statusPenalties[S]) Check(key string, now int64) (time.Duration, bool) {
+	return p.b.Check(key, now)
+}
+
+func (p statusPenalties[S]) Strike(key string, now int64) { p.b.Strike(key, now) }
