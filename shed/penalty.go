@@ -5,7 +5,8 @@ import "time"
 // Penalties is the progressive-penalty box the Controller consults before
 // any rule (WithPenalties): a client serving a timeout is rejected at once,
 // and every rejection for being over a limit is a strike. The penalty
-// package's Box is the implementation meant here.
+// package's Box is the implementation meant here: pass it through
+// PenaltiesOf, which drops the status its Strike returns.
 //
 // Keys are the client's identity key ("ip:198.51.100.7" and the like; API
 // keys hashed), valid only during the call: an implementation that keeps a
