@@ -81,6 +81,18 @@ func middlewareImpls() []middlewareImpl {
 			}
 			return c.Middleware, func() { _ = c.Close() }
 		}},
+		{"sluice-legacy", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// The header fields the peers write (X-RateLimit-Limit,
+			// -Remaining, -Reset) and no others: the like-for-like figure.
+			c, err := shed.New([]shed.Rule{
+				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
+					Rate: concurrency.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+			}, shed.WithHeaderFields(shed.LegacyFields))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c.Middleware, func() { _ = c.Close() }
+		}},
 		{"sluice-noheaders", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			// Not comparable with the others (no rate-limit headers): the
 			// decision path alone, to show what the five header fields

@@ -50,6 +50,7 @@ type plan struct {
 	concs   []int    // Global Concurrency and Adaptive rules
 	stored  []int    // per-key rules, decided by the store in one call
 	policyV []string // RateLimit-Policy, shared by every response; nil if no rate rule applies
+	fields  HeaderFields
 }
 
 // Controller decides admission for attempts against its rules, and is the
@@ -78,6 +79,7 @@ type Controller struct {
 	headers func(http.Header, Decision)
 	reject  func(http.ResponseWriter, *http.Request, Decision)
 	dryPen  bool
+	fields  HeaderFields
 
 	// wallAnchor is the Unix time in ns at monoAnchor on the clock: the
 	// wall time of a decision is derived, never read again.
@@ -109,7 +111,10 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	}
 	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
 		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cat: cfg.category, hook: cfg.hook,
-		headers: cfg.headers, reject: cfg.reject, dryPen: cfg.dryRun}
+		headers: cfg.headers, reject: cfg.reject, dryPen: cfg.dryRun, fields: cfg.fields}
+	if c.fields == 0 {
+		c.fields = AllFields
+	}
 	if c.store == nil {
 		c.store = store.NewMemory()
 	}
@@ -248,7 +253,7 @@ func (c *Controller) makePlans() error {
 }
 
 func (c *Controller) makePlan(cat string) (*plan, error) {
-	p := &plan{rules: c.rules}
+	p := &plan{rules: c.rules, fields: c.fields}
 	var policies []Policy
 	for i := range c.rules {
 		r := &c.rules[i]

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -39,6 +40,7 @@ type config struct {
 	hook        func(Decision)
 	headers     func(http.Header, Decision)
 	reject      func(http.ResponseWriter, *http.Request, Decision)
+	fields      HeaderFields
 }
 
 // WithStore keeps the per-key rules' state in s (a shared store such as
@@ -197,6 +199,20 @@ func WithRejection(f func(http.ResponseWriter, *http.Request, Decision)) Option 
 			return errors.New("shed: WithRejection(nil)")
 		}
 		c.reject = f
+		return nil
+	})
+}
+
+// WithHeaderFields selects the rate-limit header fields of the default
+// response headers (AllFields by default): DraftFields for the IETF
+// RateLimit and RateLimit-Policy alone, LegacyFields for X-RateLimit-*
+// alone.
+func WithHeaderFields(f HeaderFields) Option {
+	return optionFunc(func(c *config) error {
+		if f == 0 || f&^AllFields != 0 {
+			return fmt.Errorf("shed: header fields must be a non-empty set of DraftFields and LegacyFields, got %d", f)
+		}
+		c.fields = f
 		return nil
 	})
 }

@@ -93,3 +93,29 @@ func TestAdaptiveWait(t *testing.T) {
 		}
 	})
 }
+
+// TestHeaderFields: WithHeaderFields selects the draft or the legacy
+// fields; Retry-After comes either way.
+func TestHeaderFields(t *testing.T) {
+	rules := []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}}
+	for _, tc := range []struct {
+		f             HeaderFields
+		draft, legacy bool
+	}{{DraftFields, true, false}, {LegacyFields, false, true}, {AllFields, true, true}} {
+		_, h, _ := newTest(t, rules, WithHeaderFields(tc.f))
+		for i := range 2 {
+			w := send(h, "192.0.2.1")
+			hd := w.Header()
+			if (hd.Get("RateLimit") != "") != tc.draft || (hd.Get("RateLimit-Policy") != "") != tc.draft ||
+				(hd.Get("X-RateLimit-Remaining") != "") != tc.legacy || (hd.Get("X-RateLimit-Reset") != "") != tc.legacy ||
+				(hd.Get("X-RateLimit-Limit") != "") != tc.legacy || (hd.Get("Retry-After") != "") != (i == 1) {
+				t.Fatalf("fields %d, request %d: %v", tc.f, i, hd)
+			}
+		}
+	}
+	for _, f := range []HeaderFields{0, 4, AllFields | 8} {
+		if _, err := New(rules, WithHeaderFields(f)); err == nil {
+			t.Errorf("fields %d accepted", f)
+		}
+	}
+}

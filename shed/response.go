@@ -32,7 +32,24 @@ type headerBlock struct {
 	buf  [64]byte
 }
 
-// WriteHeaders sets the rate-limit header fields of d on h: RateLimit-Policy
+// HeaderFields selects which rate-limit header fields Decision.WriteHeaders
+// sets (WithHeaderFields). X-RateLimit-Warning and Retry-After are always
+// set when they apply.
+type HeaderFields uint8
+
+const (
+	// DraftFields are RateLimit-Policy and RateLimit (the IETF httpapi
+	// draft, Structured Fields).
+	DraftFields HeaderFields = 1 << iota
+	// LegacyFields are X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset.
+	LegacyFields
+	// AllFields is both, the default.
+	AllFields = DraftFields | LegacyFields
+)
+
+// WriteHeaders sets the rate-limit header fields of d on h (those selected
+// by WithHeaderFields; all by default): RateLimit-Policy
 // (every rate rule that applied) and, for the deciding rate rule, RateLimit,
 // X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix
 // seconds, rounded up); X-RateLimit-Warning past a soft limit; Retry-After
@@ -46,7 +63,8 @@ func (d Decision) WriteHeaders(h http.Header) {
 	if d.plan == nil {
 		return
 	}
-	if d.plan.policyV != nil {
+	draft, legacy := d.plan.fields&DraftFields != 0, d.plan.fields&LegacyFields != 0
+	if draft && d.plan.policyV != nil {
 		h[hRateLimitPolicy] = d.plan.policyV
 	}
 	var (
@@ -73,20 +91,24 @@ func (d Decision) WriteHeaders(h http.Header) {
 	}
 	if d.rule >= 0 {
 		r := &d.plan.rules[d.rule]
-		h[hXLimit] = r.limitV
 		b = append(b, r.itemPrefix...)
 		b = strconv.AppendInt(b, max(0, d.Remaining), 10)
 		end := len(b)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, ceilSeconds(d.Reset), 10)
-		set(hRateLimit, 0)
-		// X-RateLimit-Remaining is the r of the item: the same bytes.
-		blk.vals[n] = unsafe.String(&b[len(r.itemPrefix)], end-len(r.itemPrefix))
-		h[hXRemaining] = blk.vals[n : n+1 : n+1]
-		n++
-		from := len(b)
-		b = strconv.AppendInt(b, ceilSeconds(time.Duration(d.wall+int64(d.Reset))), 10)
-		set(hXReset, from)
+		if draft {
+			set(hRateLimit, 0)
+		}
+		if legacy {
+			h[hXLimit] = r.limitV
+			// X-RateLimit-Remaining is the r of the item: the same bytes.
+			blk.vals[n] = unsafe.String(&b[len(r.itemPrefix)], end-len(r.itemPrefix))
+			h[hXRemaining] = blk.vals[n : n+1 : n+1]
+			n++
+			from := len(b)
+			b = strconv.AppendInt(b, ceilSeconds(time.Duration(d.wall+int64(d.Reset))), 10)
+			set(hXReset, from)
+		}
 	}
 	if d.Warning {
 		from := len(b)
