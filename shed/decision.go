@@ -29,9 +29,9 @@ type Attempt struct {
 	// Cost is how many units the attempt takes from each rule; zero means
 	// 1, negative is an error.
 	Cost int64
-	// Now is the instant of the decision in monotonic nanoseconds; zero
-	// means the Controller's clock (WithClock, internal clock.Now by
-	// default).
+	// Now is the instant of the decision in monotonic nanoseconds on the
+	// Controller's clock (WithClock; internal clock.Now by default), from
+	// which X-RateLimit-Reset is derived; zero means read that clock.
 	Now int64
 }
 

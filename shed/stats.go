@@ -53,8 +53,10 @@ type counters struct {
 }
 
 func newCounters(n int) counters {
+	// Eight shards per P: an attempt's shard is drawn at random, so fewer
+	// would often put two Ps on one line.
 	k := 1
-	for k < runtime.GOMAXPROCS(0) && k < 64 {
+	for k < 8*runtime.GOMAXPROCS(0) && k < 256 {
 		k <<= 1
 	}
 	c := counters{shards: make([][]atomic.Int64, k), n: n}
