@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -149,4 +150,53 @@ func TestLogRateLimited(t *testing.T) {
 	if n := logs.n.Load(); n != 2 {
 		t.Fatalf("%d log lines in two seconds", n)
 	}
+}
+
+// TestHeadersParse: for any valid rule name (quotes and backslashes
+// included), limit and traffic, the header fields parse as Structured
+// Fields, name the rule, and agree with X-RateLimit-*.
+func TestHeadersParse(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		name := rapid.StringMatching(`[ -~]{1,64}`).Draw(t, "name")
+		limit := rapid.Int64Range(1, 50).Draw(t, "limit")
+		alg := rapid.SampledFrom([]Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog}).Draw(t, "alg")
+		r := Rule{Name: name, Identity: IP, Algorithm: alg, Limit: limit}
+		if alg == TokenBucket {
+			r.Rate = concurrency.Per(rapid.Int64Range(1, 100).Draw(t, "rate"), time.Minute)
+		} else {
+			r.Window = time.Duration(rapid.Int64Range(1, 3600).Draw(t, "window")) * time.Second
+		}
+		clk := newFakeClock()
+		c, err := New([]Rule{r}, WithClock(clk.now), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := c.Middleware(http.HandlerFunc(ok))
+		for range rapid.IntRange(1, 60).Draw(t, "requests") {
+			w := send(h, "192.0.2.1")
+			hd := w.Header()
+			pol, err := parseSFList(hd.Get("RateLimit-Policy"))
+			if err != nil || len(pol) != 1 || pol[0].val != name {
+				t.Fatalf("RateLimit-Policy %q: %v", hd.Get("RateLimit-Policy"), err)
+			}
+			if q, _ := pol[0].param("q"); q != limit {
+				t.Fatalf("q %v, limit %d", q, limit)
+			}
+			items, err := parseSFList(hd.Get("RateLimit"))
+			if err != nil || len(items) != 1 || items[0].val != name {
+				t.Fatalf("RateLimit %q: %v", hd.Get("RateLimit"), err)
+			}
+			rem, _ := items[0].param("r")
+			if fmt.Sprint(rem) != hd.Get("X-RateLimit-Remaining") || rem.(int64) > limit {
+				t.Fatalf("r=%v, X-RateLimit-Remaining %q", rem, hd.Get("X-RateLimit-Remaining"))
+			}
+			if w.Code == http.StatusTooManyRequests && hd.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			clk.add(time.Duration(rapid.Int64Range(0, int64(time.Minute)).Draw(t, "dt")))
+		}
+		if s := c.Stats(); s.Rules[0].Table.Entries != 1 || s.Inflight != 0 {
+			t.Fatalf("%+v", s.Rules[0])
+		}
+	})
 }
