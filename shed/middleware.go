@@ -1,6 +1,8 @@
 package shed
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 )
 
@@ -104,6 +106,18 @@ func (w *statusWriter) Flush() {
 		w.status = http.StatusOK
 	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack takes over the connection when the underlying writer can (for
+// handlers that assert http.Hijacker rather than use
+// http.ResponseController); the permits stay held until the handler
+// returns.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
 }
 
 // Unwrap returns the underlying ResponseWriter, for http.ResponseController.

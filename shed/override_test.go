@@ -119,3 +119,27 @@ func TestHeaderFields(t *testing.T) {
 		}
 	}
 }
+
+// TestWrappedWriter: the handler's writer records the status, unwraps to
+// the original and passes Flush and Hijack on (Hijack fails where the
+// original cannot).
+func TestWrappedWriter(t *testing.T) {
+	c, err := New([]Rule{{Name: "cap", Algorithm: Concurrency, Limit: 1}}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked bool
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			t.Error("hijacked a ResponseRecorder")
+		}
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Error(err)
+		}
+		checked = true
+	}))
+	w := send(h, "192.0.2.1")
+	if !checked || w.Code != http.StatusOK || !w.Flushed {
+		t.Fatalf("%v %d %v", checked, w.Code, w.Flushed)
+	}
+}
