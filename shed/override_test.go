@@ -2,8 +2,11 @@ package shed
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/store"
 	"net/http"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -141,5 +144,48 @@ func TestWrappedWriter(t *testing.T) {
 	w := send(h, "192.0.2.1")
 	if !checked || w.Code != http.StatusOK || !w.Flushed {
 		t.Fatalf("%v %d %v", checked, w.Code, w.Flushed)
+	}
+}
+
+// keyStore records the keys of the hits it decides.
+type keyStore struct {
+	store.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *keyStore) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	s.mu.Lock()
+	for _, h := range req.Hits[:req.N] {
+		s.keys = append(s.keys, strings.Clone(h.Key))
+	}
+	s.mu.Unlock()
+	return s.Store.Decide(ctx, req, res)
+}
+
+// TestAPIKeyHashed: a raw API key never reaches the store; its keyed hash
+// does, the same for the same key, different for another.
+func TestAPIKeyHashed(t *testing.T) {
+	st := &keyStore{Store: store.NewMemory()}
+	_, h, _ := newTest(t, []Rule{
+		{Name: "key", Identity: APIKey, Algorithm: SlidingLog, Limit: 10, Window: time.Hour},
+		{Name: "tenant", Identity: Tenant, Algorithm: SlidingLog, Limit: 10, Window: time.Hour},
+	}, WithStore(st), WithClient(func(r *http.Request) Client {
+		return Client{APIKey: r.Header.Get("X-Api-Key"), Tenant: "acme"}
+	}))
+	for _, k := range []string{"sk_live_aaaaaaaaaaaaaaaa", "sk_live_aaaaaaaaaaaaaaaa", "sk_live_bbbbbbbbbbbbbbbb"} {
+		send(h, "192.0.2.1", func(r *http.Request) { r.Header.Set("X-Api-Key", k) })
+	}
+	want := []string{"key:", "tenant:acme", "key:", "tenant:acme", "key:", "tenant:acme"}
+	if len(st.keys) != len(want) {
+		t.Fatalf("keys %q", st.keys)
+	}
+	for i, k := range st.keys {
+		if strings.Contains(k, "sk_live") || !strings.HasPrefix(k, want[i]) {
+			t.Fatalf("key %d: %q", i, k)
+		}
+	}
+	if st.keys[0] != st.keys[2] || st.keys[0] == st.keys[4] || len(st.keys[0]) != len("key:")+fingerprint.SumLen {
+		t.Fatalf("keys %q", st.keys)
 	}
 }
