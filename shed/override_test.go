@@ -2,7 +2,6 @@ package shed
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/store"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/fingerprint"
+	"github.com/sluicehq/sluice/store"
 )
 
 // TestResponseOverrides: WithHeaders and WithRejection replace the
