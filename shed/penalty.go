@@ -20,9 +20,9 @@ type Penalties interface {
 	Strike(key string, now int64)
 }
 
-// statusBox is a penalty box whose Strike reports a status, such as
-// *penalty.Box (whose Strike returns a penalty.Status).
-type statusBox[S any] interface {
+// StatusBox is a penalty box whose Strike reports a status of type S, such
+// as *penalty.Box (whose Strike returns a penalty.Status).
+type StatusBox[S any] interface {
 	Check(key string, now int64) (time.Duration, bool)
 	Strike(key string, now int64) S
 }
@@ -30,9 +30,9 @@ type statusBox[S any] interface {
 // PenaltiesOf adapts a penalty box whose Strike returns a status, such as
 // *penalty.Box, to Penalties; the status is not needed here. S is
 // inferred: shed.WithPenalties(shed.PenaltiesOf(box), shed.IP).
-func PenaltiesOf[S any](b statusBox[S]) Penalties { return statusPenalties[S]{b} }
+func PenaltiesOf[S any](b StatusBox[S]) Penalties { return statusPenalties[S]{b} }
 
-type statusPenalties[S any] struct{ b statusBox[S] }
+type statusPenalties[S any] struct{ b StatusBox[S] }
 
 func (p statusPenalties[S]) Check(key string, now int64) (time.Duration, bool) {
 	return p.b.Check(key, now)
