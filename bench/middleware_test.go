@@ -47,8 +47,23 @@ const (
 type middlewareImpl struct {
 	name string
 	// new returns the middleware and a function that releases what it
-	// started.
+	// started (and, for sluice, checks that every client was keyed apart).
 	new func(b *testing.B) (func(http.Handler) http.Handler, func())
+}
+
+// sluiceDone closes c after checking, when the run was long enough to
+// reach every client, that its per-IP rule holds one key per client.
+func sluiceDone(b *testing.B, c *shed.Controller) func() {
+	return func() {
+		s := c.Stats()
+		if n := s.Rules[0].Table.Entries; b.N >= 4*middlewareClients && n != middlewareClients {
+			b.Errorf("the per-IP rule holds %d keys, want %d", n, middlewareClients)
+		}
+		if s.Inflight != 0 {
+			b.Errorf("%d permits still held", s.Inflight)
+		}
+		_ = c.Close()
+	}
 }
 
 func middlewareImpls() []middlewareImpl {
@@ -64,7 +79,7 @@ func middlewareImpls() []middlewareImpl {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return c.Middleware, func() { _ = c.Close() }
+			return c.Middleware, sluiceDone(b, c)
 		}},
 		{"sluice-layered", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			// One IP limit + one global cap + one concurrency limit: the
@@ -79,7 +94,7 @@ func middlewareImpls() []middlewareImpl {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return c.Middleware, func() { _ = c.Close() }
+			return c.Middleware, sluiceDone(b, c)
 		}},
 		{"sluice-legacy", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			// The header fields the peers write (X-RateLimit-Limit,
@@ -91,7 +106,7 @@ func middlewareImpls() []middlewareImpl {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return c.Middleware, func() { _ = c.Close() }
+			return c.Middleware, sluiceDone(b, c)
 		}},
 		{"sluice-noheaders", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			// Not comparable with the others (no rate-limit headers): the
@@ -104,7 +119,7 @@ func middlewareImpls() []middlewareImpl {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return c.Middleware, func() { _ = c.Close() }
+			return c.Middleware, sluiceDone(b, c)
 		}},
 		{"httprate", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			byIP := func(r *http.Request) (string, error) {
