@@ -113,10 +113,11 @@ func (a *attempt) keyString(id Identity) string {
 	return unsafe.String(&a.buf[k.start], k.end-k.start)
 }
 
-// decide runs the attempt at.at through the plan of its category. On an
+// decide runs the attempt a.at through the plan of its category and writes
+// the decision to d (by pointer: a Decision is some 150 bytes). On an
 // allowed decision the attempt holds its permits until done; otherwise it
 // holds nothing.
-func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
+func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error {
 	now := a.at.Now
 	if now == 0 {
 		now = c.now()
@@ -126,11 +127,11 @@ func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
 		cost = 1
 	}
 	if cost < 0 {
-		return Decision{}, fmt.Errorf("shed: negative cost %d", cost)
+		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost = now, cost
 	p := c.planFor(a.at.Category)
-	d := Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 
 	// Identity keys first: the strings over buf are taken after the last
 	// append.
@@ -144,9 +145,10 @@ func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
 		if left, in := c.pen.Check(a.keyString(c.penID), now); in {
 			if !c.dryPen {
 				d.Allowed, d.Kind, d.RetryAfter = false, Penalized, max(left, 1)
-				return c.done(a, d), nil
+				c.done(a, d)
+				return nil
 			}
-			c.markDry(a, &d, "", Penalized)
+			c.markDry(a, d, "", Penalized)
 		}
 	}
 
@@ -156,15 +158,16 @@ func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
 		rd := r.rate.AllowN(now, cost)
 		if !rd.Allowed {
 			if r.dry {
-				c.markDry(a, &d, r.Name, r.kind)
+				c.markDry(a, d, r.Name, r.kind)
 				c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
 				continue
 			}
-			c.rollback(a, &d)
-			return c.rejectBy(a, d, i, rd), nil
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, rd)
+			return nil
 		}
 		a.rated = append(a.rated, i)
-		c.consider(&d, i, rd)
+		c.consider(d, i, rd)
 	}
 
 	// 3. Global concurrency and adaptive limits, in this process.
@@ -172,25 +175,25 @@ func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
 		r := &c.rules[i]
 		ok, hint, err := c.acquire(ctx, a, r, i)
 		if err != nil {
-			c.rollback(a, &d)
-			return Decision{}, err
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return err
 		}
 		if !ok {
 			if r.dry {
-				c.markDry(a, &d, r.Name, r.kind)
+				c.markDry(a, d, r.Name, r.kind)
 				c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
 				continue
 			}
-			c.rollback(a, &d)
-			return c.rejectBy(a, d, i, concurrency.Decision{Reason: concurrency.ReasonLimited, RetryAfter: hint}), nil
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, concurrency.Decision{Reason: concurrency.ReasonLimited, RetryAfter: hint})
+			return nil
 		}
 	}
 
 	// 4. Per-key rules, in one store call.
-	if len(p.stored) > 0 {
-		if rej, ok := c.decideStore(ctx, a, p, &d); !ok {
-			return rej, nil
-		}
+	if len(p.stored) > 0 && !c.decideStore(ctx, a, p, d) {
+		return nil
 	}
 
 	for _, i := range a.rated {
@@ -208,7 +211,8 @@ func (c *Controller) decide(ctx context.Context, a *attempt) (Decision, error) {
 	a.rated = a.rated[:0]
 	a.active = true
 	c.ctr.add(a.shard, cInflight, 1)
-	return c.done(a, d), nil
+	c.done(a, d)
+	return nil
 }
 
 // acquire takes a Global Concurrency or Adaptive permit for a, waiting up
@@ -286,9 +290,9 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *attempt, r *rule, req 
 // decideStore decides the per-key rules of p in one store call (more only
 // when a dry-run rule would reject: it is left out and the rest decided
 // again, so that it is charged exactly as enforcement would charge it).
-// It returns the rejection and false when the attempt is rejected (what
-// it held is given back then).
-func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *Decision) (Decision, bool) {
+// It reports false, with the rejection in d, when the attempt is rejected
+// (what it held is given back then).
+func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *Decision) bool {
 	a.req.N, a.req.Now = 0, a.now
 	for _, i := range p.stored {
 		r := &c.rules[i]
@@ -310,7 +314,8 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 			rd := a.res.Hits[h].Decision
 			if !r.dry {
 				c.rollback(a, d)
-				return c.rejectBy(a, *d, i, rd), false
+				c.rejectBy(a, d, i, rd)
+				return false
 			}
 			c.markDry(a, d, r.Name, r.kind)
 			c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
@@ -333,22 +338,23 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 		}
 		break
 	}
-	return Decision{}, true
+	return true
 }
 
 // storeFailed applies the failure modes of the store rules of a request
 // the store could not decide: rejected (503) when one of them fails closed
 // and is not in dry-run, admitted past them otherwise.
-func (c *Controller) storeFailed(a *attempt, d *Decision, err error) (Decision, bool) {
+func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
 	c.ctr.add(a.shard, cStoreErrors, 1)
 	hits := a.hitRule[:a.req.N]
 	for _, i := range hits {
 		if r := &c.rules[i]; r.Failure == FailClosed && !r.dry {
 			c.ctr.add(a.shard, nGlobal+i*nPerRule+rFailClosed, 1)
 			c.rollback(a, d)
-			rej := *d
-			rej.Allowed, rej.Kind, rej.Rule, rej.RetryAfter = false, Shedding, r.Name, shedHint
-			return c.done(a, rej), false
+			d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
+			d.Warning, d.WarningRule = false, ""
+			c.done(a, d)
+			return false
 		}
 	}
 	for _, i := range hits {
@@ -362,7 +368,7 @@ func (c *Controller) storeFailed(a *attempt, d *Decision, err error) (Decision, 
 	d.FailedOpen = true
 	c.ctr.add(a.shard, cFailedOpen, 1)
 	c.logFailOpen(a.now, c.rules[hits[0]].Name, err)
-	return Decision{}, true
+	return true
 }
 
 // consider folds an admitted rate decision of rule i into d: the rule with
@@ -389,7 +395,7 @@ func (c *Controller) markDry(a *attempt, d *Decision, name string, k Kind) {
 
 // rejectBy makes the rejection of rule i with its decision rd, after the
 // attempt gave back what it held.
-func (c *Controller) rejectBy(a *attempt, d Decision, i int, rd concurrency.Decision) Decision {
+func (c *Controller) rejectBy(a *attempt, d *Decision, i int, rd concurrency.Decision) {
 	r := &c.rules[i]
 	c.ctr.add(a.shard, nGlobal+i*nPerRule+rRejected, 1)
 	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
@@ -403,20 +409,19 @@ func (c *Controller) rejectBy(a *attempt, d Decision, i int, rd concurrency.Deci
 			c.ctr.add(a.shard, cStrikes, 1)
 		}
 	}
-	return c.done(a, d)
+	c.done(a, d)
 }
 
 // done counts d and hands it to the hook.
-func (c *Controller) done(a *attempt, d Decision) Decision {
+func (c *Controller) done(a *attempt, d *Decision) {
 	if d.Allowed {
 		c.ctr.add(a.shard, cAdmitted, 1)
 	} else {
 		c.ctr.add(a.shard, [...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind], 1)
 	}
 	if c.hook != nil {
-		c.hook(d)
+		c.hook(*d)
 	}
-	return d
 }
 
 // rollback gives back what a took before a later rule rejected it: Global

@@ -315,7 +315,8 @@ func (c *Controller) Close() error {
 func (c *Controller) Decide(ctx context.Context, a Attempt) (Decision, Token, error) {
 	at := c.get()
 	at.at = a
-	d, err := c.decide(ctx, at)
+	var d Decision
+	err := c.decide(ctx, at, &d)
 	if err != nil || !d.Allowed {
 		c.put(at)
 		return d, Token{}, err

@@ -47,8 +47,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.at.Category = c.cat(r)
 	}
 	ctx := r.Context()
-	d, err := c.decide(ctx, a)
-	if err != nil {
+	var d Decision
+	if err := c.decide(ctx, a, &d); err != nil {
 		// The client went away while waiting: nobody reads this answer.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
 	}
