@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -198,10 +199,11 @@ func TestDryRun(t *testing.T) {
 // and fail-closed rules reject with 503.
 func TestFailureModes(t *testing.T) {
 	faulty := storetest.NewFaulty(store.NewMemory())
+	logs := &countHandler{}
 	c, h, _ := newTest(t, []Rule{
 		{Name: "reads", Category: "read", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour},
 		{Name: "writes", Category: "write", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour, Failure: FailClosed},
-	}, WithStore(faulty))
+	}, WithStore(faulty), WithLogger(slog.New(logs)))
 	post := func(r *http.Request) { r.Method = http.MethodPost }
 	faulty.SetErr(store.Unavailable(errors.New("connection refused")))
 	for range 3 {
@@ -217,6 +219,9 @@ func TestFailureModes(t *testing.T) {
 	s := c.Stats()
 	if s.FailedOpen != 3 || s.StoreErrors != 6 || s.Rules[0].FailOpen != 3 || s.Rules[1].FailClosed != 3 || s.Shedding != 3 {
 		t.Fatalf("%+v", s)
+	}
+	if logs.n.Load() != 1 { // fail-open is logged, once per second
+		t.Fatalf("%d log lines", logs.n.Load())
 	}
 	faulty.SetErr(nil)
 	if w := send(h, "192.0.2.1", post); w.Code != http.StatusOK {
