@@ -2,8 +2,8 @@ package shed
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
