@@ -121,6 +121,9 @@ func TestDroppedReachesAdaptive(t *testing.T) {
 	if lim.Limit() >= 10 || lim.Inflight() != 0 {
 		t.Fatalf("limit %d inflight %d after drops", lim.Limit(), lim.Inflight())
 	}
+	if s := c.Stats(); s.Rules[0].Limit != int64(lim.Limit()) || s.Rules[0].Allowed != 4 {
+		t.Fatalf("%+v", s.Rules[0])
+	}
 }
 
 // countHandler counts log records.
