@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -60,4 +61,41 @@ func ExampleController_Decide() {
 	// run job; 1 left
 	// run job; 0 left
 	// over_limit per-tenant retry after true
+}
+
+// The layered seed limits of the field, a few lines each: login is 20 per
+// 15 minutes per IP AND 5 per 15 minutes per account (exact sliding logs,
+// failing closed); reports are 5 a minute with bursts of 10 per tenant AND
+// 100 a day per tenant AND 30 an hour per IP.
+func Example_layered() {
+	rules := []shed.Rule{
+		{Name: "login-ip", Category: "auth", Identity: shed.IP, Algorithm: shed.SlidingLog, Limit: 20, Window: 15 * time.Minute, Failure: shed.FailClosed},
+		{Name: "login-user", Category: "auth", Identity: shed.User, Algorithm: shed.SlidingLog, Limit: 5, Window: 15 * time.Minute, Failure: shed.FailClosed},
+
+		{Name: "report-burst", Category: "report", Identity: shed.Tenant, Algorithm: shed.TokenBucket, Limit: 10, Rate: concurrency.Per(5, time.Minute)},
+		{Name: "report-daily", Category: "report", Identity: shed.Tenant, Algorithm: shed.FixedWindow, Limit: 100, Window: 24 * time.Hour},
+		{Name: "report-ip", Category: "report", Identity: shed.IP, Algorithm: shed.SlidingWindow, Limit: 30, Window: time.Hour},
+	}
+	c, err := shed.New(rules)
+	if err != nil {
+		panic(err)
+	}
+	ip := netip.MustParseAddr("198.51.100.7")
+	for i := 1; i <= 6; i++ {
+		d, tok, _ := c.Decide(context.Background(), shed.Attempt{Category: "auth", IP: ip, User: "alice"})
+		tok.Done(shed.Success)
+		if !d.Allowed {
+			fmt.Printf("login %d: %v by %s\n", i, d.Kind, d.Rule)
+		}
+	}
+	for i := 1; i <= 11; i++ {
+		d, tok, _ := c.Decide(context.Background(), shed.Attempt{Category: "report", IP: ip, Tenant: "acme"})
+		tok.Done(shed.Success)
+		if !d.Allowed {
+			fmt.Printf("report %d: %v by %s, retry in %v\n", i, d.Kind, d.Rule, d.RetryAfter.Round(time.Second))
+		}
+	}
+	// Output:
+	// login 6: over_limit by login-user
+	// report 11: over_limit by report-burst, retry in 12s
 }
