@@ -18,7 +18,7 @@ import (
 // index (its low 32 bits) with the units left. Shards take batches of it
 // (limit/(4·shards) units beyond the request, none for small limits) into
 // shard-local words tagged with the same window index, and a caller spends
-// from a random shard's word only when its tag is the current window, so a
+// from its shard's word (picked from its goroutine's stack address) only when its tag is the current window, so a
 // batch left over from an old window is never spent in a new one. The first
 // caller of a new window resets the central word to the full limit, once,
 // with a CAS. An empty shard takes from the central word, then steals from
@@ -116,7 +116,7 @@ func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
 	if n > sw.limit {
 		return Decision{Reason: ReasonExceedsCapacity, Limit: sw.limit, RetryAfter: Never, ResetAfter: sw.untilNext(w, now)}
 	}
-	home := &sw.shards[rand64(sw.mask)]
+	home := &sw.shards[pickShard(sw.mask)]
 	g := sw.central.Load()
 	if gtag, left := unpackWindow(g); gtag == tag && g&windowOpen != 0 {
 		for {
@@ -181,7 +181,7 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) Decision {
 			return sw.allowed(w, now, left+sw.cachedIn(home, tag))
 		}
 	}
-	start := rand64(sw.mask)
+	start := pickShard(sw.mask)
 	for i := range uint64(len(sw.shards)) {
 		o := &sw.shards[(start+i)&sw.mask].w
 		for {
@@ -290,11 +290,8 @@ func (sw *ShardedWindow) Window() time.Duration { return time.Duration(sw.window
 
 func floorDiv(a, b int64) int64 {
 	q := a / b
-	if a%b != 0 && a < 0 {
+	if a < 0 && a%b != 0 {
 		q--
 	}
 	return q
 }
-
-// rand64 picks a shard index below mask+1; see pickShard.
-func rand64(mask uint64) uint64 { return pickShard(mask) }

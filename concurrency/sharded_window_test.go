@@ -152,7 +152,8 @@ func TestShardedWindowModel(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"allow": func(rt *rapid.T) {
 				n := rapid.Int64Range(-1, limit+2).Draw(rt, "n")
-				d := sw.AllowN(now, n)
+				var d Decision
+				atDepth(rapid.IntRange(0, 8).Draw(rt, "depth"), func() { d = sw.AllowN(now, n) })
 				if n > limit {
 					if d.Allowed || d.Reason != ReasonExceedsCapacity || d.RetryAfter != Never {
 						rt.Fatalf("n=%d > limit: %+v", n, d)
