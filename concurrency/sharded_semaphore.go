@@ -214,9 +214,11 @@ func (s *ShardedSemaphore) deposit(home *counterShard, m int64) {
 		if c <= hw {
 			return
 		}
-		over := min(m, c-hw)
-		home.n.Add(-over)
-		m = over
+		// Take back only what is still there (callers of this shard may
+		// have spent it already): a blind subtraction could leave the cache
+		// negative while the pool counts the units, and the pool would then
+		// admit units that do not exist.
+		m = takeUpTo(&home.n, min(m, c-hw))
 	}
 	if m > 0 {
 		s.pool.Add(m)

@@ -351,3 +351,37 @@ func TestShardedSemaphoreDoesNotAllocate(t *testing.T) {
 		t.Fatalf("TryAcquire+Release allocates %v per run", a)
 	}
 }
+
+// TestShardedSemaphoreTinyCaches: a limit of 2 with one shard gives a
+// high-water mark of 1, so nearly every Release spills over to the pool
+// while other goroutines spend from the same cache. The observed inflight
+// must never exceed the limit.
+func TestShardedSemaphoreTinyCaches(t *testing.T) {
+	iters := 50000
+	if testing.Short() || tableRaceEnabled {
+		iters = 5000
+	}
+	for _, shards := range []int{1, 2} {
+		s, _ := NewShardedSemaphore(2, WithShardCount(shards))
+		var observed, maxSeen atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range iters {
+					if !s.TryAcquire(1) {
+						continue
+					}
+					v := observed.Add(1)
+					for m := maxSeen.Load(); v > m && !maxSeen.CompareAndSwap(m, v); m = maxSeen.Load() {
+					}
+					observed.Add(-1)
+					s.Release(1)
+				}
+			})
+		}
+		wg.Wait()
+		if maxSeen.Load() > 2 || s.Inflight() != 0 || s.Available() != 2 {
+			t.Fatalf("%d shards: max inflight %d, quiet inflight %d available %d", shards, maxSeen.Load(), s.Inflight(), s.Available())
+		}
+	}
+}
