@@ -108,9 +108,10 @@ type tableShard[V any] struct {
 // the 16 slots of its two candidate buckets; a new key goes to the emptier
 // one. Eviction looks at those 16 slots only. So a new key can overflow
 // although the table is not full: when its shard holds its share, or when
-// its two buckets are full of live entries (TestTableLoad measures the first
-// such overflow at about 91-95% of a 100,000-entry table filled with keys
-// that never recover, and 99.7-99.9% filled after 100,000 distinct keys),
+// its two buckets are full of live entries (TestTableLoad, filling a
+// one-shard table of 100,000 entries with keys that never recover, saw the
+// first such overflow at 90-97% of the capacity and the table full after
+// 10% more keys),
 // and a full table can overflow although recovered entries exist outside
 // the key's buckets. Neither ever evicts or resets a live entry.
 //
