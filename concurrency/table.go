@@ -111,9 +111,10 @@ type tableShard[V any] struct {
 // its two buckets are full of live entries (TestTableLoad, filling a
 // one-shard table of 100,000 entries with keys that never recover, saw the
 // first such overflow at 90-97% of the capacity and the table full after
-// 10% more keys),
-// and a full table can overflow although recovered entries exist outside
-// the key's buckets. Neither ever evicts or resets a live entry.
+// 10% more keys), or, rarely, when concurrent insertions take the last
+// free slots of its buckets first; and a full table can overflow although
+// recovered entries exist outside the key's buckets. None of these ever
+// evicts or resets a live entry.
 //
 // Memory: capacity·5/4 slots, each 12 bytes (key and pin count) plus the
 // size of V, so 15 bytes plus 1.25 times the size of V per entry of
