@@ -111,7 +111,7 @@ func (sw *ShardedWindow) Allow() Decision { return sw.AllowN(clock.Now(), 1) }
 // bound: the units of the central word and of the caller's shard, not those
 // cached by other shards. ResetAfter is the time to the next window.
 func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
-	w := floorDiv(now, sw.window)
+	w := windowIndex(now, sw.window)
 	tag := uint32(w)
 	if n > sw.limit {
 		return Decision{Reason: ReasonExceedsCapacity, Limit: sw.limit, RetryAfter: Never, ResetAfter: sw.untilNext(w, now)}
@@ -288,7 +288,7 @@ func (sw *ShardedWindow) Limit() int64 { return sw.limit }
 // Window returns the window length.
 func (sw *ShardedWindow) Window() time.Duration { return time.Duration(sw.window) }
 
-func floorDiv(a, b int64) int64 {
+func windowIndex(a, b int64) int64 {
 	q := a / b
 	if a < 0 && a%b != 0 {
 		q--

@@ -264,7 +264,7 @@ func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	h := fixHash(maphash.String(t.seed, key))
 	_, b1, b2 := t.locate(h)
 	for {
-		r, st := find(b1, b2, h)
+		r, st := findSlot(b1, b2, h)
 		if st != probeBusy {
 			return r, st == probeFound
 		}
@@ -347,15 +347,15 @@ const (
 	probeBusy // the key's slot is held exclusively for the moment
 )
 
-// find pins the slot of h in b1 or b2.
-func find[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
-	if r, st := findIn(b1, h); st != probeMiss || b2 == b1 {
+// findSlot pins the slot of h in b1 or b2.
+func findSlot[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
+	if r, st := findInBucket(b1, h); st != probeMiss || b2 == b1 {
 		return r, st
 	}
-	return findIn(b2, h)
+	return findInBucket(b2, h)
 }
 
-func findIn[V any](b *bucket[V], h uint64) (Ref[V], probe) {
+func findInBucket[V any](b *bucket[V], h uint64) (Ref[V], probe) {
 	for i := range b.keys {
 		if b.keys[i].Load() != h {
 			continue
@@ -377,7 +377,7 @@ func findIn[V any](b *bucket[V], h uint64) (Ref[V], probe) {
 func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
 	sh, b1, b2 := t.locate(h)
 	for {
-		r, st := find(b1, b2, h)
+		r, st := findSlot(b1, b2, h)
 		switch st {
 		case probeFound:
 			return r, true
@@ -408,7 +408,7 @@ func (t *Table[V, P]) insert(sh *tableShard[V], b1, b2 *bucket[V], h uint64, now
 	if sh.reserve() {
 		// Emptier bucket first (two-choice placement keeps buckets level).
 		first, second := b1, b2
-		if empties(b2) > empties(b1) {
+		if freeSlots(b2) > freeSlots(b1) {
 			first, second = b2, b1
 		}
 		for _, b := range [2]*bucket[V]{first, second} {
@@ -472,7 +472,7 @@ func (sh *tableShard[V]) reserve() bool {
 	}
 }
 
-func empties[V any](b *bucket[V]) int {
+func freeSlots[V any](b *bucket[V]) int {
 	n := 0
 	for i := range b.keys {
 		if b.keys[i].Load() == 0 {
