@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
@@ -53,8 +54,10 @@ type Queue struct {
 	dirty atomic.Bool
 
 	adm    Admitter
+	sem    *concurrency.Semaphore // adm, when it is one: a direct call on the fast path
 	lim    limitReader
 	locked bool // reserves or partitions: every call takes the lock
+	timed  bool // some rule depends on time: read the clock on slow paths
 	cfg    config
 	hooked capacityNotifier
 	def    Lane
@@ -100,6 +103,7 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 		}
 	}
 	q := &Queue{adm: adm, cfg: cfg}
+	q.sem, _ = adm.(*concurrency.Semaphore)
 	q.def = Lane{q: q, l: lane{prio: Critical, part: -1}}
 	if cfg.reserve > 0 || len(cfg.partitions) > 0 {
 		lim, ok := adm.(limitReader)
@@ -118,8 +122,16 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 		}
 		q.codel, _ = NewCoDel(target, interval) // validated by WithCoDel
 	}
+	q.timed = q.codel != nil || cfg.maxWait > 0 || cfg.deadlineAware
 	if cn, ok := adm.(capacityNotifier); ok {
-		if err := cn.OnCapacity(q.kick); err != nil {
+		// A func literal, not the method value q.kick: one call less on
+		// every release of the Admitter.
+		hook := func() {
+			if q.nwait.Load() != 0 {
+				q.kick()
+			}
+		}
+		if err := cn.OnCapacity(hook); err != nil {
 			return nil, fmt.Errorf("queueing: registering the capacity hook: %w", err)
 		}
 		q.hooked = cn
@@ -129,7 +141,19 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 
 // Acquire waits for n units at priority Critical outside any partition; it
 // is shorthand for the default Lane's Acquire. See Lane.Acquire.
-func (q *Queue) Acquire(ctx context.Context, n int64) error { return q.def.Acquire(ctx, n) }
+func (q *Queue) Acquire(ctx context.Context, n int64) error {
+	// The fast path, small enough to inline; everything else in Lane.
+	if n > 0 && !q.locked && q.nwait.Load() == 0 && ctx.Err() == nil {
+		if q.sem != nil {
+			if q.sem.TryAcquire(n) { // inlined: no call
+				return nil
+			}
+		} else if q.adm.TryAcquire(n) {
+			return nil
+		}
+	}
+	return q.def.Acquire(ctx, n)
+}
 
 // TryAcquire admits n units at priority Critical if that is possible
 // without waiting; see Lane.TryAcquire.
@@ -137,7 +161,34 @@ func (q *Queue) TryAcquire(n int64) bool { return q.def.TryAcquire(n) }
 
 // Release gives back n units taken with Acquire or TryAcquire; see
 // Lane.Release.
-func (q *Queue) Release(n int64) { q.def.Release(n) }
+func (q *Queue) Release(n int64) {
+	if n > 0 && !q.locked && q.nwait.Load() == 0 {
+		if q.sem != nil {
+			q.sem.Release(n)
+		} else {
+			q.adm.Release(n)
+		}
+		return
+	}
+	q.def.Release(n)
+}
+
+// tryAdm and releaseAdm call the Semaphore directly when adm is one,
+// sparing the fast path an interface call.
+func (q *Queue) tryAdm(n int64) bool {
+	if q.sem != nil {
+		return q.sem.TryAcquire(n)
+	}
+	return q.adm.TryAcquire(n)
+}
+
+func (q *Queue) releaseAdm(n int64) {
+	if q.sem != nil {
+		q.sem.Release(n)
+		return
+	}
+	q.adm.Release(n)
+}
 
 // Len returns the number of queued waiters.
 func (q *Queue) Len() int {
@@ -167,7 +218,7 @@ func (q *Queue) Close() error {
 	}
 	q.closed = true
 	q.nwait.Add(closedBias)
-	now := clock.Now()
+	now := q.now()
 	q.line.each(false, func(w *waiter) bool {
 		q.dropLocked(w, now, ErrClosed)
 		return true
@@ -179,15 +230,21 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// kick is the capacity hook: it runs on the goroutine that released
-// capacity, must not block, and so only try-locks. When the lock is busy it
+// kick is the capacity hook, called when someone waits: it runs on the
+// goroutine that released capacity, must not block, and so only try-locks. When the lock is busy it
 // leaves dirty set, and the holder grants again after unlocking.
 func (q *Queue) kick() {
-	if q.nwait.Load() == 0 {
-		return
-	}
 	q.dirty.Store(true)
 	q.drain()
+}
+
+// now reads the clock when a rule needs the time, and returns 0 otherwise:
+// a clock read can cost more than the whole grant.
+func (q *Queue) now() int64 {
+	if q.timed {
+		return clock.Now()
+	}
+	return 0
 }
 
 // unlock releases the lock and serves any capacity signalled meanwhile.
@@ -207,7 +264,7 @@ func (q *Queue) drain() {
 		if !q.mu.TryLock() {
 			return
 		}
-		q.grantLocked(clock.Now())
+		q.grantLocked(q.now())
 		q.mu.Unlock()
 	}
 }
