@@ -37,8 +37,9 @@ const closedBias = 1 << 40
 //
 // When the queue is not configured with reserves or partitions and nobody
 // waits, Acquire, TryAcquire and Release take no lock and allocate nothing:
-// they cost one atomic load on top of the Admitter. A waiting Acquire
-// allocates its waiter.
+// they cost one atomic load on top of the Admitter, and the capacity hook
+// costs the Admitter's Release one call and one atomic load. A waiting
+// Acquire allocates its waiter.
 //
 // A Queue is safe for concurrent use. The zero value is not usable; call
 // New. Close sheds the waiters and detaches the queue from the Admitter.
@@ -73,6 +74,13 @@ type Queue struct {
 	closed  bool
 	stats   Stats
 }
+
+// The Semaphore is the Admitter a Queue is built for.
+var (
+	_ Admitter         = (*concurrency.Semaphore)(nil)
+	_ capacityNotifier = (*concurrency.Semaphore)(nil)
+	_ limitReader      = (*concurrency.Semaphore)(nil)
+)
 
 // Stats is a snapshot of a Queue's counters.
 type Stats struct {
