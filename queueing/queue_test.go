@@ -391,3 +391,65 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+// bareAdmitter has no capacity hook and no Limit: the queue still works,
+// woken only by releases made through it.
+type bareAdmitter struct{ s *concurrency.Semaphore }
+
+func (b bareAdmitter) TryAcquire(n int64) bool { return b.s.TryAcquire(n) }
+func (b bareAdmitter) Release(n int64)         { b.s.Release(n) }
+
+func TestAdmitterWithoutHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sem, _ := concurrency.NewSemaphore(1)
+		q := newQueue(t, bareAdmitter{sem})
+		q.TryAcquire(1)
+		a := goAcquire(context.Background(), q.def, 1)
+		b := goAcquire(context.Background(), q.def, 1)
+		sem.SetLimit(2) // not signalled: nobody is woken yet
+		synctest.Wait()
+		if a.finished() {
+			t.Fatal("woken without a hook?")
+		}
+		q.Release(1) // a release through the queue serves both now
+		synctest.Wait()
+		if !a.finished() || !b.finished() || a.err != nil || b.err != nil {
+			t.Fatal("waiters not served after a release through the queue")
+		}
+		q.Release(1)
+		q.Release(1)
+		if sem.Inflight() != 0 {
+			t.Fatal("leak")
+		}
+		// The hook stays free for someone else.
+		if err := sem.OnCapacity(func() {}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The same handoff through a plain *Semaphore, the direct-call path.
+func TestHandoffOnPlainSemaphore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sem, _ := concurrency.NewSemaphore(2)
+		q := newQueue(t, sem)
+		q.TryAcquire(2)
+		var calls []*call
+		for range 4 {
+			calls = append(calls, goAcquire(context.Background(), q.def, 1))
+		}
+		for i := range calls {
+			q.Release(1)
+			synctest.Wait()
+			for j, c := range calls {
+				if c.finished() != (j <= i) {
+					t.Fatalf("after %d releases waiter %d finished=%v", i+1, j, c.finished())
+				}
+			}
+		}
+		q.Release(2)
+		if sem.Inflight() != 0 || q.Stats().Granted != 4 {
+			t.Fatalf("inflight %d, stats %+v", sem.Inflight(), q.Stats())
+		}
+	})
+}
