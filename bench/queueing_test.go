@@ -10,9 +10,11 @@ import (
 )
 
 // BenchmarkQueueUncontended: one acquire plus one release through a FIFO
-// queue that never has to wait, against the bare Semaphore it wraps. The
-// queue's price is its fast path: a check that nobody waits and, on
-// release, the capacity hook it registers on the Semaphore.
+// queue that never has to wait, against the bare Semaphore it wraps:
+// sluice-fifo is Acquire(ctx) + Release, sluice-fifo-try the non-blocking
+// TryAcquire + Release. The queue's price is its fast path: a check that
+// nobody waits, the context check of Acquire, and on release the capacity
+// hook it registers on the Semaphore.
 func BenchmarkQueueUncontended(b *testing.B) {
 	const limit = 1 << 20
 	ctx := context.Background()
@@ -27,6 +29,24 @@ func BenchmarkQueueUncontended(b *testing.B) {
 				b.Fatal("rejected below the limit")
 			}
 			s.Release(1)
+		}
+	})
+	b.Run("sluice-fifo-try", func(b *testing.B) {
+		s, err := concurrency.NewSemaphore(limit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		q, err := queueing.New(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if !q.TryAcquire(1) {
+				b.Fatal("rejected below the limit")
+			}
+			q.Release(1)
 		}
 	})
 	b.Run("sluice-fifo", func(b *testing.B) {

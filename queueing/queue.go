@@ -165,7 +165,15 @@ func (q *Queue) Acquire(ctx context.Context, n int64) error {
 
 // TryAcquire admits n units at priority Critical if that is possible
 // without waiting; see Lane.TryAcquire.
-func (q *Queue) TryAcquire(n int64) bool { return q.def.TryAcquire(n) }
+func (q *Queue) TryAcquire(n int64) bool {
+	if n > 0 && !q.locked && q.nwait.Load() == 0 {
+		if q.sem != nil {
+			return q.sem.TryAcquire(n) // inlined: no call
+		}
+		return q.adm.TryAcquire(n)
+	}
+	return q.def.TryAcquire(n)
+}
 
 // Release gives back n units taken with Acquire or TryAcquire; see
 // Lane.Release.
