@@ -120,7 +120,7 @@ func (q *Queue) leaveLocked(w *waiter, now int64) {
 func (q *Queue) dropLocked(w *waiter, now int64, err error) {
 	q.leaveLocked(w, now)
 	if err != ErrClosed {
-		q.stats.Shed++
+		q.countShedLocked(err)
 	}
 	w.state, w.err = shed, err
 	w.ready <- struct{}{}

@@ -129,7 +129,7 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 	}
 	if err := q.joinLocked(ctx, l, n, now); err != nil {
 		q.nwait.Add(-1)
-		q.stats.Shed++
+		q.countShedLocked(err)
 		q.unlock()
 		return err
 	}
@@ -210,7 +210,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, expiry, now int64) error {
 			expiry, err := q.expiryLocked(w)
 			if now >= expiry {
 				q.leaveLocked(w, now)
-				q.stats.Shed++
+				q.countShedLocked(err)
 				q.grantLocked(now)
 				q.unlock()
 				return err

@@ -88,8 +88,12 @@ type Stats struct {
 	Waiting int
 	// Granted counts waiters that got a permit after waiting.
 	Granted uint64
-	// Shed counts requests the queue turned away or dropped (ErrShed).
+	// Shed counts requests the queue turned away or dropped (ErrShed);
+	// the five counters after it split it by reason.
 	Shed uint64
+	// QueueFull, TimedOut, Congested, DeadlineRejected and Displaced count
+	// ErrQueueFull, ErrTimeout, ErrCongested, ErrDeadline and ErrDisplaced.
+	QueueFull, TimedOut, Congested, DeadlineRejected, Displaced uint64
 	// Cancelled counts waiters whose context ended while queued.
 	Cancelled uint64
 }
@@ -244,6 +248,23 @@ func (q *Queue) Close() error {
 		return q.hooked.OnCapacity(nil)
 	}
 	return nil
+}
+
+// countShedLocked books one request shed with err.
+func (q *Queue) countShedLocked(err error) {
+	q.stats.Shed++
+	switch err {
+	case ErrQueueFull:
+		q.stats.QueueFull++
+	case ErrTimeout:
+		q.stats.TimedOut++
+	case ErrCongested:
+		q.stats.Congested++
+	case ErrDeadline:
+		q.stats.DeadlineRejected++
+	case ErrDisplaced:
+		q.stats.Displaced++
+	}
 }
 
 // kick is the capacity hook, called when someone waits: it runs on the

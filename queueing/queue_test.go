@@ -183,7 +183,7 @@ func TestMaxLength(t *testing.T) {
 		if !errors.Is(err, ErrQueueFull) || !errors.Is(err, ErrShed) {
 			t.Fatalf("third waiter: got %v, want ErrQueueFull (an ErrShed)", err)
 		}
-		if st := q.Stats(); st.Shed != 1 || st.Waiting != 2 {
+		if st := q.Stats(); st.Shed != 1 || st.QueueFull != 1 || st.Waiting != 2 {
 			t.Fatalf("stats %+v", st)
 		}
 		a.cancel()
@@ -209,8 +209,8 @@ func TestMaxWait(t *testing.T) {
 		if waited := time.Since(start); waited != 50*time.Millisecond {
 			t.Fatalf("waited %v, want exactly 50ms", waited)
 		}
-		if q.Len() != 0 || sem.Inflight() != 1 {
-			t.Fatalf("len %d inflight %d after a timeout", q.Len(), sem.Inflight())
+		if q.Len() != 0 || sem.Inflight() != 1 || q.Stats().TimedOut != 1 {
+			t.Fatalf("len %d inflight %d stats %+v after a timeout", q.Len(), sem.Inflight(), q.Stats())
 		}
 		q.Release(1)
 	})
@@ -346,8 +346,8 @@ func TestDeadlineAware(t *testing.T) {
 		if err := q.Acquire(ctx, 1); !errors.Is(err, ErrDeadline) {
 			t.Fatalf("got %v, want ErrDeadline", err)
 		}
-		if time.Since(start) != 0 {
-			t.Fatal("ErrDeadline should come at once")
+		if time.Since(start) != 0 || q.Stats().DeadlineRejected != 1 {
+			t.Fatal("ErrDeadline should come at once, and be counted")
 		}
 		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
 		defer cancel2()
