@@ -148,7 +148,7 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 
 // joinLocked decides whether a request that cannot be admitted now may
 // wait: the deadline check, then the graded length cut-off, which may
-// displace a waiter of strictly lower priority.
+// displace the waiter that would be served last.
 func (q *Queue) joinLocked(ctx context.Context, l lane, n int64, now int64) error {
 	if q.cfg.deadlineAware {
 		if dl, ok := ctx.Deadline(); ok {
@@ -161,7 +161,11 @@ func (q *Queue) joinLocked(ctx context.Context, l lane, n int64, now int64) erro
 	if q.line.len < Share(l.prio, q.cfg.maxLen) {
 		return nil
 	}
-	if v := q.line.lowest(); v != nil && v.lane.prio < l.prio {
+	// Full for this priority: whoever would be served last is shed. That
+	// is the newcomer, unless a waiter of lower priority exists, or under
+	// LIFO the oldest waiter of equal priority (served after the newcomer).
+	lifo := q.lifoLocked(now)
+	if v := q.line.last(lifo); v != nil && (v.lane.prio < l.prio || (v.lane.prio == l.prio && lifo)) {
 		q.dropLocked(v, now, ErrDisplaced)
 		return nil
 	}

@@ -28,7 +28,11 @@ const closedBias = 1 << 40
 // LIFO (WithOrder). With WithReserve or WithPartition a waiter that its
 // share does not allow yet is passed over by those behind it (the one
 // explicit exception to strict order); otherwise a waiter that does not fit
-// blocks those behind it, so large requests are not starved. The queue
+// blocks those behind it, so large requests are not starved. When the
+// queue (or the share of it open to a priority, see Share) is full, the
+// request that would be served last is shed: the newcomer with
+// ErrQueueFull, or, when the last in line has lower priority or the order
+// is LIFO at the moment, that waiter with ErrDisplaced. The queue
 // re-examines its waiters at every event it sees: an arrival, a release
 // through it, a cancellation, a timeout, and, through the capacity hook, a
 // release on the Admitter or a limit increase. A limit decrease is not

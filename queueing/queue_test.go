@@ -453,3 +453,41 @@ func TestHandoffOnPlainSemaphore(t *testing.T) {
 		}
 	})
 }
+
+// Under LIFO a full queue sheds its oldest waiter for a newcomer of equal
+// priority; under FIFO it turns the newcomer away.
+func TestFullQueueShedsTheLastServed(t *testing.T) {
+	for _, tc := range []struct {
+		order       Order
+		displaced   bool
+		newcomerErr error
+	}{
+		{FIFO, false, ErrQueueFull},
+		{LIFO, true, nil},
+	} {
+		t.Run(tc.order.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sem := newSem(t, 1)
+				q := newQueue(t, sem, WithOrder(tc.order), WithMaxLength(2))
+				q.TryAcquire(1)
+				old := goAcquire(context.Background(), q.def, 1)
+				mid := goAcquire(context.Background(), q.def, 1)
+				late := goAcquire(context.Background(), q.def, 1)
+				if got := errors.Is(old.err, ErrDisplaced); got != tc.displaced {
+					t.Fatalf("oldest waiter displaced = %v (err %v), want %v", got, old.err, tc.displaced)
+				}
+				if tc.newcomerErr != nil && !errors.Is(late.err, tc.newcomerErr) {
+					t.Fatalf("newcomer: %v, want %v", late.err, tc.newcomerErr)
+				}
+				for _, c := range []*call{old, mid, late} {
+					c.cancel()
+				}
+				synctest.Wait()
+				q.Release(1)
+				if sem.Inflight() != 0 || q.Len() != 0 {
+					t.Fatal("leak")
+				}
+			})
+		})
+	}
+}
