@@ -346,3 +346,22 @@ func TestAlgorithmsStayWithinLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestDefaultProbeAbandonedOnCongestion(t *testing.T) {
+	d := newTestDefault(t, WithBaselineHorizon(time.Second))
+	d.slowStart = false
+	w := win(100, 0, 10*ms, 10)
+	d.Update(w)
+	w.Start, w.End = int64(2*time.Second), int64(2*time.Second+100*ms)
+	probe := d.Update(w) // starts the probe at 3/4
+	w.Drops = 50         // the probe window drops a third
+	w.Start, w.End = int64(3*time.Second), int64(3*time.Second+100*ms)
+	if got := d.Update(w); got >= probe {
+		t.Fatalf("drops during the probe: limit %d, want below the probe's %d", got, probe)
+	}
+	w.Drops = 0
+	w.Start, w.End = int64(4*time.Second), int64(4*time.Second+100*ms)
+	if got := d.Update(w); got >= 100 {
+		t.Fatalf("the abandoned probe restored the old limit: %d", got)
+	}
+}

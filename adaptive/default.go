@@ -112,6 +112,11 @@ func (d *Default) bound(x float64) float64 {
 
 // shrink sets the limit to x, but by at least one and at most 30%.
 func (d *Default) shrink(x float64) {
+	if d.probing {
+		// Congestion during a probe: abandon it, from the probe's limit
+		// (the saved one was for a healthier service).
+		d.probing = false
+	}
 	d.limit = d.bound(max(d.limit*0.7, min(x, d.limit-1)))
 	d.slowStart = false
 	d.streak = 0

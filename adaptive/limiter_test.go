@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -383,4 +384,37 @@ func TestOutcomeOf(t *testing.T) {
 			t.Errorf("OutcomeOf(%v) = %v, want %v", err, got, want)
 		}
 	}
+}
+
+func TestRuntimeSignalsReachTheAlgorithm(t *testing.T) {
+	l, f := newFixed(t, 10, WithRuntimeSignals(), WithWindowSamples(1, 1), WithWindow(time.Nanosecond, time.Nanosecond))
+	tok, _ := l.TryAcquireAt(1, Request{})
+	tok.DoneAt(2, Success) // opens the window
+	for i := range 3 {
+		var garbage [][]byte
+		for range 1000 {
+			garbage = append(garbage, make([]byte, 1024))
+		}
+		_ = garbage
+		runtime.GC()
+		tok, _ := l.TryAcquireAt(int64(10+i), Request{})
+		tok.DoneAt(int64(20+i), Success)
+	}
+	if len(f.windows) != 3 {
+		t.Fatalf("%d windows", len(f.windows))
+	}
+	for _, w := range f.windows {
+		r := w.Runtime
+		if r.GCFraction < 0 || r.GCFraction > 1 || r.SchedLatency < 0 || r.HeapFraction < 0 {
+			t.Fatalf("runtime signals out of range: %+v", r)
+		}
+	}
+	var sawGC bool
+	for _, w := range f.windows {
+		sawGC = sawGC || w.Runtime.GCFraction > 0
+	}
+	if !sawGC {
+		t.Fatal("forced collections left no GC CPU fraction")
+	}
+	mustQuiet(t, l)
 }

@@ -162,7 +162,9 @@ func (r *runner) arrive() {
 
 func (r *runner) drawService(rng *rand.Rand) time.Duration {
 	m := r.s.Server.MinFraction
-	return time.Duration(float64(r.s.Server.Service) * (m + (1-m)*rng.ExpFloat64()))
+	// The conversion stops the compiler fusing a multiply-add (allowed on
+	// arm64 and others), so that a seed gives the same numbers everywhere.
+	return time.Duration(float64(r.s.Server.Service) * (m + float64((1-m)*rng.ExpFloat64())))
 }
 
 func (r *runner) offer(req *Request) {
