@@ -44,8 +44,10 @@ type Request struct {
 // goroutine that closes it steps the Algorithm under a lock that only window
 // boundaries take, and resizes the semaphore.
 //
-// The admit and report paths take no lock and allocate nothing in the common
-// case (Tokens come from a pool). A Limiter is safe for concurrent use; the
+// Windows close only when an outcome is reported (there is no timer
+// goroutine): with no traffic the limit stays where it is. The admit and
+// report paths take no lock and allocate nothing in the common case (Tokens
+// come from a pool). A Limiter is safe for concurrent use; the
 // zero value is not usable, call NewLimiter. It starts no goroutine.
 type Limiter struct {
 	sem *concurrency.Semaphore
