@@ -214,6 +214,11 @@ func (l *Limiter) Acquire(ctx context.Context, r Request) (Token, error) {
 	for {
 		if t, err := l.TryAcquireAt(clock.Now(), Request{Class: r.Class}); err == nil {
 			l.dequeue(ch)
+			if l.sem.Available() > 0 {
+				// A raised limit wakes one waiter; pass the wake on while
+				// there is room, so that every free slot finds its waiter.
+				l.wake()
+			}
 			return t, nil
 		}
 		select {

@@ -418,3 +418,33 @@ func TestRuntimeSignalsReachTheAlgorithm(t *testing.T) {
 	}
 	mustQuiet(t, l)
 }
+
+func TestRaisedLimitWakesEveryWaiterItCan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, f := newFixed(t, 1, WithWindowSamples(1, 1), WithWindow(time.Nanosecond, time.Nanosecond))
+		opener, _ := l.Acquire(context.Background(), Request{})
+		opener.Done(Success) // opens the first window
+		held, _ := l.Acquire(context.Background(), Request{})
+		got := make(chan Token, 3)
+		for range 3 {
+			go func() {
+				tok, err := l.Acquire(context.Background(), Request{})
+				if err != nil {
+					t.Error(err)
+				}
+				got <- tok
+			}()
+		}
+		synctest.Wait()
+		f.limit = 4 // the next window raises the limit to 4 ...
+		held.Done(Success)
+		synctest.Wait() // ... and all three waiters fit without another release
+		if len(got) != 3 {
+			t.Fatalf("%d of 3 waiters admitted after the limit rose to %d", len(got), l.Limit())
+		}
+		for range 3 {
+			(<-got).Done(Ignore)
+		}
+		mustQuiet(t, l)
+	})
+}
