@@ -14,13 +14,14 @@ var palette = []string{"#888888", "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#
 type panel struct {
 	title string
 	value func(Point) float64
+	clip  float64 // the axis stops here (0: no clip), so one collapsed controller does not flatten the rest
 }
 
 var panels = []panel{
-	{"offered attempts (req/s)", func(p Point) float64 { return p.Attempts }},
-	{"goodput (req/s)", func(p Point) float64 { return p.Goodput }},
-	{"p99 of admitted work (ms)", func(p Point) float64 { return float64(p.P99) / float64(time.Millisecond) }},
-	{"concurrency limit", func(p Point) float64 { return float64(p.Limit) }},
+	{"offered attempts (req/s)", func(p Point) float64 { return p.Attempts }, 0},
+	{"goodput (req/s)", func(p Point) float64 { return p.Goodput }, 0},
+	{"p99 of admitted work (ms, axis clipped at 1000)", func(p Point) float64 { return float64(p.P99) / float64(time.Millisecond) }, 1000},
+	{"concurrency limit", func(p Point) float64 { return float64(p.Limit) }, 0},
 }
 
 // WriteSVG draws the reports of one scenario (offered load, goodput, p99
@@ -49,6 +50,9 @@ func WriteSVG(w *bufio.Writer, scenario string, reports []Report) error {
 		}
 		if vmax == 0 {
 			vmax = 1
+		}
+		if pn.clip > 0 {
+			vmax = min(vmax, pn.clip)
 		}
 		fmt.Fprintf(w, `<text x="%.0f" y="%.0f">%s</text>`+"\n", left, y0-6, pn.title)
 		fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#ccc"/>`+"\n", left, y0, width-left, ph)
