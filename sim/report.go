@@ -21,12 +21,19 @@ type Report struct {
 	hasRestore bool
 }
 
-// RunStandard runs every named scenario against every named controller with
-// seed. The unloaded scenario is run first without a controller to obtain
-// the reference p99. Runs are independent and spread over GOMAXPROCS
-// goroutines; results are deterministic and come back in scenario, then
-// controller order.
-func RunStandard(scenarios, controllers []string, quick bool, seed uint64) ([]Report, error) {
+// Factory names a controller and builds a fresh one for each run; it is how
+// controllers from other packages (queueing disciplines, composed
+// controllers) join the standard comparison. New must not share state
+// between the Controllers it returns.
+type Factory struct {
+	Name string
+	New  func(s Scenario, seed uint64) (Controller, error)
+}
+
+// StandardScenarios returns the named standard scenarios with the settle
+// reference set: the p99 of the unloaded scenario run without a controller
+// with seed.
+func StandardScenarios(names []string, quick bool, seed uint64) ([]Scenario, error) {
 	unloaded, err := Standard("unloaded", quick, 0)
 	if err != nil {
 		return nil, err
@@ -35,37 +42,24 @@ func RunStandard(scenarios, controllers []string, quick bool, seed uint64) ([]Re
 	if err != nil {
 		return nil, err
 	}
-	specs := make([]Scenario, len(scenarios))
-	oracles := make([]int, len(scenarios))
-	needOracle := false
-	for _, c := range controllers {
-		needOracle = needOracle || c == "static_oracle" || c == "static_wrong"
-	}
-	for i, name := range scenarios {
-		if specs[i], err = Standard(name, quick, ref.P99); err != nil {
+	out := make([]Scenario, len(names))
+	for i, name := range names {
+		if out[i], err = Standard(name, quick, ref.P99); err != nil {
 			return nil, err
 		}
-		if needOracle {
-			if oracles[i], _, err = Oracle(specs[i], seed); err != nil {
-				return nil, err
-			}
-		}
 	}
-	out := make([]Report, len(scenarios)*len(controllers))
-	err = parallel(len(out), func(k int) error {
-		s, cname := specs[k/len(controllers)], controllers[k%len(controllers)]
-		var c Controller
-		var err error
-		switch cname {
-		case "none":
-			c = Unlimited()
-		case "static_oracle":
-			c, err = Static(oracles[k/len(controllers)])
-		case "static_wrong":
-			c, err = Static(4 * oracles[k/len(controllers)])
-		default:
-			c, err = NewAdaptive(cname, seed)
-		}
+	return out, nil
+}
+
+// RunFactories runs every scenario against a fresh controller from every
+// factory with seed. Runs are independent and spread over GOMAXPROCS
+// goroutines; results are deterministic and come back in scenario, then
+// factory order.
+func RunFactories(scenarios []Scenario, factories []Factory, seed uint64) ([]Report, error) {
+	out := make([]Report, len(scenarios)*len(factories))
+	err := parallel(len(out), func(k int) error {
+		s, f := scenarios[k/len(factories)], factories[k%len(factories)]
+		c, err := f.New(s, seed)
 		if err != nil {
 			return err
 		}
@@ -73,7 +67,7 @@ func RunStandard(scenarios, controllers []string, quick bool, seed uint64) ([]Re
 		if err != nil {
 			return err
 		}
-		res.Controller = cname
+		res.Controller = f.Name
 		out[k] = Report{Result: res, Limit: meanLimit(s, res.Series), hasRestore: s.Restore > 0}
 		return nil
 	})
@@ -81,6 +75,61 @@ func RunStandard(scenarios, controllers []string, quick bool, seed uint64) ([]Re
 		return nil, err
 	}
 	return out, nil
+}
+
+// StandardFactories returns the factories of the named standard controllers
+// (see ControllerNames) for scenarios: static_oracle and static_wrong search
+// the best fixed limit of each scenario once, here.
+func StandardFactories(names []string, scenarios []Scenario, seed uint64) ([]Factory, error) {
+	oracles := map[string]int{}
+	var out []Factory
+	for _, name := range names {
+		switch name {
+		case "none":
+			out = append(out, Factory{name, func(Scenario, uint64) (Controller, error) { return Unlimited(), nil }})
+		case "static_oracle", "static_wrong":
+			if len(oracles) == 0 {
+				for _, s := range scenarios {
+					limit, _, err := Oracle(s, seed)
+					if err != nil {
+						return nil, err
+					}
+					oracles[s.Name] = limit
+				}
+			}
+			factor := 1
+			if name == "static_wrong" {
+				factor = 4
+			}
+			out = append(out, Factory{name, func(s Scenario, _ uint64) (Controller, error) {
+				limit, ok := oracles[s.Name]
+				if !ok {
+					return nil, fmt.Errorf("sim: no oracle limit for scenario %q", s.Name)
+				}
+				return Static(factor * limit)
+			}})
+		case "aimd", "vegas", "gradient2", "sluice":
+			out = append(out, Factory{name, func(_ Scenario, seed uint64) (Controller, error) { return NewAdaptive(name, seed) }})
+		default:
+			return nil, fmt.Errorf("sim: unknown controller %q", name)
+		}
+	}
+	return out, nil
+}
+
+// RunStandard runs the named standard scenarios against the named standard
+// controllers with seed: StandardScenarios, StandardFactories and
+// RunFactories in one call.
+func RunStandard(scenarios, controllers []string, quick bool, seed uint64) ([]Report, error) {
+	specs, err := StandardScenarios(scenarios, quick, seed)
+	if err != nil {
+		return nil, err
+	}
+	factories, err := StandardFactories(controllers, specs, seed)
+	if err != nil {
+		return nil, err
+	}
+	return RunFactories(specs, factories, seed)
 }
 
 // parallel calls f(0..n-1) on up to GOMAXPROCS goroutines and returns the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReportFiles(t *testing.T) {
@@ -64,5 +65,30 @@ func TestReportFiles(t *testing.T) {
 	}
 	if lines != 4*2 {
 		t.Fatalf("%d polylines, want 4 panels x 2 controllers", lines)
+	}
+}
+
+func TestCustomFactoryJoinsTheComparison(t *testing.T) {
+	specs, err := StandardScenarios([]string{"overload2x"}, true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs[0].Duration = 5 * time.Second
+	fifoFactory := Factory{"fifo20ms", func(Scenario, uint64) (Controller, error) {
+		return &fifo{limit: StdWorkers, maxWait: 20 * time.Millisecond}, nil
+	}}
+	std, err := StandardFactories([]string{"sluice"}, specs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := RunFactories(specs, append(std, fifoFactory), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 2 || reports[1].Controller != "fifo20ms" || reports[1].Goodput < 0.9 {
+		t.Fatalf("reports: %+v", reports)
+	}
+	if _, err := StandardFactories([]string{"nope"}, specs, 1); err == nil {
+		t.Fatal("unknown controller accepted")
 	}
 }
