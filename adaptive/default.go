@@ -220,11 +220,11 @@ func (d *Default) Update(w Window) int {
 	g := (d.base + float64((d.tolerance-1)*math.Sqrt(d.base*d.anchor))) / rtt
 	if g >= 1 {
 		d.endEpisode()
-		d.streak = growing
 		if float64(w.MaxInflight) < d.headroom*used {
 			// Room left: growing would only widen the door for a queue.
 			return int(d.limit)
 		}
+		d.streak = growing
 		if d.prevInflight > 0 && inflight > 1.25*d.prevInflight && x < 1.05*d.prevX {
 			d.shrink(max(d.limit*0.9, d.prevInflight*d.tolerance))
 			return int(d.limit)
@@ -244,10 +244,9 @@ func (d *Default) Update(w Window) int {
 		d.limit = d.bound(next)
 		return int(d.limit)
 	}
-	// Latency is above tolerance. Is it queueing? A previous shrink that
-	// neither lowered latency nor kept throughput says no.
-	// The shrinking episode: the largest limit and throughput since latency
-	// went above tolerance.
+	// Latency is above tolerance. Is it queueing? Not if, within this
+	// shrinking episode (the windows since latency went above tolerance),
+	// the shrinks cost throughput without lowering latency.
 	d.epLimit, d.epX = max(d.epLimit, used), max(d.epX, x)
 	shrankInVain := used <= 0.85*d.epLimit && x <= 0.85*d.epX && rtt >= 0.95*d.prevRTT
 	atFloor := int(used) <= d.min && d.prevLimit > 0 && int(d.prevLimit) <= d.min
