@@ -1,0 +1,324 @@
+package concurrency
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// SlidingLog is the configuration of an exact sliding-window log: at most
+// limit admissions in any interval of length window, for authentication
+// endpoints and anything else where the bound must hold exactly.
+//
+// Per key it keeps the time of each of the last limit admissions in a ring
+// (a SlidingLogState). Admissions are numbered by a head counter; admission c
+// lives in slot c mod limit. A request of n takes the numbers h..h+n−1 with
+// one CAS of the head, and only when the admissions h−limit..h+n−1−limit, the
+// ones whose slots it will reuse, lie a whole window before now (or were
+// refunded, below). The entries are published after the CAS with a lap
+// number; an entry not yet published counts as recent (it is being written
+// right now), so a race can only reject, never over-admit.
+//
+// Guarantee: every admission c lies at least window after admission
+// c−limit (or no earlier than it, if that one was refunded), so of any
+// limit+1 admissions not refunded two share a slot and lie a window apart:
+// no interval of length window holds more than limit, under any
+// interleaving and whatever order the callers' now values arrive in. With a
+// non-decreasing clock this is exactly the sliding window: a request is
+// admitted iff the last window holds at most limit−n admissions. When time
+// goes backwards an admission still counts until a window after its own
+// time, so going back never opens room.
+//
+// Cost: a decision reads up to limit entries (to fill Remaining and
+// ResetAfter) and takes one CAS. Memory per key: 16 bytes of state plus a
+// ring of 16·limit bytes (with a 24-byte header), allocated on the first
+// admission. It is meant for small limits (at most MaxSlidingLogLimit).
+//
+// now must be non-negative and below 2^62+2^61. A SlidingLog is immutable
+// and safe for concurrent use. Use NewSlidingLog; the zero value is not
+// usable.
+type SlidingLog struct {
+	limit  int64
+	window int64
+}
+
+// SlidingLogState is the per-key state of a SlidingLog. Its zero value is
+// fresh for any now; the first admission allocates the ring (16·limit
+// bytes), every later decision allocates nothing. It is safe for concurrent
+// use with one SlidingLog (using it with a SlidingLog of another limit
+// panics) and must not be copied after first use.
+type SlidingLogState struct {
+	head atomic.Int64 // admissions numbered so far
+	ring atomic.Pointer[logRing]
+}
+
+type logRing struct {
+	slots []logSlot
+}
+
+// logSlot holds one admission. seq is (lap+1)<<1 | refunded, where lap is
+// the admission's number divided by the limit; 0 means being written or
+// never written. ts is the admission's now.
+type logSlot struct {
+	seq atomic.Uint64
+	ts  atomic.Int64
+}
+
+// Reset makes s fresh again, keeping its ring for reuse. It is meant for a
+// table that holds the state exclusively; it must not run concurrently with
+// any decision on s.
+func (s *SlidingLogState) Reset() {
+	s.head.Store(0)
+	if r := s.ring.Load(); r != nil {
+		for i := range r.slots {
+			r.slots[i].seq.Store(0)
+			r.slots[i].ts.Store(0)
+		}
+	}
+}
+
+// MaxSlidingLogLimit is the largest limit NewSlidingLog accepts: a decision
+// reads up to limit entries and a key holds 16·limit bytes, so large limits
+// belong to SlidingWindow or GCRA.
+const MaxSlidingLogLimit = 1 << 16
+
+// NewSlidingLog returns the configuration of a log admitting at most limit
+// in any interval of length window. It returns an error when limit or window
+// is not positive, when limit exceeds MaxSlidingLogLimit, or when the window
+// is longer than 2^59 ns (about 18 years).
+func NewSlidingLog(limit int64, window time.Duration) (*SlidingLog, error) {
+	if err := checkRateLimit("limit", limit); err != nil {
+		return nil, err
+	}
+	if limit > MaxSlidingLogLimit {
+		return nil, fmt.Errorf("concurrency: sliding log limit %d is above the supported %d; use SlidingWindow or GCRA for large limits",
+			limit, MaxSlidingLogLimit)
+	}
+	if err := checkRateWindow(window); err != nil {
+		return nil, err
+	}
+	return &SlidingLog{limit: limit, window: int64(window)}, nil
+}
+
+// Limit returns the admissions allowed per window.
+func (l *SlidingLog) Limit() int64 { return l.limit }
+
+// Window returns the window length.
+func (l *SlidingLog) Window() time.Duration { return time.Duration(l.window) }
+
+// logPending is the release time given to an entry that is being written: it
+// is recent, and its time is at least about now.
+const logPending = int64(-1)
+
+// freeAt returns the instant from which admission c no longer counts: its
+// time plus the window, or its time if it was refunded; 0 for numbers below
+// zero (slots never used); logPending when the entry is not published yet.
+func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
+	if c < 0 {
+		return 0
+	}
+	slot := &r.slots[c%l.limit]
+	want := uint64(c/l.limit+1) << 1
+	seq := slot.seq.Load()
+	if seq&^1 != want {
+		return logPending
+	}
+	ts := slot.ts.Load()
+	// Read again: a writer of admission c+limit clears seq before it
+	// touches ts, so an unchanged seq means ts belongs to admission c.
+	if slot.seq.Load() != seq {
+		return logPending
+	}
+	if seq&1 != 0 {
+		return ts
+	}
+	return ts + l.window
+}
+
+// load returns s's ring and head for reading. The head is read first: the
+// ring is stored before the first head CAS, so a head above zero always
+// comes with a ring; a nil ring (head 0) is never indexed.
+func (l *SlidingLog) load(s *SlidingLogState) (*logRing, int64) {
+	h := s.head.Load()
+	r := s.ring.Load()
+	if r != nil && int64(len(r.slots)) != l.limit {
+		panic("concurrency: SlidingLogState used with a SlidingLog of another limit")
+	}
+	return r, h
+}
+
+// ringFor returns s's ring, allocating it on first use.
+func (l *SlidingLog) ringFor(s *SlidingLogState) *logRing {
+	r := s.ring.Load()
+	if r == nil {
+		fresh := &logRing{slots: make([]logSlot, l.limit)}
+		if s.ring.CompareAndSwap(nil, fresh) {
+			r = fresh
+		} else {
+			r = s.ring.Load()
+		}
+	}
+	if int64(len(r.slots)) != l.limit {
+		panic("concurrency: SlidingLogState used with a SlidingLog of another limit")
+	}
+	return r
+}
+
+// AllowN admits n requests at now if the last window leaves room for them,
+// and returns the Decision. It never blocks; it allocates only the ring, on
+// the first admission of a fresh state.
+//
+// A rejected request changes nothing; its RetryAfter is exact when no other
+// admission is in flight on s (an entry being written counts as one made
+// now, so its RetryAfter is the window). n greater than the limit can never
+// succeed: ReasonExceedsCapacity with RetryAfter Never. n == 0 admits nothing
+// and reports the state; a negative n panics (use Refund).
+func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
+	if n <= 0 || n > l.limit {
+		if n < 0 {
+			panic("concurrency: SlidingLog.AllowN with negative n")
+		}
+		r, h := l.load(s)
+		d := l.decision(r, h, now)
+		if n > 0 {
+			d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+		}
+		return d
+	}
+	r := l.ringFor(s)
+	for {
+		h := s.head.Load()
+		// The new admissions h..h+n-1 reuse the slots of h-limit..h+n-1-limit.
+		var blockedUntil int64
+		for c := h - l.limit; c < h+n-l.limit; c++ {
+			at := l.freeAt(r, c)
+			if at == logPending {
+				at = now + l.window
+			}
+			blockedUntil = max(blockedUntil, at)
+		}
+		if blockedUntil > now {
+			d := l.decision(r, h, now)
+			d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(blockedUntil-now)
+			return d
+		}
+		// The slots read above can change only after the head passes h, so a
+		// successful CAS means they were still free.
+		if s.head.CompareAndSwap(h, h+n) {
+			for c := h; c < h+n; c++ {
+				slot := &r.slots[c%l.limit]
+				slot.seq.Store(0) // being written: readers treat it as recent
+				slot.ts.Store(now)
+				slot.seq.Store(uint64(c/l.limit+1) << 1)
+			}
+			return l.decision(r, h+n, now)
+		}
+	}
+}
+
+// Refund gives back n admissions made earlier: it marks the oldest
+// admissions that still count at now (up to n) as refunded, so that they
+// stop counting once now reaches their time; with a non-decreasing clock
+// that is at once. It never frees more than a fresh state holds. A refund
+// racing with admissions on the same key may be lost (the state then stays
+// stricter, never looser). Refund(0) does nothing; a negative n panics.
+func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
+	if n <= 0 {
+		if n < 0 {
+			panic("concurrency: SlidingLog.Refund with negative n")
+		}
+		return
+	}
+	r, h := l.load(s)
+	for c := max(0, h-l.limit); c < h && n > 0; c++ {
+		slot := &r.slots[c%l.limit]
+		want := uint64(c/l.limit+1) << 1
+		if slot.seq.Load() != want { // refunded already, or not published
+			continue
+		}
+		if slot.ts.Load()+l.window <= now {
+			continue // no longer counts
+		}
+		// The CAS fails if the entry was refunded meanwhile or a writer of
+		// admission c+limit has started on the slot.
+		if slot.seq.CompareAndSwap(want, want|1) {
+			n--
+		}
+	}
+}
+
+// Recovered reports whether s is indistinguishable from a fresh state at
+// now (no admission counts any more and none is being written), so that a
+// table may evict it.
+func (l *SlidingLog) Recovered(s *SlidingLogState, now int64) bool {
+	r, h := l.load(s)
+	for c := max(0, h-l.limit); c < h; c++ {
+		if at := l.freeAt(r, c); at == logPending || at > now {
+			return false
+		}
+	}
+	return true
+}
+
+// decision reports the state with head h at now: Remaining is the run of
+// free slots the next admissions would reuse, ResetAfter the time until
+// every one of the last limit admissions stops counting.
+func (l *SlidingLog) decision(r *logRing, h, now int64) Decision {
+	d := Decision{Allowed: true, Limit: l.limit}
+	first := h - l.limit
+	if first < 0 {
+		d.Remaining = -first // slots never used
+		first = 0
+	}
+	counting := true
+	var resetAt int64
+	for c := first; c < h; c++ {
+		at := l.freeAt(r, c)
+		if at == logPending {
+			at = now + l.window
+		}
+		if at > now {
+			counting = false
+			resetAt = max(resetAt, at)
+		} else if counting {
+			d.Remaining++
+		}
+	}
+	if resetAt > now {
+		d.ResetAfter = time.Duration(resetAt - now)
+	}
+	return d
+}
+
+// SlidingLogLimiter is a single sliding-window log: a SlidingLog with its own
+// state, for a limit that is not per key. It is safe for concurrent use,
+// lock-free, and must not be copied after first use. Use
+// NewSlidingLogLimiter; the zero value is not usable.
+type SlidingLogLimiter struct {
+	_     [cacheLine]byte
+	state SlidingLogState
+	cfg   SlidingLog
+	_     [cacheLine]byte
+}
+
+// NewSlidingLogLimiter returns a fresh log admitting at most limit in any
+// interval of length window. It returns NewSlidingLog's errors.
+func NewSlidingLogLimiter(limit int64, window time.Duration) (*SlidingLogLimiter, error) {
+	cfg, err := NewSlidingLog(limit, window)
+	if err != nil {
+		return nil, err
+	}
+	return &SlidingLogLimiter{cfg: *cfg}, nil
+}
+
+// AllowN admits n requests at now if the last window leaves room; see
+// SlidingLog.AllowN.
+func (l *SlidingLogLimiter) AllowN(now, n int64) Decision { return l.cfg.AllowN(&l.state, now, n) }
+
+// Allow is shorthand for AllowN(clock.Now(), 1).
+func (l *SlidingLogLimiter) Allow() Decision { return l.cfg.AllowN(&l.state, clock.Now(), 1) }
+
+// Refund gives back n admissions; see SlidingLog.Refund.
+func (l *SlidingLogLimiter) Refund(now, n int64) { l.cfg.Refund(&l.state, now, n) }

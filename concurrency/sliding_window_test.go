@@ -1,0 +1,155 @@
+package concurrency
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// slidingModel keeps the admissions per aligned window in a map and applies
+// the estimate cur + prev·(W−e)/W ≤ limit − n with plain integers. Its
+// RetryAfter and ResetAfter come from a search over future instants, not
+// from a formula.
+type slidingModel struct {
+	limit, window int64
+	counts        map[int64]int64
+	latest        int64
+}
+
+func newSlidingModel(limit int64, window time.Duration) rateModel {
+	return &slidingModel{limit: limit, window: int64(window), counts: map[int64]int64{}}
+}
+
+// at returns the window governing now, its count and the previous one's, and
+// whether now lies before the latest charged window.
+func (m *slidingModel) at(now int64) (idx, cur, prev int64, back bool) {
+	idx = now / m.window
+	if idx < m.latest {
+		return m.latest, m.counts[m.latest], m.counts[m.latest-1], true
+	}
+	return idx, m.counts[idx], m.counts[idx-1], false
+}
+
+// room returns limit − cur − ⌈prev·(W−e)/W⌉ at now (negative when over).
+func (m *slidingModel) room(now int64) int64 {
+	idx, cur, prev, back := m.at(now)
+	if back {
+		return -1
+	}
+	w := prev * (m.window - (now - idx*m.window)) // small numbers: no overflow
+	return m.limit - cur - (w+m.window-1)/m.window
+}
+
+// first returns the first instant from now on when ok holds; ok must turn
+// true within three windows of the latest one and stay true.
+func (m *slidingModel) first(now int64, ok func(int64) bool) int64 {
+	lo, hi := now, max(now, m.latest*m.window)+3*m.window
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+func (m *slidingModel) report(now int64) Decision {
+	d := Decision{Allowed: true, Limit: m.limit, Remaining: max(0, m.room(now))}
+	d.ResetAfter = time.Duration(m.first(now, m.recovered) - now)
+	return d
+}
+
+func (m *slidingModel) allowN(now, n int64) Decision {
+	d := m.report(now)
+	switch {
+	case n == 0:
+	case n > m.limit:
+		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+	case m.room(now) < n:
+		d.Allowed, d.Reason = false, ReasonLimited
+		d.RetryAfter = time.Duration(m.first(now, func(t int64) bool { return m.room(t) >= n }) - now)
+	default:
+		idx := now / m.window
+		m.counts[idx] += n
+		m.latest = idx
+		d = m.report(now)
+	}
+	return d
+}
+
+func (m *slidingModel) refund(now, n int64) {
+	if now/m.window <= m.latest+1 {
+		m.counts[m.latest] -= min(n, m.counts[m.latest])
+	}
+}
+
+func (m *slidingModel) recovered(now int64) bool {
+	_, cur, prev, back := m.at(now)
+	return !back && cur == 0 && prev == 0
+}
+
+func TestSlidingWindowPacking(t *testing.T) {
+	for _, c := range []struct {
+		limit  int64
+		window time.Duration
+		ok     bool
+	}{
+		{1, 2, true},             // 2 bits of counts, 62 of index
+		{1023, 1 << 19, true},    // 20 bits of counts need 2^19 ns
+		{1023, 1<<19 - 1, false}, // one short
+		{65535, 1 << 31, true},   // 32 bits of counts need 2^31 ns (~2.1 s)
+		{65535, time.Second, false},
+		{1 << 32, 1 << 59, false}, // 66 bits of counts: never
+	} {
+		_, err := NewSlidingWindow(c.limit, c.window)
+		if (err == nil) != c.ok {
+			t.Errorf("NewSlidingWindow(%d, %v): error %v, want ok=%v", c.limit, c.window, err, c.ok)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "concurrency: ") {
+			t.Errorf("error %q lacks the package prefix", err)
+		}
+	}
+}
+
+// TestSlidingWindowWorstCase shows the documented error bound is reached
+// (nearly): a full previous window packed into its last instant, then the
+// weighted allowance late in the current window.
+func TestSlidingWindowWorstCase(t *testing.T) {
+	const limit, window = 10, 1000
+	sw, err := NewSlidingWindow(limit, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s SlidingWindowState
+	admitted := int64(0)
+	if sw.AllowN(&s, 999, limit).Allowed {
+		admitted += limit
+	}
+	// At 1900 the previous window weighs 10·(100/1000) = 1, leaving 9.
+	for sw.AllowN(&s, 1900, 1).Allowed {
+		admitted++
+	}
+	bound := int64(limit + limit*(window-1)/window)
+	if admitted != 19 || admitted > bound {
+		t.Fatalf("admitted %d in (900, 1900], want 19 (bound %d)", admitted, bound)
+	}
+}
+
+// TestSlidingWindowEvenTrafficIsExact: with the previous window's requests
+// spread evenly, the estimate equals the true count of the last window.
+func TestSlidingWindowEvenTrafficIsExact(t *testing.T) {
+	const limit, window = 10, 1000
+	sw, _ := NewSlidingWindow(limit, window)
+	var s SlidingWindowState
+	for i := range int64(limit) {
+		if !sw.AllowN(&s, i*window/limit+50, 1).Allowed { // 50, 150, ..., 950
+			t.Fatalf("request %d of an evenly spread window rejected", i)
+		}
+	}
+	// At 1500 the last window (500, 1500] holds the 5 requests at 550..950.
+	if d := sw.AllowN(&s, 1500, 0); d.Remaining != limit-5 {
+		t.Fatalf("remaining %d at 1500, a true sliding window has %d", d.Remaining, limit-5)
+	}
+}
