@@ -38,11 +38,11 @@ import (
 // line each way, plus the stack-address hash and loads of read-mostly
 // words; Semaphore's is two atomic adds on one shared word. With few cores
 // that word is barely contended and Semaphore wins: on the 2-core machine
-// this was developed on (shared with other jobs, so noisy), TryAcquire plus
-// Release took a median of 17.5 ns for Semaphore against 40 ns here
-// serially, and 20 ns against 40 ns with b.RunParallel (bench module,
-// BenchmarkShardedTryAcquireRelease, -count 5): the single word was about
-// twice as fast. The sharded form is built for
+// this was developed on (shared with other jobs, so noisy), Semaphore's
+// TryAcquire plus Release was 1.2 to 2.3 times as fast as this one's, both
+// serially and with b.RunParallel (medians of -count 5 in three runs of the
+// bench module's BenchmarkShardedTryAcquireRelease; in the last, 29 ns
+// against 36 ns serially and 21 ns against 35 ns in parallel). The sharded form is built for
 // many cores hammering one limit, where the single word's cache line
 // bounces between them; it has not been measured on such a machine yet, so
 // prefer Semaphore unless a measurement on the target machine shows the win.
