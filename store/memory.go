@@ -18,7 +18,9 @@ import (
 // Rate limits (TokenBucket, FixedWindow, SlidingWindow, SlidingLog) take no
 // lock: a decision pins the key's entry and runs the concurrency package's
 // lock-free algorithm on it, one CAS loop per hit. Concurrency limits take a
-// short lock per key (see Lease). Deciding a warm key allocates nothing; a
+// short lock per key: a lease is several words (ID, expiry, cost, its place
+// in the key's expiry-ordered list) that must change together with the
+// key's permit count. Deciding a warm key allocates nothing; a
 // key's first SlidingLog admission allocates its ring and a key's
 // concurrency slots grow with the leases it holds at once.
 //

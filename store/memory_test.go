@@ -268,11 +268,17 @@ func BenchmarkMemoryDecide(b *testing.B) {
 		b.Run(alg.String(), func(b *testing.B) {
 			m := store.NewMemory()
 			spec := specOf(alg, "x", 1<<20, time.Hour)
-			if alg == store.Concurrency {
+			switch alg {
+			case store.Concurrency:
 				spec.Limit = 1 << 10
+			case store.SlidingLog:
+				// A decision reads the whole log: keep it small, and its
+				// window as short as the clock's steps, so most fit.
+				spec.Limit, spec.Window = 16, 16
 			}
 			id := mustRegister(b, m, spec)
 			b.ReportAllocs()
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				req := store.Request{Now: 1 << 40}
 				req.Add(id, "k", 1)

@@ -36,10 +36,11 @@ type Hit struct {
 // value meant to be reused (for example inside a pooled per-request object)
 // so that deciding allocates nothing.
 type Request struct {
-	// Now is the time of the decision in monotonic nanoseconds (see
-	// internal clock.Now): Memory decides at Now. A network store ignores it
-	// and uses its server's clock, so that instances with different clocks
-	// share one timeline.
+	// Now is the time of the decision in nanoseconds on a monotonic clock,
+	// read once per request by the caller (the same now the concurrency
+	// package's decision methods take); it must not be negative. Memory
+	// decides at Now. A network store ignores it and uses its server's
+	// clock, so that instances with different clocks share one timeline.
 	Now int64
 	// Hits are the limits, Hits[:N], decided in this order.
 	Hits [MaxHits]Hit
@@ -84,8 +85,10 @@ type Lease struct {
 	Limit LimitID
 	Key   string
 	// ID identifies the lease within that state; it is never 0 for a held
-	// lease and never repeats for one key while the store runs. Its layout
-	// belongs to the store.
+	// lease. Its layout belongs to the store. (Memory numbers the leases of
+	// one key's state in sequence from a random start, so a stale lease
+	// matches a later one of the same key only by a chance of about 2^-39
+	// after the state was evicted and made anew.)
 	ID uint64
 	// Cost is the number of permits held.
 	Cost int64
