@@ -21,8 +21,9 @@ type Hit struct {
 	Limit LimitID
 	// Key is the identity the limit counts for (an IP, a user, a tenant;
 	// "" is a valid key, for a global limit). It must already be hashed by
-	// the caller when it derives from a secret: stores keep it, and a
-	// network store writes it into key names.
+	// the caller when it derives from a secret: a network store writes it
+	// into its key names (Memory keeps only a keyed 64-bit hash of it, and
+	// a Lease carries it back to the caller).
 	Key string
 	// Cost is how many units the request takes: tokens, window admissions
 	// or permits. Zero charges nothing and reports the state (no lease);
@@ -126,6 +127,8 @@ type Result struct {
 	// Decider is the index of the hit that decided: the first one that
 	// rejected, or, when Allowed, the one with the fewest Remaining (the
 	// first of those on a tie), whose decision a response would report.
+	// A rejection's RetryAfter is the decider's own: hits after it were not
+	// evaluated, and one of them may still reject the retry.
 	Decider int
 	// N is the number of hits evaluated, Hits[:N]. Stores stop at the first
 	// rejection, so N is Decider+1 when the request is rejected and the
