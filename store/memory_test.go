@@ -296,3 +296,45 @@ func BenchmarkMemoryDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestMemoryRegisterWhileDeciding registers limits while other goroutines
+// decide on an earlier one (run with -race).
+func TestMemoryRegisterWhileDeciding(t *testing.T) {
+	m := store.NewMemory()
+	first := mustRegister(t, m, specOf(store.FixedWindow, "first", 1000, time.Hour))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				req := store.Request{Now: 1 << 40}
+				req.Add(first, fmt.Sprint(g, i%7), 1)
+				var res store.Result
+				if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
+					t.Errorf("Decide: %v %+v", err, res.Decision())
+					return
+				}
+			}
+		})
+	}
+	var ids []store.LimitID
+	for i := range 20 {
+		spec := specOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i), 3, time.Second)
+		spec.Capacity = 16
+		ids = append(ids, mustRegister(t, m, spec))
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if id != first+store.LimitID(i+1) {
+			t.Fatalf("limit %d got id %d, want %d", i, id, first+store.LimitID(i+1))
+		}
+		if st := m.TableStats(id); st.Capacity != 16 {
+			t.Fatalf("limit %d: %+v", i, st)
+		}
+	}
+	if st := m.TableStats(first); st.Capacity != store.DefaultCapacity || st.Entries != 28 {
+		t.Fatalf("first limit: %+v, want the default capacity and 28 keys", st)
+	}
+	if st := m.TableStats(0); st != (concurrency.TableStats{}) {
+		t.Fatalf("TableStats of an unknown limit: %+v", st)
+	}
+}

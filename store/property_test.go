@@ -25,7 +25,12 @@ type propAdmit struct {
 	at, cost int64
 	lease    store.Lease
 	released bool
+	state    string // the key, or sharedState for the overflow state
 }
+
+// sharedState names the overflow state of OverflowShare in the model: a key
+// counted there is bounded with every other key counted there.
+const sharedState = "\x00shared"
 
 func genSpec(t *rapid.T, name string) store.Spec {
 	alg := rapid.SampledFrom([]store.Algorithm{
@@ -34,6 +39,9 @@ func genSpec(t *rapid.T, name string) store.Spec {
 	limit := rapid.Int64Range(1, 6).Draw(t, name+"_limit")
 	period := time.Duration(rapid.Int64Range(1, 100).Draw(t, name+"_period")) * time.Millisecond
 	s := store.Spec{Name: name, Algorithm: alg, Limit: limit}
+	// Small tables make keys overflow (two keys, room for one).
+	s.Capacity = rapid.SampledFrom([]int{0, 1}).Draw(t, name+"_capacity")
+	s.Overflow = rapid.SampledFrom([]concurrency.Overflow{concurrency.OverflowReject, concurrency.OverflowShare}).Draw(t, name+"_overflow")
 	switch alg {
 	case store.TokenBucket:
 		s.Rate = concurrency.Per(limit, period)
@@ -110,6 +118,7 @@ func TestMemoryProperties(t *testing.T) {
 			limits = append(limits, &propLimit{id: id, spec: spec, period: period, admits: map[string][]propAdmit{}})
 		}
 		keys := []string{"a", "b"}
+		states := []string{"a", "b", sharedState}
 		now := int64(1) << 40
 		peek := func(l *propLimit, key string) concurrency.Decision {
 			var req store.Request
@@ -129,7 +138,7 @@ func TestMemoryProperties(t *testing.T) {
 				var held []*propAdmit
 				var owners []*propLimit
 				for _, l := range limits {
-					for _, k := range keys {
+					for _, k := range states {
 						for i := range l.admits[k] {
 							if a := &l.admits[k][i]; a.lease.Held() && !a.released {
 								held, owners = append(held, a), append(owners, l)
@@ -149,7 +158,7 @@ func TestMemoryProperties(t *testing.T) {
 				} else if !live && !errors.Is(err, store.ErrLeaseNotHeld) {
 					t.Fatalf("Release of an expired lease: %v", err)
 				}
-				if err := owners[i].checkBound(a.lease.Key, now); err != nil {
+				if err := owners[i].checkBound(a.state, now); err != nil {
 					t.Fatal(err)
 				}
 			default: // a layered request
@@ -199,8 +208,12 @@ func TestMemoryProperties(t *testing.T) {
 					if h.Cost == 0 {
 						continue
 					}
-					x.l.admits[x.key] = append(x.l.admits[x.key], propAdmit{at: now, cost: h.Cost, lease: res.Hits[i].Lease})
-					if err := x.l.checkBound(x.key, now); err != nil {
+					state := x.key
+					if res.Hits[i].Overflow {
+						state = sharedState
+					}
+					x.l.admits[state] = append(x.l.admits[state], propAdmit{at: now, cost: h.Cost, lease: res.Hits[i].Lease, state: state})
+					if err := x.l.checkBound(state, now); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -89,6 +89,9 @@ type Spec struct {
 	// table is full of live keys: reject it (concurrency.OverflowReject,
 	// the default) or count it on one state shared by all such keys
 	// (concurrency.OverflowShare). Either way HitResult.Overflow reports it.
+	// The shared state is bounded like any key's. A key counted there that
+	// later finds room in the table starts fresh in its own entry, so across
+	// that move one key can get up to twice its limit in a window.
 	Overflow concurrency.Overflow
 	// LeaseTTL is how long a Concurrency lease holds its permits unless
 	// released earlier (only, and required, for Concurrency). Set it above
