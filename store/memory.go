@@ -129,6 +129,9 @@ func (m *Memory) lookup(id LimitID) memLimit {
 // names a limit this store did not register, or has a negative Now. It does
 // not allocate for a warm key.
 func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Decide needs a request and a result")
+	}
 	if err := req.Check(); err != nil {
 		return err
 	}

@@ -338,3 +338,39 @@ func TestMemoryRegisterWhileDeciding(t *testing.T) {
 		t.Fatalf("TableStats of an unknown limit: %+v", st)
 	}
 }
+
+// BenchmarkMemoryDecideLayered decides the rule set of a typical endpoint:
+// a token bucket per client IP (1,000 clients), a global fixed window and a
+// global concurrency lease, released after each request.
+func BenchmarkMemoryDecideLayered(b *testing.B) {
+	m := store.NewMemory()
+	perIP := mustRegister(b, m, specOf(store.TokenBucket, "ip", 1<<20, time.Hour))
+	global := mustRegister(b, m, specOf(store.FixedWindow, "global", 1<<40, time.Hour))
+	inflight := mustRegister(b, m, specOf(store.Concurrency, "inflight", 1<<16, time.Minute))
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ip:%016x", uint64(i)*0x9e3779b97f4a7c15)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var (
+			req store.Request
+			res store.Result
+		)
+		i := 0
+		for pb.Next() {
+			i++
+			req = store.Request{Now: 1<<40 + int64(i)}
+			req.Add(perIP, keys[i%len(keys)], 1)
+			req.Add(global, "", 1)
+			req.Add(inflight, "", 1)
+			if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
+				b.Fatalf("Decide: %v %+v", err, res.Decision())
+			}
+			if err := m.Release(ctx, res.Hits[2].Lease, req.Now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
