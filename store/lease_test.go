@@ -4,9 +4,8 @@ import (
 	"testing"
 )
 
-// TestLeaseReclaimBounded checks that a call reclaims the expired leases it
-// needs plus at most reclaimExtra, and that a key whose holders all crash
-// never grows beyond limit slots.
+// TestLeaseReclaimBounded checks that a call reclaims every expired lease,
+// and that a key whose holders all crash never grows beyond limit slots.
 func TestLeaseReclaimBounded(t *testing.T) {
 	const limit = 64
 	cfg := leaseLimit{limit: limit, ttl: 10}
@@ -23,9 +22,8 @@ func TestLeaseReclaimBounded(t *testing.T) {
 	if !d.Allowed || id == 0 {
 		t.Fatalf("acquire after expiry: %+v", d)
 	}
-	// 3 were needed, reclaimExtra more were cleaned up, the rest wait.
-	if want := int64(limit - 3 - reclaimExtra + 3); s.inflight != want {
-		t.Fatalf("inflight %d after reclaiming, want %d", s.inflight, want)
+	if s.inflight != 3 || d.Remaining != limit-3 {
+		t.Fatalf("inflight %d Remaining %d after reclaiming, want 3 and %d", s.inflight, d.Remaining, limit-3)
 	}
 	// Crash every holder, round after round: the slots never grow.
 	for range 100 {

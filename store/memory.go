@@ -26,8 +26,8 @@ import (
 //
 // Memory decides at Request.Now, so the same code runs in real time, in a
 // simulation's virtual time and under testing/synctest. It has no
-// goroutine: expired leases are reclaimed by the calls that meet them, in
-// bounded work. It never blocks and ignores the contexts it is given; it
+// goroutine: expired leases are reclaimed by the calls that meet them (at
+// most Limit leases in one call, amortized O(1) per lease). It never blocks and ignores the contexts it is given; it
 // never returns ErrUnavailable.
 //
 // A Memory is safe for concurrent use; Register may run concurrently with

@@ -569,11 +569,14 @@ func testLeaseExpiry(h *harness) {
 	} else {
 		h.advance(ttl)
 	}
+	// Both holders "crashed": at the TTL their permits are back.
+	if d := h.peek(id, "k"); d.Remaining != 2 || d.ResetAfter != 0 {
+		h.t.Fatalf("after the TTL: Remaining %d ResetAfter %v, want 2 and 0", d.Remaining, d.ResetAfter)
+	}
 	// A lease is not held from its Expires on, reclaimed or not.
 	if err := h.release(first.Hits[0].Lease); !errors.Is(err, store.ErrLeaseNotHeld) {
 		h.t.Fatalf("Release of an expired lease: %v, want ErrLeaseNotHeld", err)
 	}
-	// The other holder "crashed": its permit is back without a Release.
 	again := h.decide(store.Hit{Limit: id, Key: "k", Cost: 2})
 	if !again.Allowed {
 		h.t.Fatalf("after the TTL: %+v, want both permits back", again.Decision())
