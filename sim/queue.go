@@ -145,10 +145,14 @@ func (c *class) len() int        { return len(c.w) - c.head }
 func (c *class) oldest() waiting { return c.w[c.head] }
 func (c *class) newest() waiting { return c.w[len(c.w)-1] }
 func (c *class) push(w waiting)  { c.w = append(c.w, w) }
+
 func (c *class) popNewest() waiting {
 	w := c.newest()
 	c.w[len(c.w)-1] = waiting{}
 	c.w = c.w[:len(c.w)-1]
+	if c.head == len(c.w) {
+		c.w, c.head = c.w[:0], 0
+	}
 	return w
 }
 
