@@ -19,4 +19,13 @@
 // The adaptive package's Limiter runs here unchanged: AdaptiveController
 // drives it through TryAcquireAt and Token.DoneAt with virtual time, so the
 // code measured is the code shipped.
+//
+// The queueing disciplines (NewQueue, StandardQueue: fifo, lifo, codel,
+// adaptive_lifo_codel, priority) make requests wait in front of a fixed
+// limit. Their admission, reserve, CoDel and length cut-off are the
+// queueing package's own code run in virtual time; only the line of
+// waiters is modelled here, since queueing keeps its own inside the
+// blocking Queue. Reports of waiting controllers add the p99 wait of served
+// work, and scenarios with critical and sheddable traffic the goodput of
+// each class.
 package sim

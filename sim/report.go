@@ -19,6 +19,8 @@ type Report struct {
 	Limit float64
 
 	hasRestore bool
+	waits      bool // the controller is a Waiter: report the wait
+	mixed      bool // the scenario has critical and sheddable traffic
 }
 
 // Factory names a controller and builds a fresh one for each run; it is how
@@ -68,7 +70,9 @@ func RunFactories(scenarios []Scenario, factories []Factory, seed uint64) ([]Rep
 			return err
 		}
 		res.Controller = f.Name
-		out[k] = Report{Result: res, Limit: meanLimit(s, res.Series), hasRestore: s.Restore > 0}
+		w, ok := c.(Waiter)
+		out[k] = Report{Result: res, Limit: meanLimit(s, res.Series), hasRestore: s.Restore > 0,
+			waits: ok && w.Waits(), mixed: s.Clients.Critical > 0 && s.Clients.Critical < 1}
 		return nil
 	})
 	if err != nil {
@@ -79,7 +83,9 @@ func RunFactories(scenarios []Scenario, factories []Factory, seed uint64) ([]Rep
 
 // StandardFactories returns the factories of the named standard controllers
 // (see ControllerNames) for scenarios: static_oracle and static_wrong search
-// the best fixed limit of each scenario once, here.
+// the best fixed limit of each scenario once, here; the queueing
+// controllers (QueueNames) wait in front of a limit at the scenario's
+// worker count (see StandardQueue).
 func StandardFactories(names []string, scenarios []Scenario, seed uint64) ([]Factory, error) {
 	oracles := map[string]int{}
 	var out []Factory
@@ -107,6 +113,14 @@ func StandardFactories(names []string, scenarios []Scenario, seed uint64) ([]Fac
 					return nil, fmt.Errorf("sim: no oracle limit for scenario %q", s.Name)
 				}
 				return Static(factor * limit)
+			}})
+		case "fifo", "lifo", "codel", "adaptive_lifo_codel", "priority":
+			out = append(out, Factory{name, func(s Scenario, _ uint64) (Controller, error) {
+				cfg, err := StandardQueue(name, s.Server.Workers)
+				if err != nil {
+					return nil, err
+				}
+				return NewQueue(cfg)
 			}})
 		case "aimd", "vegas", "gradient2", "sluice":
 			out = append(out, Factory{name, func(_ Scenario, seed uint64) (Controller, error) { return NewAdaptive(name, seed) }})
@@ -186,6 +200,12 @@ func (r Report) Line() string {
 		fmt.Fprintf(&b, " recover_limit_s=%s recover_goodput_s=%s", secs(r.RecoverLimit), secs(r.RecoverGoodput))
 	}
 	fmt.Fprintf(&b, " offered=%.2f limit=%.1f", r.Offered, r.Limit)
+	if r.waits {
+		fmt.Fprintf(&b, " p99_wait_ms=%s", millis(r.P99Wait))
+	}
+	if r.mixed {
+		fmt.Fprintf(&b, " critical_goodput=%.3f sheddable_goodput=%.3f", r.CriticalGoodput, r.SheddableGoodput)
+	}
 	return b.String()
 }
 

@@ -92,3 +92,31 @@ func TestCustomFactoryJoinsTheComparison(t *testing.T) {
 		t.Fatal("unknown controller accepted")
 	}
 }
+
+func TestReportLineQueueingFields(t *testing.T) {
+	specs, err := StandardScenarios([]string{"overload2x", "critical3x"}, true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range specs {
+		specs[i].Duration = 5 * time.Second
+	}
+	factories, err := StandardFactories([]string{"sluice", "priority"}, specs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := RunFactories(specs, factories, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		line := r.Line()
+		waits := r.Controller == "priority"
+		mixed := r.Scenario == "critical3x"
+		for key, want := range map[string]bool{" p99_wait_ms=": waits, " critical_goodput=": mixed, " sheddable_goodput=": mixed} {
+			if strings.Contains(line, key) != want {
+				t.Errorf("%q: has %q is %v, want %v", line, key, !want, want)
+			}
+		}
+	}
+}

@@ -18,6 +18,17 @@ type Result struct {
 	// P50 and P99 are latency percentiles of admitted work (arrival of the
 	// attempt to completion), late work included.
 	P50, P99 time.Duration
+	// P99Wait is the p99 of the same work's wait: from the arrival of the
+	// attempt to its admission by the controller (time spent in a queueing
+	// controller; 0 for one that decides at once).
+	P99Wait time.Duration
+	// CriticalGoodput and SheddableGoodput are the fractions of the
+	// requests of priority 0 (critical) and of the others (sheddable)
+	// served within a deadline by some attempt, over the requests whose
+	// first attempt arrived after the warm-up and early enough to be
+	// decided before the end of the run (Duration minus every attempt's
+	// deadline and backoff); 0 for a class without such requests.
+	CriticalGoodput, SheddableGoodput float64
 	// Shed is the fraction of attempts rejected.
 	Shed float64
 	// Settle is how long after the scenario's Change (or its start) the p99
@@ -90,6 +101,9 @@ func (r *runner) result() Result {
 	}
 	slices.Sort(r.lat)
 	res.P50, res.P99 = percentile(r.lat, 0.5), percentile(r.lat, 0.99)
+	slices.Sort(r.wait)
+	res.P99Wait = percentile(r.wait, 0.99)
+	res.CriticalGoodput, res.SheddableGoodput = fraction(r.classGood[0], r.classOrig[0]), fraction(r.classGood[1], r.classOrig[1])
 	res.Settle = r.settle(res.Series)
 	res.RecoverLimit, res.RecoverGoodput = r.recovery(res.Series)
 	return res
@@ -177,4 +191,11 @@ func (r *runner) recovery(series []Point) (limit, goodput time.Duration) {
 		}
 	}
 	return limit, goodput
+}
+
+func fraction(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
 }

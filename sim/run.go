@@ -38,6 +38,7 @@ func Run(s Scenario, c Controller, seed uint64) (res Result, err error) {
 		}
 	}()
 	r.now = Start
+	r.classFrom, r.classTo = Start+int64(s.Warmup), r.end-int64(s.Clients.horizon())
 	r.maxRate = r.peakRate()
 	if r.maxRate > 0 {
 		r.q.at(Start+r.interarrival(), r.arrive)
@@ -79,7 +80,13 @@ type runner struct {
 	tokens   float64
 	buckets  []bucket
 	lat      []int64 // admitted-work latencies completed after warm-up
+	wait     []int64 // their waits before admission
 	pending  int     // requests offered and not yet decided
+	// Per-priority counts of first attempts arriving in [classFrom,
+	// classTo) and of those served within a deadline by some attempt.
+	classFrom, classTo int64
+	classOrig          [2]int
+	classGood          [2]int
 }
 
 // env is the Env the controller sees; a distinct type keeps runner's
@@ -157,6 +164,9 @@ func (r *runner) arrive() {
 	}
 	r.tokens = min(10, r.tokens+r.s.Clients.Retry.Budget)
 	r.bucketAt(r.now).originals++
+	if r.inClassWindow(r.now) {
+		r.classOrig[prio]++
+	}
 	r.offer(&Request{Priority: prio, service: service, origin: r.now})
 }
 
@@ -180,6 +190,18 @@ func (r *runner) offer(req *Request) {
 		})
 	}
 	r.c.Offer(env{r}, req)
+}
+
+func (r *runner) inClassWindow(t int64) bool { return t >= r.classFrom && t < r.classTo }
+
+// horizon is the longest a request can take from its first attempt to the
+// end of its last: every attempt's deadline plus the longest backoffs.
+func (c Clients) horizon() time.Duration {
+	h := c.Deadline * time.Duration(c.Retry.Max+1)
+	for n := range c.Retry.Max {
+		h += c.Retry.Backoff << n
+	}
+	return h
 }
 
 // done reports whether an admitted request has completed; completion sets
@@ -242,9 +264,13 @@ func (r *runner) complete(req *Request) {
 	b.lat = append(b.lat, lat)
 	if r.now >= Start+int64(r.s.Warmup) {
 		r.lat = append(r.lat, lat)
+		r.wait = append(r.wait, req.admitted-req.Arrival)
 	}
 	if o == Good {
 		b.good++
+		if r.inClassWindow(req.origin) {
+			r.classGood[req.Priority]++
+		}
 	} else {
 		b.late++
 	}

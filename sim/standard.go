@@ -20,7 +20,7 @@ const (
 const StdCapacity = StdWorkers * float64(time.Second) / float64(StdService)
 
 // ScenarioNames lists the standard scenarios in report order.
-var ScenarioNames = []string{"unloaded", "overload2x", "overload10x", "capacity_drop", "slow_dependency", "retry_storm"}
+var ScenarioNames = []string{"unloaded", "overload2x", "overload10x", "capacity_drop", "slow_dependency", "retry_storm", "critical3x"}
 
 // Standard returns the named standard scenario. quick shortens it (for
 // tests and -quick) without changing its shape. refP99 is the unloaded p99
@@ -60,6 +60,11 @@ func Standard(name string, quick bool, refP99 time.Duration) (Scenario, error) {
 		s.Server.Slowdown = []FactorStep{{At: third, Factor: 3}, {At: third + 3*time.Second, Factor: 1}}
 		s.Clients.Retry = Retry{Max: 3, Backoff: 20 * time.Millisecond, OnTimeout: true}
 		s.Change, s.Restore = third, third+3*time.Second
+	case "critical3x":
+		// Three times the capacity, 30% of it critical: a controller that
+		// knows priorities serves the critical 0.9x and sheds sheddable.
+		s.Clients.Rate = rate(3)
+		s.Clients.Critical = 0.3
 	default:
 		return Scenario{}, fmt.Errorf("sim: unknown scenario %q", name)
 	}
@@ -67,7 +72,8 @@ func Standard(name string, quick bool, refP99 time.Duration) (Scenario, error) {
 }
 
 // ControllerNames lists the standard controllers in report order.
-var ControllerNames = []string{"none", "static_oracle", "static_wrong", "aimd", "vegas", "gradient2", "sluice"}
+var ControllerNames = []string{"none", "static_oracle", "static_wrong", "aimd", "vegas", "gradient2", "sluice",
+	"fifo", "lifo", "codel", "adaptive_lifo_codel", "priority"}
 
 // NewAdaptive returns a controller running the named algorithm ("aimd",
 // "vegas", "gradient2" or "sluice") in an adaptive.Limiter with default

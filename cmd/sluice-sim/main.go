@@ -1,6 +1,11 @@
 // Command sluice-sim runs sluice's standard overload scenarios against every
 // standard controller in virtual time and prints one key=value line per
-// (scenario, controller). Runs are deterministic for a seed.
+// (scenario, controller). Runs are deterministic for a seed. The
+// controllers are the fixed and adaptive limits and the queueing
+// disciplines (fifo, lifo, codel, adaptive_lifo_codel, priority); lines of
+// a queueing discipline add p99_wait_ms=, and lines of a scenario with
+// critical and sheddable traffic (critical3x) add critical_goodput= and
+// sheddable_goodput=.
 //
 //	go run ./cmd/sluice-sim [-quick] [-scenario NAME] [-controller NAME] [-seed N] [-csv DIR] [-svg DIR]
 package main

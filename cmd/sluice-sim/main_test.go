@@ -16,6 +16,9 @@ func TestRunWritesFiles(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	if err := run(true, "critical3x", "priority", 1, "", ""); err != nil {
+		t.Error(err)
+	}
 	if err := run(true, "nope", "", 1, "", ""); err == nil {
 		t.Error("unknown scenario accepted")
 	}
