@@ -18,7 +18,7 @@ func BenchmarkPenaltyCheck(b *testing.B) {
 		for i := range keys {
 			keys[i] = "rl:login:ip:198.51." + strconv.Itoa(i) + "/32"
 		}
-		box, err := penalty.NewBox(n*2, penalty.WithStrikes(1, time.Hour))
+		box, err := penalty.NewBox(n*3/2, penalty.WithStrikes(1, time.Hour))
 		if err != nil {
 			b.Fatal(err)
 		}
