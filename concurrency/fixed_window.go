@@ -37,8 +37,9 @@ import (
 type FixedWindow struct {
 	limit  int64
 	window int64
-	shift  uint   // bits of count
-	mask   uint64 // 1<<shift - 1
+	shift  uint    // bits of count
+	mask   uint64  // 1<<shift - 1
+	index  divider // now/window
 }
 
 // FixedWindowState is the per-key state of a FixedWindow: 8 bytes. Its zero
@@ -58,10 +59,10 @@ func (s *FixedWindowState) Reset() { s.w.Store(0) }
 // short for the limit to share one word with the window index (see
 // FixedWindow).
 func NewFixedWindow(limit int64, window time.Duration) (*FixedWindow, error) {
-	if err := checkLimit("limit", limit); err != nil {
+	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(window); err != nil {
+	if err := checkRateWindow(window); err != nil {
 		return nil, err
 	}
 	shift := uint(bits.Len64(uint64(limit)))
@@ -69,7 +70,8 @@ func NewFixedWindow(limit int64, window time.Duration) (*FixedWindow, error) {
 		return nil, fmt.Errorf("concurrency: a fixed window of %v cannot count to %d in one word; use a window of at least %v",
 			window, limit, time.Duration(1)<<(shift-1))
 	}
-	return &FixedWindow{limit: limit, window: int64(window), shift: shift, mask: 1<<shift - 1}, nil
+	return &FixedWindow{limit: limit, window: int64(window), shift: shift, mask: 1<<shift - 1,
+		index: newDivider(int64(window))}, nil
 }
 
 // Limit returns the admissions allowed per window.
@@ -131,7 +133,7 @@ func (f *FixedWindow) Refund(s *FixedWindowState, now, n int64) {
 	for {
 		old := s.w.Load()
 		idx, cnt := int64(old>>f.shift), int64(old&f.mask)
-		if now/f.window > idx || cnt == 0 {
+		if f.index.div(now) > idx || cnt == 0 {
 			return
 		}
 		if s.w.CompareAndSwap(old, uint64(idx)<<f.shift|uint64(cnt-min(n, cnt))) {
@@ -151,7 +153,7 @@ func (f *FixedWindow) Recovered(s *FixedWindowState, now int64) bool {
 // whether now lies before it (time went backwards across a boundary).
 func (f *FixedWindow) view(w uint64, now int64) (idx, cnt int64, back bool) {
 	idx, cnt = int64(w>>f.shift), int64(w&f.mask)
-	switch cur := now / f.window; {
+	switch cur := f.index.div(now); {
 	case cur > idx:
 		return cur, 0, false
 	case cur < idx:

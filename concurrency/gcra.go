@@ -14,8 +14,8 @@ import (
 // every decision is one load and one compare-and-swap on it.
 //
 // Guarantee: in any interval of length T (inclusive of both ends) it admits
-// at most burst + rate·T tokens, under any interleaving and whatever order
-// the callers' now values arrive in. The emission interval rate.Per/rate.Count
+// at most burst + rate·T tokens (refunded ones aside), under any
+// interleaving and whatever order the callers' now values arrive in. The emission interval rate.Per/rate.Count
 // is kept in whole nanoseconds, rounded up: the refill is slower than the
 // rate by less than 1 ns per token, never faster.
 //
@@ -30,6 +30,7 @@ type GCRA struct {
 	interval int64 // emission interval in ns, rounded up
 	tau      int64 // burst·interval: how far the arrival time may run ahead of now
 	burst    int64
+	perToken divider // divides by interval
 }
 
 // GCRAState is the per-key state of a GCRA: 8 bytes. Its zero value is a
@@ -53,14 +54,14 @@ func NewGCRA(rate Rate, burst int64) (*GCRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLimit("burst", burst); err != nil {
+	if err := checkRateLimit("burst", burst); err != nil {
 		return nil, err
 	}
-	if burst > maxSpan/interval {
+	if burst > maxRateSpan/interval {
 		return nil, fmt.Errorf("concurrency: a burst of %d at %v takes longer than the supported %v to refill",
-			burst, rate, time.Duration(maxSpan))
+			burst, rate, time.Duration(maxRateSpan))
 	}
-	return &GCRA{interval: interval, tau: burst * interval, burst: burst}, nil
+	return &GCRA{interval: interval, tau: burst * interval, burst: burst, perToken: newDivider(interval)}, nil
 }
 
 // Burst returns the bucket's capacity in tokens.
@@ -81,35 +82,52 @@ func (g *GCRA) Interval() time.Duration { return time.Duration(g.interval) }
 // Remaining and ResetAfter). A negative n panics: it would be a refill in
 // disguise (use Refund).
 func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
-	if n <= 0 {
-		if n < 0 {
-			panic("concurrency: GCRA.AllowN with negative n")
-		}
-		return g.view(s.tat.Load(), now)
+	if n <= 0 || n > g.burst {
+		return g.outOfRange(s, now, n)
 	}
-	if n > g.burst {
-		d := g.view(s.tat.Load(), now)
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
-		return d
-	}
-	cost := n * g.interval // n <= burst, so cost <= tau <= maxSpan
+	cost := n * g.interval // n <= burst, so cost <= tau <= maxRateSpan
 	for {
 		tat := s.tat.Load()
 		next := max(tat, now) + cost
 		// The request fits if the new arrival time runs at most tau ahead
-		// of now; from allowAt on it would fit.
-		if allowAt := next - g.tau; allowAt > now {
-			d := g.view(tat, now)
-			d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(allowAt-now)
-			return d
+		// of now; from next-tau on it would fit.
+		if next-g.tau > now {
+			return g.limited(tat, now, next-g.tau)
 		}
 		// The CAS is on the arrival time itself, so a caller whose now is
 		// older than another's cannot overwrite a later state: the loser
 		// recomputes from the winner's tat.
 		if s.tat.CompareAndSwap(tat, next) {
-			return g.view(next, now)
+			return Decision{ // next-now is in (0, tau]
+				Allowed:    true,
+				Limit:      g.burst,
+				Remaining:  g.perToken.div(g.tau - (next - now)),
+				ResetAfter: time.Duration(next - now),
+			}
 		}
 	}
+}
+
+// limited is the rejection of a request that fits from allowAt on. It is
+// kept out of AllowN so that the admit path stays small.
+//
+//go:noinline
+func (g *GCRA) limited(tat, now, allowAt int64) Decision {
+	d := g.view(tat, now)
+	d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(allowAt-now)
+	return d
+}
+
+// outOfRange handles n <= 0 (a peek, or a panic) and n > burst.
+func (g *GCRA) outOfRange(s *GCRAState, now, n int64) Decision {
+	if n < 0 {
+		panic("concurrency: GCRA.AllowN with negative n")
+	}
+	d := g.view(s.tat.Load(), now)
+	if n > 0 {
+		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+	}
+	return d
 }
 
 // Refund gives n tokens taken earlier back to s at now, as when a later
@@ -148,7 +166,7 @@ func (g *GCRA) view(tat, now int64) Decision {
 	return Decision{
 		Allowed:    true,
 		Limit:      g.burst,
-		Remaining:  max(0, (g.tau-debt)/g.interval),
+		Remaining:  g.perToken.div(max(0, g.tau-debt)),
 		ResetAfter: time.Duration(debt),
 	}
 }

@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -42,25 +43,59 @@ func (r Rate) interval() (int64, error) {
 	return (per + r.Count - 1) / r.Count, nil
 }
 
-// maxSpan bounds every duration a rate primitive keeps in its state (a
+// maxRateSpan bounds every duration a rate primitive keeps in its state (a
 // token bucket's burst times its emission interval, a window): 2^59 ns, about
 // 18 years. With now below 2^62+2^61 ns (clock.Now stays there for 73 years
 // of process uptime) no sum of now and such spans can overflow int64.
-const maxSpan = int64(1) << 59
+const maxRateSpan = int64(1) << 59
 
-func checkLimit(what string, limit int64) error {
+func checkRateLimit(what string, limit int64) error {
 	if limit <= 0 {
 		return fmt.Errorf("concurrency: %s must be positive, got %d", what, limit)
 	}
 	return nil
 }
 
-func checkWindow(window time.Duration) error {
+func checkRateWindow(window time.Duration) error {
 	if window <= 0 {
 		return fmt.Errorf("concurrency: window must be positive, got %v", window)
 	}
-	if int64(window) > maxSpan {
-		return fmt.Errorf("concurrency: window %v is longer than the supported %v", window, time.Duration(maxSpan))
+	if int64(window) > maxRateSpan {
+		return fmt.Errorf("concurrency: window %v is longer than the supported %v", window, time.Duration(maxRateSpan))
 	}
 	return nil
+}
+
+// divider divides non-negative int64 values by a fixed positive divisor
+// with one multiplication instead of a division (about half the latency on
+// the admit path). For a divisor d that is not a power of two it uses
+// m = ⌈2^(63+l)/d⌉ with l = ⌈log2 d⌉; since m·d − 2^(63+l) < d ≤ 2^l,
+// ⌊x·m/2^(63+l)⌋ = ⌊x/d⌋ for every 0 ≤ x < 2^63 (Granlund and Montgomery,
+// "Division by invariant integers using multiplication", theorem 4.2).
+// Powers of two are a shift.
+type divider struct {
+	m     uint64 // 0 for a power of two
+	shift uint
+}
+
+func newDivider(d int64) divider {
+	if d&(d-1) == 0 {
+		return divider{shift: uint(bits.TrailingZeros64(uint64(d)))}
+	}
+	l := uint(bits.Len64(uint64(d - 1))) // ⌈log2 d⌉ ≥ 2
+	// 2^(63+l) is (hi 2^(l-1), lo 0); hi < d, so Div64 cannot overflow.
+	m, r := bits.Div64(1<<(l-1), 0, uint64(d))
+	if r != 0 {
+		m++
+	}
+	return divider{m: m, shift: l - 1} // the high word is already >> 64
+}
+
+// div returns x/d for 0 ≤ x.
+func (v divider) div(x int64) int64 {
+	if v.m == 0 {
+		return int64(uint64(x) >> v.shift)
+	}
+	hi, _ := bits.Mul64(uint64(x), v.m)
+	return int64(hi >> v.shift)
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -40,7 +42,7 @@ type rateModel interface {
 }
 
 // admission is one admitted request, for the bound checks.
-type admission struct{ at, n int64 }
+type rateAdmission struct{ at, n int64 }
 
 type rateImpl struct {
 	name string
@@ -196,13 +198,13 @@ func (x *logSubject) clone() rateSubject {
 	return c
 }
 
-// fataler is what mustSubject needs of a *testing.T or a *rapid.T.
-type fataler interface {
+// rateFataler is what mustRateSubject needs of a *testing.T or a *rapid.T.
+type rateFataler interface {
 	Helper()
 	Fatalf(format string, args ...any)
 }
 
-func mustSubject(t fataler, impl rateImpl, limit int64, window time.Duration) rateSubject {
+func mustRateSubject(t rateFataler, impl rateImpl, limit int64, window time.Duration) rateSubject {
 	t.Helper()
 	s, err := impl.new(limit, window)
 	if err != nil {
@@ -219,18 +221,18 @@ func TestRateRejectsBadInput(t *testing.T) {
 				window time.Duration
 			}{
 				{0, time.Second}, {-1, time.Second}, {-1 << 62, time.Second},
-				{10, 0}, {10, -time.Second}, {10, time.Duration(maxSpan) + 1},
+				{10, 0}, {10, -time.Second}, {10, time.Duration(maxRateSpan) + 1},
 			} {
 				if _, err := impl.new(c.limit, c.window); err == nil {
 					t.Errorf("limit %d window %v: no error", c.limit, c.window)
-				} else if got := err.Error(); len(got) < 13 || got[:13] != "concurrency: " {
+				} else if got := err.Error(); !strings.HasPrefix(got, "concurrency: ") {
 					t.Errorf("error %q does not start with the package name", got)
 				}
 				if _, err := impl.single(c.limit, c.window); err == nil {
 					t.Errorf("single limiter, limit %d window %v: no error", c.limit, c.window)
 				}
 			}
-			s := mustSubject(t, impl, 4, time.Second)
+			s := mustRateSubject(t, impl, 4, time.Second)
 			const now = 1000
 			for name, f := range map[string]func(){
 				"AllowN(-1)": func() { s.AllowN(now, -1) },
@@ -273,7 +275,7 @@ func TestRateRejectsBadInput(t *testing.T) {
 func TestRateStartingGun(t *testing.T) {
 	for _, impl := range rateImpls() {
 		t.Run(impl.name, func(t *testing.T) {
-			s := mustSubject(t, impl, 10, time.Second)
+			s := mustRateSubject(t, impl, 10, time.Second)
 			single, err := impl.single(10, time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -331,7 +333,7 @@ func TestRateModel(t *testing.T) {
 				limit := rapid.Int64Range(1, 12).Draw(t, "limit")
 				window := rapid.Int64Range(128, 1000).Draw(t, "window")
 				now := rapid.SampledFrom([]int64{0, 1, 777, 1 << 62}).Draw(t, "start")
-				s := mustSubject(t, impl, limit, time.Duration(window))
+				s := mustRateSubject(t, impl, limit, time.Duration(window))
 				m := impl.model(limit, time.Duration(window))
 				check := func(what string, n int64) {
 					got, want := s.AllowN(now, n), m.allowN(now, n)
@@ -399,14 +401,14 @@ func TestRateBound(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limit := rapid.Int64Range(1, 8).Draw(t, "limit")
 				window := rapid.Int64Range(128, 600).Draw(t, "window")
-				s := mustSubject(t, impl, limit, time.Duration(window))
+				s := mustRateSubject(t, impl, limit, time.Duration(window))
 				now := int64(1000)
-				var log []admission
+				var log []rateAdmission
 				t.Repeat(map[string]func(*rapid.T){
 					"allow": func(t *rapid.T) {
 						n := rapid.Int64Range(1, limit).Draw(t, "n")
 						if s.AllowN(now, n).Allowed {
-							log = append(log, admission{now, n})
+							log = append(log, rateAdmission{now, n})
 						}
 					},
 					"advance": func(t *rapid.T) { now += rapid.Int64Range(1, window).Draw(t, "dt") },
@@ -416,7 +418,7 @@ func TestRateBound(t *testing.T) {
 						}
 					},
 					"": func(t *rapid.T) {
-						if err := checkBound(impl, limit, window, log); err != "" {
+						if err := checkRateBound(impl, limit, window, log); err != "" {
 							t.Fatal(err)
 						}
 					},
@@ -426,11 +428,11 @@ func TestRateBound(t *testing.T) {
 	}
 }
 
-// checkBound returns a description of the first span whose admissions break
+// checkRateBound returns a description of the first span whose admissions break
 // impl's bound, or "".
-func checkBound(impl rateImpl, limit, window int64, log []admission) string {
+func checkRateBound(impl rateImpl, limit, window int64, log []rateAdmission) string {
 	log = slices.Clone(log)
-	slices.SortFunc(log, func(a, b admission) int { return cmp.Compare(a.at, b.at) })
+	slices.SortFunc(log, func(a, b rateAdmission) int { return cmp.Compare(a.at, b.at) })
 	for i := range log {
 		var sum int64
 		for j := i; j < len(log); j++ {
@@ -454,10 +456,10 @@ func TestRateBoundConcurrent(t *testing.T) {
 	}
 	for _, impl := range rateImpls() {
 		t.Run(impl.name, func(t *testing.T) {
-			s := mustSubject(t, impl, limit, window)
+			s := mustRateSubject(t, impl, limit, window)
 			var clk atomic.Int64
 			clk.Store(1 << 40)
-			logs := make([][]admission, workers)
+			logs := make([][]rateAdmission, workers)
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Go(func() {
@@ -466,7 +468,7 @@ func TestRateBoundConcurrent(t *testing.T) {
 						now := clk.Add(r.Int64N(20)) - r.Int64N(30) // read a little stale
 						n := 1 + r.Int64N(2)
 						if s.AllowN(now, n).Allowed {
-							logs[w] = append(logs[w], admission{now, n})
+							logs[w] = append(logs[w], rateAdmission{now, n})
 						}
 						if r.IntN(4) == 0 {
 							s.AllowN(now, 0)
@@ -475,14 +477,20 @@ func TestRateBoundConcurrent(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			var all []admission
+			var all []rateAdmission
+			var tokens int64
 			for _, l := range logs {
 				all = append(all, l...)
+				for _, a := range l {
+					tokens += a.n
+				}
 			}
-			if len(all) == 0 {
-				t.Fatal("nothing admitted")
+			// The run must span several windows and hit the limit, or the
+			// check below proves nothing.
+			if tokens <= 3*limit || len(all) >= workers*iters {
+				t.Fatalf("%d tokens admitted in %d requests of %d: the run did not exercise the limit", tokens, len(all), workers*iters)
 			}
-			if err := checkBound(impl, limit, window, all); err != "" {
+			if err := checkRateBound(impl, limit, window, all); err != "" {
 				t.Fatal(err)
 			}
 		})
@@ -491,7 +499,7 @@ func TestRateBoundConcurrent(t *testing.T) {
 
 func TestRateDoesNotAllocate(t *testing.T) {
 	for _, impl := range rateImpls() {
-		s := mustSubject(t, impl, 3, time.Second)
+		s := mustRateSubject(t, impl, 3, time.Second)
 		now := int64(1) << 62
 		s.AllowN(now, 1) // a log allocates its ring here, once per state
 		if a := testing.AllocsPerRun(1000, func() {
@@ -522,7 +530,7 @@ func TestRateRecoveredMeansFresh(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limit := rapid.Int64Range(1, 6).Draw(t, "limit")
 				window := rapid.Int64Range(128, 600).Draw(t, "window")
-				s := mustSubject(t, impl, limit, time.Duration(window))
+				s := mustRateSubject(t, impl, limit, time.Duration(window))
 				now := int64(5000)
 				for range rapid.IntRange(0, 20).Draw(t, "steps") {
 					now += rapid.Int64Range(0, window).Draw(t, "dt")
@@ -532,7 +540,7 @@ func TestRateRecoveredMeansFresh(t *testing.T) {
 				if !s.Recovered(now) {
 					return
 				}
-				fresh := mustSubject(t, impl, limit, time.Duration(window))
+				fresh := mustRateSubject(t, impl, limit, time.Duration(window))
 				for range 3 {
 					n := rapid.Int64Range(1, limit).Draw(t, "probe")
 					if got, want := s.AllowN(now, n), fresh.AllowN(now, n); got != want {
@@ -561,6 +569,22 @@ func TestRateRecoveredMeansFresh(t *testing.T) {
 		st.Reset()
 		if !allow[i]() {
 			t.Errorf("state %T after Reset is not fresh", st)
+		}
+	}
+}
+
+// TestRateStateSizes pins the per-key memory the doc comments promise, which
+// a keyed table relies on.
+func TestRateStateSizes(t *testing.T) {
+	for name, c := range map[string]struct{ got, want uintptr }{
+		"GCRAState":          {unsafe.Sizeof(GCRAState{}), 8},
+		"FixedWindowState":   {unsafe.Sizeof(FixedWindowState{}), 8},
+		"SlidingWindowState": {unsafe.Sizeof(SlidingWindowState{}), 8},
+		"SlidingLogState":    {unsafe.Sizeof(SlidingLogState{}), 16},
+		"logSlot":            {unsafe.Sizeof(logSlot{}), 16},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s is %d bytes, documented %d", name, c.got, c.want)
 		}
 	}
 }

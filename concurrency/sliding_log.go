@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 // right now), so a race can only reject, never over-admit.
 //
 // Guarantee: every admission c lies at least window after admission
-// c−limit, so of any limit+1 admissions two share a slot and are a window
-// apart: no interval of length window holds more than limit, under any
+// c−limit (or no earlier than it, if that one was refunded), so of any
+// limit+1 admissions not refunded two share a slot and lie a window apart:
+// no interval of length window holds more than limit, under any
 // interleaving and whatever order the callers' now values arrive in. With a
 // non-decreasing clock this is exactly the sliding window: a request is
 // admitted iff the last window holds at most limit−n admissions. When time
@@ -32,7 +34,7 @@ import (
 // Cost: a decision reads up to limit entries (to fill Remaining and
 // ResetAfter) and takes one CAS. Memory per key: 16 bytes of state plus a
 // ring of 16·limit bytes (with a 24-byte header), allocated on the first
-// admission; it is meant for small limits.
+// admission. It is meant for small limits (at most MaxSlidingLogLimit).
 //
 // now must be non-negative and below 2^62+2^61. A SlidingLog is immutable
 // and safe for concurrent use. Use NewSlidingLog; the zero value is not
@@ -77,15 +79,24 @@ func (s *SlidingLogState) Reset() {
 	}
 }
 
+// MaxSlidingLogLimit is the largest limit NewSlidingLog accepts: a decision
+// reads up to limit entries and a key holds 16·limit bytes, so large limits
+// belong to SlidingWindow or GCRA.
+const MaxSlidingLogLimit = 1 << 16
+
 // NewSlidingLog returns the configuration of a log admitting at most limit
 // in any interval of length window. It returns an error when limit or window
-// is not positive, or when the window is longer than 2^59 ns (about 18
-// years).
+// is not positive, when limit exceeds MaxSlidingLogLimit, or when the window
+// is longer than 2^59 ns (about 18 years).
 func NewSlidingLog(limit int64, window time.Duration) (*SlidingLog, error) {
-	if err := checkLimit("limit", limit); err != nil {
+	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(window); err != nil {
+	if limit > MaxSlidingLogLimit {
+		return nil, fmt.Errorf("concurrency: sliding log limit %d is above the supported %d; use SlidingWindow or GCRA for large limits",
+			limit, MaxSlidingLogLimit)
+	}
+	if err := checkRateWindow(window); err != nil {
 		return nil, err
 	}
 	return &SlidingLog{limit: limit, window: int64(window)}, nil
@@ -97,13 +108,13 @@ func (l *SlidingLog) Limit() int64 { return l.limit }
 // Window returns the window length.
 func (l *SlidingLog) Window() time.Duration { return time.Duration(l.window) }
 
-// pending is the release time given to an entry that is being written: it
+// logPending is the release time given to an entry that is being written: it
 // is recent, and its time is at least about now.
-const pending = int64(-1)
+const logPending = int64(-1)
 
 // freeAt returns the instant from which admission c no longer counts: its
 // time plus the window, or its time if it was refunded; 0 for numbers below
-// zero (slots never used); pending when the entry is not published yet.
+// zero (slots never used); logPending when the entry is not published yet.
 func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
 	if c < 0 {
 		return 0
@@ -112,13 +123,13 @@ func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
 	want := uint64(c/l.limit+1) << 1
 	seq := slot.seq.Load()
 	if seq&^1 != want {
-		return pending
+		return logPending
 	}
 	ts := slot.ts.Load()
 	// Read again: a writer of admission c+limit clears seq before it
 	// touches ts, so an unchanged seq means ts belongs to admission c.
 	if slot.seq.Load() != seq {
-		return pending
+		return logPending
 	}
 	if seq&1 != 0 {
 		return ts
@@ -183,7 +194,7 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 		var blockedUntil int64
 		for c := h - l.limit; c < h+n-l.limit; c++ {
 			at := l.freeAt(r, c)
-			if at == pending {
+			if at == logPending {
 				at = now + l.window
 			}
 			blockedUntil = max(blockedUntil, at)
@@ -244,7 +255,7 @@ func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
 func (l *SlidingLog) Recovered(s *SlidingLogState, now int64) bool {
 	r, h := l.load(s)
 	for c := max(0, h-l.limit); c < h; c++ {
-		if at := l.freeAt(r, c); at == pending || at > now {
+		if at := l.freeAt(r, c); at == logPending || at > now {
 			return false
 		}
 	}
@@ -265,7 +276,7 @@ func (l *SlidingLog) decision(r *logRing, h, now int64) Decision {
 	var resetAt int64
 	for c := first; c < h; c++ {
 		at := l.freeAt(r, c)
-		if at == pending {
+		if at == logPending {
 			at = now + l.window
 		}
 		if at > now {

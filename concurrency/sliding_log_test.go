@@ -219,3 +219,65 @@ func TestSlidingLogWrongConfigPanics(t *testing.T) {
 	}()
 	b.AllowN(&s, 0, 1)
 }
+
+// TestSlidingLogBoundWithRefunds: with refunds in the mix and the clock
+// moving both ways, the admissions that were not refunded never exceed the
+// limit in any window.
+func TestSlidingLogBoundWithRefunds(t *testing.T) {
+	impl := rateImpls()[3]
+	if impl.name != "sliding_log" {
+		t.Fatalf("harness order changed: %s", impl.name)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		limit := rapid.Int64Range(1, 6).Draw(t, "limit")
+		window := rapid.Int64Range(1, 400).Draw(t, "window")
+		l, _ := NewSlidingLog(limit, time.Duration(window))
+		var s SlidingLogState
+		var claims []logClaim // every admission in number order
+		now := int64(1000)
+		t.Repeat(map[string]func(*rapid.T){
+			"allow": func(t *rapid.T) {
+				n := rapid.Int64Range(1, limit).Draw(t, "n")
+				if l.AllowN(&s, now, n).Allowed {
+					for range n {
+						claims = append(claims, logClaim{at: now})
+					}
+				}
+			},
+			"refund": func(t *rapid.T) {
+				n := rapid.Int64Range(1, limit).Draw(t, "n")
+				l.Refund(&s, now, n)
+				// Which admissions Refund marks: the oldest of the last limit
+				// that still count at now.
+				for c := max(0, len(claims)-int(limit)); c < len(claims) && n > 0; c++ {
+					if cl := &claims[c]; !cl.refunded && cl.at+window > now {
+						cl.refunded = true
+						n--
+					}
+				}
+			},
+			"advance": func(t *rapid.T) { now += rapid.Int64Range(0, window).Draw(t, "dt") },
+			"back":    func(t *rapid.T) { now -= rapid.Int64Range(0, min(now, window)).Draw(t, "dt") },
+			"": func(t *rapid.T) {
+				var kept []rateAdmission
+				for _, c := range claims {
+					if !c.refunded {
+						kept = append(kept, rateAdmission{c.at, 1})
+					}
+				}
+				if err := checkRateBound(impl, limit, window, kept); err != "" {
+					t.Fatal(err)
+				}
+			},
+		})
+	})
+}
+
+func TestNewSlidingLogCapsTheLimit(t *testing.T) {
+	if _, err := NewSlidingLog(MaxSlidingLogLimit, time.Second); err != nil {
+		t.Fatalf("the largest supported limit is refused: %v", err)
+	}
+	if _, err := NewSlidingLog(MaxSlidingLogLimit+1, time.Second); err == nil {
+		t.Fatal("a limit above MaxSlidingLogLimit is accepted")
+	}
+}

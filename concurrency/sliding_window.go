@@ -48,8 +48,9 @@ import (
 type SlidingWindow struct {
 	limit  int64
 	window int64
-	shift  uint   // bits per count
-	mask   uint64 // 1<<shift - 1
+	shift  uint    // bits per count
+	mask   uint64  // 1<<shift - 1
+	index  divider // now/window
 }
 
 // SlidingWindowState is the per-key state of a SlidingWindow: 8 bytes. Its
@@ -69,10 +70,10 @@ func (s *SlidingWindowState) Reset() { s.w.Store(0) }
 // the window is too short for two counts to share one word with the window
 // index (see SlidingWindow).
 func NewSlidingWindow(limit int64, window time.Duration) (*SlidingWindow, error) {
-	if err := checkLimit("limit", limit); err != nil {
+	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(window); err != nil {
+	if err := checkRateWindow(window); err != nil {
 		return nil, err
 	}
 	shift := uint(bits.Len64(uint64(limit)))
@@ -84,7 +85,8 @@ func NewSlidingWindow(limit int64, window time.Duration) (*SlidingWindow, error)
 		return nil, fmt.Errorf("concurrency: a sliding window of %v cannot count to %d in one word; use %s",
 			window, limit, minWindow)
 	}
-	return &SlidingWindow{limit: limit, window: int64(window), shift: shift, mask: 1<<shift - 1}, nil
+	return &SlidingWindow{limit: limit, window: int64(window), shift: shift, mask: 1<<shift - 1,
+		index: newDivider(int64(window))}, nil
 }
 
 // Limit returns the admissions allowed per window.
@@ -106,7 +108,7 @@ func (sw *SlidingWindow) view(w uint64, now int64) swView {
 		cur:  int64(w >> sw.shift & sw.mask),
 		prev: int64(w & sw.mask),
 	}
-	switch nowIdx := now / sw.window; {
+	switch nowIdx := sw.index.div(now); {
 	case nowIdx < v.idx:
 		v.back = true
 		return v
@@ -217,7 +219,7 @@ func (sw *SlidingWindow) Refund(s *SlidingWindowState, now, n int64) {
 	for {
 		old := s.w.Load()
 		idx, cur := int64(old>>(2*sw.shift)), int64(old>>sw.shift&sw.mask)
-		if now/sw.window > idx+1 || cur == 0 {
+		if sw.index.div(now) > idx+1 || cur == 0 {
 			return
 		}
 		if s.w.CompareAndSwap(old, old-uint64(min(n, cur))<<sw.shift) {

@@ -1,0 +1,264 @@
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Option configures an Algorithm constructor. Each constructor accepts only
+// the options that mean something to it and returns an error for the others,
+// so that a setting is never silently ignored.
+type Option interface {
+	apply(*config) error
+}
+
+type optionBit uint32
+
+const (
+	optInitial optionBit = 1 << iota
+	optLimits
+	optBackoff
+	optTimeout
+	optTolerance
+	optSmoothing
+	optQueueSize
+	optMaxHealthy
+	optBaselineHorizon
+	optProbeMultiplier
+	optSeed
+	optRuntime
+	optDropTolerance
+)
+
+var optionNames = map[optionBit]string{
+	optInitial:         "WithInitialLimit",
+	optLimits:          "WithLimits",
+	optBackoff:         "WithBackoff",
+	optTimeout:         "WithTimeout",
+	optTolerance:       "WithTolerance",
+	optSmoothing:       "WithSmoothing",
+	optQueueSize:       "WithQueueSize",
+	optMaxHealthy:      "WithMaxHealthyLatency",
+	optBaselineHorizon: "WithBaselineHorizon",
+	optProbeMultiplier: "WithProbeMultiplier",
+	optSeed:            "WithSeed",
+	optRuntime:         "WithRuntimeThresholds",
+	optDropTolerance:   "WithDropTolerance",
+}
+
+type config struct {
+	set             optionBit
+	initial         int
+	min, max        int
+	backoff         float64
+	timeout         time.Duration
+	tolerance       float64
+	smoothing       float64
+	queueSize       int
+	maxHealthy      time.Duration
+	baselineHorizon time.Duration
+	probeMultiplier int
+	seed            uint64
+	schedMax        time.Duration
+	gcMax           float64
+	heapMax         float64
+	dropTolerance   float64
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+func mark(bit optionBit, f func(*config) error) Option {
+	return optionFunc(func(c *config) error {
+		c.set |= bit
+		return f(c)
+	})
+}
+
+// build applies opts over defaults and checks that only allowed options were
+// given and that the limits are consistent.
+func build(name string, defaults config, allowed optionBit, opts []Option) (config, error) {
+	c := defaults
+	c.set = 0
+	for _, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("adaptive: %s: nil option", name)
+		}
+		if err := o.apply(&c); err != nil {
+			return c, err
+		}
+	}
+	if bad := c.set &^ allowed; bad != 0 {
+		for bit := optionBit(1); bit <= optDropTolerance; bit <<= 1 {
+			if bad&bit != 0 {
+				return c, fmt.Errorf("adaptive: %s does not use %s", name, optionNames[bit])
+			}
+		}
+	}
+	if c.set&optInitial == 0 {
+		c.initial = min(max(defaults.initial, c.min), c.max)
+	}
+	if c.initial < c.min || c.initial > c.max {
+		return c, fmt.Errorf("adaptive: %s: initial limit %d outside [%d, %d]", name, c.initial, c.min, c.max)
+	}
+	return c, nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// WithInitialLimit sets the limit before the first window. It must be
+// positive and within the bounds of WithLimits.
+func WithInitialLimit(n int) Option {
+	return mark(optInitial, func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("adaptive: initial limit must be positive, got %d", n)
+		}
+		c.initial = n
+		return nil
+	})
+}
+
+// WithLimits bounds the limit to [lo, hi]; 1 <= lo <= hi.
+func WithLimits(lo, hi int) Option {
+	return mark(optLimits, func(c *config) error {
+		if lo <= 0 || hi < lo {
+			return fmt.Errorf("adaptive: limits must satisfy 1 <= min <= max, got [%d, %d]", lo, hi)
+		}
+		c.min, c.max = lo, hi
+		return nil
+	})
+}
+
+// WithBackoff sets the multiplicative decrease applied on a congestion
+// signal (AIMD: on a drop or a timeout), in (0, 1).
+func WithBackoff(ratio float64) Option {
+	return mark(optBackoff, func(c *config) error {
+		if !finite(ratio) || ratio <= 0 || ratio >= 1 {
+			return fmt.Errorf("adaptive: backoff must be in (0, 1), got %v", ratio)
+		}
+		c.backoff = ratio
+		return nil
+	})
+}
+
+// WithTimeout makes a window latency above d count as a drop (AIMD).
+func WithTimeout(d time.Duration) Option {
+	return mark(optTimeout, func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("adaptive: timeout must be positive, got %v", d)
+		}
+		c.timeout = d
+		return nil
+	})
+}
+
+// WithTolerance sets how far latency may rise above its baseline, as a
+// ratio >= 1, before the limit shrinks (Gradient2: 1.5; Default: 1.25).
+func WithTolerance(ratio float64) Option {
+	return mark(optTolerance, func(c *config) error {
+		if !finite(ratio) || ratio < 1 {
+			return fmt.Errorf("adaptive: tolerance must be a finite ratio >= 1, got %v", ratio)
+		}
+		c.tolerance = ratio
+		return nil
+	})
+}
+
+// WithSmoothing sets the weight of a new limit against the old one, in (0, 1]
+// (Gradient2: 0.2; Vegas: 1).
+func WithSmoothing(s float64) Option {
+	return mark(optSmoothing, func(c *config) error {
+		if !finite(s) || s <= 0 || s > 1 {
+			return fmt.Errorf("adaptive: smoothing must be in (0, 1], got %v", s)
+		}
+		c.smoothing = s
+		return nil
+	})
+}
+
+// WithQueueSize sets Gradient2's growth allowance per window (default 4).
+func WithQueueSize(n int) Option {
+	return mark(optQueueSize, func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("adaptive: queue size must be positive, got %d", n)
+		}
+		c.queueSize = n
+		return nil
+	})
+}
+
+// WithMaxHealthyLatency sets an absolute latency ceiling (Default): while the
+// window latency is above d the limit shrinks, whatever the baseline says.
+func WithMaxHealthyLatency(d time.Duration) Option {
+	return mark(optMaxHealthy, func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("adaptive: max healthy latency must be positive, got %v", d)
+		}
+		c.maxHealthy = d
+		return nil
+	})
+}
+
+// WithBaselineHorizon sets how long a latency baseline is trusted before
+// Default probes for a fresh one (default 10s).
+func WithBaselineHorizon(d time.Duration) Option {
+	return mark(optBaselineHorizon, func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("adaptive: baseline horizon must be positive, got %v", d)
+		}
+		c.baselineHorizon = d
+		return nil
+	})
+}
+
+// WithProbeMultiplier sets Vegas's no-load latency re-probe period, in
+// samples per unit of limit (default 30: re-probe about every 30*L samples).
+func WithProbeMultiplier(n int) Option {
+	return mark(optProbeMultiplier, func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("adaptive: probe multiplier must be positive, got %d", n)
+		}
+		c.probeMultiplier = n
+		return nil
+	})
+}
+
+// WithSeed seeds the deterministic jitter of probe schedules.
+func WithSeed(seed uint64) Option {
+	return mark(optSeed, func(c *config) error {
+		c.seed = seed
+		return nil
+	})
+}
+
+// WithRuntimeThresholds makes Default treat Go runtime signals (see
+// RuntimeSignals) as congestion when the scheduler latency exceeds sched,
+// the GC CPU fraction exceeds gc, or the heap exceeds heap of GOMEMLIMIT.
+// gc and heap are in (0, 1]. The signals are read only when the Limiter has
+// WithRuntimeSignals.
+func WithRuntimeThresholds(sched time.Duration, gc, heap float64) Option {
+	return mark(optRuntime, func(c *config) error {
+		if sched <= 0 {
+			return fmt.Errorf("adaptive: scheduler latency threshold must be positive, got %v", sched)
+		}
+		if !finite(gc) || gc <= 0 || gc > 1 || !finite(heap) || heap <= 0 || heap > 1 {
+			return fmt.Errorf("adaptive: GC and heap thresholds must be in (0, 1], got %v and %v", gc, heap)
+		}
+		c.schedMax, c.gcMax, c.heapMax = sched, gc, heap
+		return nil
+	})
+}
+
+// WithDropTolerance sets the fraction of dropped requests in a window that
+// Default tolerates before it backs off, in [0, 1) (default 0.01).
+func WithDropTolerance(f float64) Option {
+	return mark(optDropTolerance, func(c *config) error {
+		if !finite(f) || f < 0 || f >= 1 {
+			return fmt.Errorf("adaptive: drop tolerance must be in [0, 1), got %v", f)
+		}
+		c.dropTolerance = f
+		return nil
+	})
+}

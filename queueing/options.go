@@ -1,0 +1,174 @@
+package queueing
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Order is how a Queue picks the next waiter among those of equal priority.
+type Order uint8
+
+const (
+	// FIFO serves the oldest waiter first.
+	FIFO Order = iota
+	// LIFO serves the newest waiter first: under overload the oldest are
+	// the likeliest to have been abandoned by their clients.
+	LIFO
+	// AdaptiveLIFO serves FIFO while the queue drains and LIFO once a
+	// standing queue forms (the queue has not been empty within the CoDel
+	// interval; DefaultInterval unless WithCoDel sets another).
+	AdaptiveLIFO
+)
+
+// String returns "fifo", "lifo" or "adaptive-lifo".
+func (o Order) String() string {
+	switch o {
+	case FIFO:
+		return "fifo"
+	case LIFO:
+		return "lifo"
+	case AdaptiveLIFO:
+		return "adaptive-lifo"
+	}
+	return "order(?)"
+}
+
+// DefaultMaxLength is the queue length used when WithMaxLength is not given.
+const DefaultMaxLength = 1024
+
+// Option configures a Queue in New.
+type Option interface {
+	apply(*config) error
+}
+
+type config struct {
+	order         Order
+	maxLen        int
+	maxWait       time.Duration
+	codel         bool
+	target        time.Duration
+	interval      time.Duration
+	deadlineAware bool
+	reserve       float64
+	reserveFrom   Priority
+	partitions    []partitionSpec
+}
+
+type partitionSpec struct {
+	name     string
+	fraction float64
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// WithOrder sets the order among waiters of equal priority (FIFO by
+// default).
+func WithOrder(o Order) Option {
+	return optionFunc(func(c *config) error {
+		if o > AdaptiveLIFO {
+			return fmt.Errorf("queueing: unknown order %d", o)
+		}
+		c.order = o
+		return nil
+	})
+}
+
+// WithMaxLength bounds the number of waiters (DefaultMaxLength by default).
+// It returns an error from New unless n is positive; pass math.MaxInt for a
+// queue whose only bound is time.
+func WithMaxLength(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("queueing: max length must be positive, got %d", n)
+		}
+		c.maxLen = n
+		return nil
+	})
+}
+
+// WithMaxWait sheds a waiter with ErrTimeout once it has waited d. Without
+// it a waiter waits until its context ends (or CoDel sheds it). It returns
+// an error from New unless d is positive.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("queueing: max wait must be positive, got %v", d)
+		}
+		c.maxWait = d
+		return nil
+	})
+}
+
+// WithCoDel turns on controlled-delay shedding: if the queue has not been
+// empty within interval, waiters older than target are shed with
+// ErrCongested; otherwise a waiter is shed after waiting interval. Use
+// DefaultTarget and DefaultInterval unless measurements say otherwise. It
+// returns an error from New unless 0 < target < interval.
+func WithCoDel(target, interval time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if _, err := NewCoDel(target, interval); err != nil {
+			return err
+		}
+		c.codel, c.target, c.interval = true, target, interval
+		return nil
+	})
+}
+
+// WithDeadlineAware rejects at once, with ErrDeadline, a request whose
+// context deadline falls before the time the units queued ahead of it are
+// expected to drain, estimated from the recent rate at which the queue
+// hands out permits. Until the first estimate exists nobody is rejected.
+func WithDeadlineAware() Option {
+	return optionFunc(func(c *config) error {
+		c.deadlineAware = true
+		return nil
+	})
+}
+
+// WithReserve keeps a fraction of the limit for work of priority from and
+// above: requests below from may hold at most Limit - floor(fraction*Limit)
+// units through the queue (Stripe reserves 20% for critical traffic:
+// WithReserve(0.2, Critical)). The Admitter must have a Limit() int64
+// method. It returns an error from New unless 0 < fraction < 1.
+func WithReserve(fraction float64, from Priority) Option {
+	return optionFunc(func(c *config) error {
+		if math.IsNaN(fraction) || fraction <= 0 || fraction >= 1 {
+			return fmt.Errorf("queueing: reserve fraction must be in (0, 1), got %v", fraction)
+		}
+		c.reserve, c.reserveFrom = fraction, from
+		return nil
+	})
+}
+
+// WithPartition adds a named partition guaranteed floor(fraction*Limit)
+// units: while a partition holds less than its guarantee it is admitted
+// whenever the Admitter has room, and other partitions may borrow only the
+// capacity that no partition's unused guarantee claims. The Admitter must
+// have a Limit() int64 method. It returns an error from New when the name
+// is empty or repeated, the fraction is not in (0, 1], or the fractions of
+// all partitions add up to more than 1.
+func WithPartition(name string, fraction float64) Option {
+	return optionFunc(func(c *config) error {
+		if name == "" {
+			return fmt.Errorf("queueing: partition name must not be empty")
+		}
+		if math.IsNaN(fraction) || fraction <= 0 || fraction > 1 {
+			return fmt.Errorf("queueing: partition %q fraction must be in (0, 1], got %v", name, fraction)
+		}
+		sum := fraction
+		for _, p := range c.partitions {
+			if p.name == name {
+				return fmt.Errorf("queueing: partition %q given twice", name)
+			}
+			sum += p.fraction
+		}
+		if sum > 1+1e-9 {
+			return fmt.Errorf("queueing: partition fractions add up to %v, more than 1", sum)
+		}
+		c.partitions = append(c.partitions, partitionSpec{name, fraction})
+		return nil
+	})
+}

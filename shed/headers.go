@@ -1,0 +1,118 @@
+package shed
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Policy is one quota as the client sees it, for the IETF RateLimit-Policy
+// header field: Quota units per Window, named Name.
+type Policy struct {
+	// Name identifies the policy in both header fields; printable ASCII.
+	Name string
+	// Quota is how many units the window holds (the draft's q).
+	Quota int64
+	// Window is the period the quota applies to (the draft's w), sent in
+	// whole seconds, rounded up.
+	Window time.Duration
+	// Unit is the draft's qu: "" (requests, the default and omitted),
+	// "requests", "content-bytes" or "concurrent-requests".
+	Unit string
+}
+
+// validate returns an error for a policy no valid header can express.
+func (p Policy) validate() error {
+	if p.Name == "" {
+		return fmt.Errorf("shed: policy name is empty")
+	}
+	for i := 0; i < len(p.Name); i++ {
+		if c := p.Name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("shed: policy name %q has a byte outside printable ASCII", p.Name)
+		}
+	}
+	if p.Quota <= 0 || p.Quota > maxSFInteger {
+		return fmt.Errorf("shed: policy %q quota must be in 1..%d, got %d", p.Name, int64(maxSFInteger), p.Quota)
+	}
+	if p.Window <= 0 {
+		return fmt.Errorf("shed: policy %q window must be positive, got %v", p.Name, p.Window)
+	}
+	switch p.Unit {
+	case "", "requests", "content-bytes", "concurrent-requests":
+	default:
+		return fmt.Errorf("shed: policy %q unit %q is not one of requests, content-bytes, concurrent-requests", p.Name, p.Unit)
+	}
+	return nil
+}
+
+// maxSFInteger is the largest integer a Structured Field can carry (15
+// digits, RFC 9651 section 3.3.1).
+const maxSFInteger = 999_999_999_999_999
+
+// appendSFString appends s as a Structured Field string: quoted, with
+// backslash and double quote escaped. The caller guarantees printable ASCII.
+func appendSFString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			dst = append(dst, '\\')
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, '"')
+}
+
+// appendSFInt appends v clamped into the Structured Field integer range:
+// the clamp only applies to figures no client can act on (over 31 million
+// years in seconds).
+func appendSFInt(dst []byte, v int64) []byte {
+	return strconv.AppendInt(dst, min(max(v, -maxSFInteger), maxSFInteger), 10)
+}
+
+// ceilSeconds rounds d up to whole seconds: a client told to come back
+// after it must never come back too early (and fail again).
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// appendPolicy appends one member of the RateLimit-Policy list.
+func appendPolicy(dst []byte, p Policy) []byte {
+	dst = appendSFString(dst, p.Name)
+	dst = append(dst, ";q="...)
+	dst = appendSFInt(dst, p.Quota)
+	if p.Unit != "" {
+		dst = append(dst, ";qu="...)
+		dst = appendSFString(dst, p.Unit)
+	}
+	dst = append(dst, ";w="...)
+	return appendSFInt(dst, ceilSeconds(p.Window))
+}
+
+// policyField returns the RateLimit-Policy field value for ps, in order.
+func policyField(ps []Policy) string {
+	var b []byte
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendPolicy(b, p)
+	}
+	return string(b)
+}
+
+// appendRateLimitItem appends one member of the RateLimit list: name,
+// remaining units r, and t, the seconds until more quota (rounded up).
+func appendRateLimitItem(dst []byte, name string, remaining int64, reset time.Duration) []byte {
+	dst = appendSFString(dst, name)
+	dst = append(dst, ";r="...)
+	dst = appendSFInt(dst, max(0, remaining))
+	dst = append(dst, ";t="...)
+	return appendSFInt(dst, ceilSeconds(reset))
+}

@@ -1,0 +1,19 @@
+// Package store holds sluice's keyed limit state behind one small
+// interface, Store, and its default in-process implementation, Memory.
+//
+// A Store keeps rate, quota and concurrency state per key (an IP, a user, an
+// API key, a tenant: already hashed by the caller, never a raw secret). The
+// limits are registered once as Specs; each request then names up to
+// MaxHits (limit, key, cost) triples in a Request, and the Store decides
+// them all in one call, all or nothing: if any limit rejects, nothing is
+// charged and the Result says which limit decided. One call is one round
+// trip for a network store (see store/redisstore), which evaluates the same
+// algorithms server-side on the server's clock.
+//
+// Concurrency limits hand out Leases: a permit held until Release, or until
+// its TTL passes, so that a crashed holder cannot leak permits forever.
+//
+// Errors start with "store: ". A store that cannot answer returns an error
+// matching ErrUnavailable (errors.Is), on which a caller chooses to fail
+// open or closed; Memory never does.
+package store

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// Memory is the in-process Store: one concurrency.Table of per-key state per
+// registered limit, each holding at most Spec.Capacity keys and evicting
+// only recovered ones.
+//
+// Rate limits (TokenBucket, FixedWindow, SlidingWindow, SlidingLog) take no
+// lock: a decision pins the key's entry and runs the concurrency package's
+// lock-free algorithm on it, one CAS loop per hit. Concurrency limits take a
+// short lock per key (see Lease). Deciding a warm key allocates nothing; a
+// key's first SlidingLog admission allocates its ring and a key's
+// concurrency slots grow with the leases it holds at once.
+//
+// Memory decides at Request.Now, so the same code runs in real time, in a
+// simulation's virtual time and under testing/synctest. It has no
+// goroutine: expired leases are reclaimed by the calls that meet them, in
+// bounded work. It never blocks and ignores the contexts it is given; it
+// never returns ErrUnavailable.
+//
+// A Memory is safe for concurrent use; Register may run concurrently with
+// Decide and Release. The zero value is an empty store ready to use; it
+// must not be copied after first use.
+type Memory struct {
+	mu     sync.Mutex // serializes Register
+	names  map[string]struct{}
+	limits atomic.Pointer[[]memLimit] // copy on write; index LimitID-1
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty Memory store.
+func NewMemory() *Memory { return &Memory{} }
+
+// memLimit is one registered limit of a Memory store.
+type memLimit interface {
+	// decide charges h at now and writes its outcome to out (zeroed).
+	decide(h *Hit, now int64, out *HitResult)
+	// undo gives back what decide charged for h (out is decide's outcome).
+	undo(h *Hit, now int64, out *HitResult)
+	// release gives a lease back; false when it was not held.
+	release(lease Lease, now int64) (bool, error)
+	stats() concurrency.TableStats
+}
+
+// Register validates spec and adds it. It returns the spec's validation
+// errors, and an error when the name is taken.
+func (m *Memory) Register(_ context.Context, spec Spec) (LimitID, error) {
+	b, err := spec.build()
+	if err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.names[spec.Name]; dup {
+		return 0, fmt.Errorf("store: limit %q is registered already", spec.Name)
+	}
+	var old []memLimit
+	if p := m.limits.Load(); p != nil {
+		old = *p
+	}
+	if len(old) >= math.MaxUint32 {
+		return 0, fmt.Errorf("store: too many limits")
+	}
+	l, err := newMemLimit(spec, b, LimitID(len(old)+1))
+	if err != nil {
+		return 0, err
+	}
+	next := append(slices.Clip(old), l)
+	if m.names == nil {
+		m.names = make(map[string]struct{})
+	}
+	m.names[spec.Name] = struct{}{}
+	m.limits.Store(&next)
+	return LimitID(len(next)), nil
+}
+
+func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
+	capacity := spec.Capacity
+	if capacity == 0 {
+		capacity = DefaultCapacity
+	}
+	share := spec.Overflow == concurrency.OverflowShare
+	var (
+		l   memLimit
+		err error
+	)
+	switch spec.Algorithm {
+	case TokenBucket:
+		l, err = newRateLimit[concurrency.GCRAState](b.gcra, capacity, share, spec.Limit, b)
+	case FixedWindow:
+		l, err = newRateLimit[concurrency.FixedWindowState](b.fixed, capacity, share, spec.Limit, b)
+	case SlidingWindow:
+		l, err = newRateLimit[concurrency.SlidingWindowState](b.sliding, capacity, share, spec.Limit, b)
+	case SlidingLog:
+		l, err = newRateLimit[concurrency.SlidingLogState](b.log, capacity, share, spec.Limit, b)
+	case Concurrency:
+		l, err = newLeaseTable(spec, capacity, share, id, b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: limit %q: %w", spec.Name, err)
+	}
+	return l, nil
+}
+
+// lookup returns the registered limit id, or nil.
+func (m *Memory) lookup(id LimitID) memLimit {
+	p := m.limits.Load()
+	if p == nil || id == 0 || int(id) > len(*p) {
+		return nil
+	}
+	return (*p)[id-1]
+}
+
+// Decide charges req's hits at req.Now, all or nothing (see Store). It
+// returns an error, charging nothing, when req is malformed (Request.Check),
+// names a limit this store did not register, or has a negative Now. It does
+// not allocate for a warm key.
+func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if req.Now < 0 {
+		return fmt.Errorf("store: negative now %d", req.Now)
+	}
+	p := m.limits.Load()
+	var ls []memLimit
+	if p != nil {
+		ls = *p
+	}
+	hits := req.Hits[:req.N]
+	for i := range hits {
+		if int(hits[i].Limit) > len(ls) {
+			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, hits[i].Limit)
+		}
+	}
+	now := req.Now
+	res.Allowed, res.Decider, res.Now = true, 0, now
+	for i := range hits {
+		h, out := &hits[i], &res.Hits[i]
+		*out = HitResult{}
+		ls[h.Limit-1].decide(h, now, out)
+		if !out.Decision.Allowed {
+			// All or nothing: give back what the earlier hits took, latest
+			// first.
+			for j := i - 1; j >= 0; j-- {
+				ls[hits[j].Limit-1].undo(&hits[j], now, &res.Hits[j])
+			}
+			res.Allowed, res.Decider, res.N = false, i, i+1
+			return nil
+		}
+		if out.Decision.Remaining < res.Hits[res.Decider].Decision.Remaining {
+			res.Decider = i
+		}
+	}
+	res.N = req.N
+	return nil
+}
+
+// Release gives lease back at now. It returns ErrLeaseNotHeld when the
+// lease is not held (released already, expired at or before now, or not
+// from this store), and an error when its limit is unknown or not a
+// Concurrency limit.
+func (m *Memory) Release(_ context.Context, lease Lease, now int64) error {
+	if !lease.Held() {
+		return ErrLeaseNotHeld
+	}
+	l := m.lookup(lease.Limit)
+	if l == nil {
+		return fmt.Errorf("store: lease names limit %d, which is not registered", lease.Limit)
+	}
+	held, err := l.release(lease, now)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return ErrLeaseNotHeld
+	}
+	return nil
+}
+
+// TableStats returns the key table counters of limit id (entries, capacity,
+// evictions, overflows); the zero TableStats for an unknown id.
+func (m *Memory) TableStats(id LimitID) concurrency.TableStats {
+	l := m.lookup(id)
+	if l == nil {
+		return concurrency.TableStats{}
+	}
+	return l.stats()
+}
+
+// overflowed is the decision for a key that does not fit a full table under
+// OverflowReject: a rejection whose RetryAfter is a hint (the longest an
+// untouched state takes to recover). A peek (cost 0) is answered as for a
+// fresh key.
+func overflowed(limit, cost int64, b built) concurrency.Decision {
+	if cost == 0 {
+		return concurrency.Decision{Allowed: true, Limit: limit, Remaining: limit}
+	}
+	return concurrency.Decision{
+		Reason:     concurrency.ReasonLimited,
+		Limit:      limit,
+		RetryAfter: max(1, b.recoverAfter),
+		ResetAfter: b.recoverAfter,
+	}
+}

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// MaxHits is the most limits one Request can name.
+const MaxHits = 8
+
+// LimitID identifies a limit registered with a Store; it is meaningful only
+// to the store that returned it. Stores number limits from 1, so the zero
+// LimitID is never registered.
+type LimitID uint32
+
+// Hit is one limit applied to one request: Cost units of limit Limit charged
+// to Key.
+type Hit struct {
+	// Limit is the registered limit.
+	Limit LimitID
+	// Key is the identity the limit counts for (an IP, a user, a tenant;
+	// "" is a valid key, for a global limit). It must already be hashed by
+	// the caller when it derives from a secret: stores keep it, and a
+	// network store writes it into key names.
+	Key string
+	// Cost is how many units the request takes: tokens, window admissions
+	// or permits. Zero charges nothing and reports the state (no lease);
+	// negative is an error. A cost above the limit is rejected with
+	// concurrency.ReasonExceedsCapacity.
+	Cost int64
+}
+
+// Request is the set of limits one request must pass, decided together by
+// Store.Decide. Build it with Add, or fill Hits[:N] directly. It is a plain
+// value meant to be reused (for example inside a pooled per-request object)
+// so that deciding allocates nothing.
+type Request struct {
+	// Now is the time of the decision in monotonic nanoseconds (see
+	// internal clock.Now): Memory decides at Now. A network store ignores it
+	// and uses its server's clock, so that instances with different clocks
+	// share one timeline.
+	Now int64
+	// Hits are the limits, Hits[:N], decided in this order.
+	Hits [MaxHits]Hit
+	// N is the number of hits; a value outside 1..MaxHits makes Decide fail.
+	N int
+}
+
+// Add appends a hit. Adding more than MaxHits hits is not a panic: N grows
+// past MaxHits and Decide returns an error.
+func (r *Request) Add(limit LimitID, key string, cost int64) {
+	if r.N >= 0 && r.N < MaxHits {
+		r.Hits[r.N] = Hit{Limit: limit, Key: key, Cost: cost}
+	}
+	r.N++
+}
+
+// Check reports whether r is well-formed whatever the store: N within
+// 1..MaxHits, every hit naming a limit (not the zero LimitID) with a cost
+// that is not negative. Stores call it before charging anything; whether
+// each limit is registered is for the store to check.
+func (r *Request) Check() error {
+	if r.N < 1 || r.N > MaxHits {
+		return fmt.Errorf("store: a request needs 1 to %d hits, got %d", MaxHits, r.N)
+	}
+	for i := range r.Hits[:r.N] {
+		h := &r.Hits[i]
+		if h.Limit == 0 {
+			return fmt.Errorf("store: hit %d names no limit", i)
+		}
+		if h.Cost < 0 {
+			return fmt.Errorf("store: hit %d has a negative cost %d", i, h.Cost)
+		}
+	}
+	return nil
+}
+
+// Lease is a held concurrency permit: Cost permits of limit Limit for Key,
+// until Release or until Expires, whichever comes first. It is a plain
+// value; keep it to release it.
+type Lease struct {
+	// Limit and Key name the state the permits were taken from.
+	Limit LimitID
+	Key   string
+	// ID identifies the lease within that state; it is never 0 for a held
+	// lease and never repeats for one key while the store runs. Its layout
+	// belongs to the store.
+	ID uint64
+	// Cost is the number of permits held.
+	Cost int64
+	// Expires is the instant, on the store's clock (Result.Now's), at which
+	// the lease lapses and its permits return by themselves.
+	Expires int64
+}
+
+// Held reports whether l is a lease (the zero Lease is not).
+func (l Lease) Held() bool { return l.ID != 0 }
+
+// HitResult is the outcome of one hit.
+type HitResult struct {
+	// Decision is the limit's decision for the hit. For hits charged and
+	// then undone because a later hit rejected, it is the decision as it was
+	// made (Allowed), although nothing stays charged.
+	Decision concurrency.Decision
+	// Lease is the lease taken by an admitted Concurrency hit with a
+	// positive cost (Held), and the zero Lease otherwise, including when
+	// the request as a whole was rejected.
+	Lease Lease
+	// Overflow reports that the key did not fit the store's table of keys
+	// for this limit: it was counted on the limit's shared overflow state
+	// (concurrency.OverflowShare), or rejected outright
+	// (concurrency.OverflowReject; RetryAfter is then a hint, the longest an
+	// untouched key takes to recover). A network store never sets it.
+	Overflow bool
+}
+
+// Result is the outcome of a Request.
+type Result struct {
+	// Allowed reports whether every hit was admitted; only then is anything
+	// charged.
+	Allowed bool
+	// Decider is the index of the hit that decided: the first one that
+	// rejected, or, when Allowed, the one with the fewest Remaining (the
+	// first of those on a tie), whose decision a response would report.
+	Decider int
+	// N is the number of hits evaluated, Hits[:N]. Stores stop at the first
+	// rejection, so N is Decider+1 when the request is rejected and the
+	// request's N when it is allowed.
+	N int
+	// Now is the instant of the decision on the store's clock: Request.Now
+	// for Memory, the server's time for a network store. Lease expiries
+	// are on this clock.
+	Now int64
+	// Hits are the per-hit outcomes, Hits[:N].
+	Hits [MaxHits]HitResult
+}
+
+// Decision returns the deciding hit's decision.
+func (r *Result) Decision() concurrency.Decision { return r.Hits[r.Decider].Decision }

@@ -1,0 +1,72 @@
+package storetest
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// Faulty wraps a Store and, while an error is set, fails every call with it
+// instead of calling the wrapped store (so nothing is charged), the way a
+// network store fails when its server is down. Use it to test callers'
+// fail-open and fail-closed paths; set an error matching
+// store.ErrUnavailable (store.Unavailable(cause)) for an outage.
+//
+// A Faulty is safe for concurrent use; SetErr may be called at any time.
+// Use NewFaulty; the zero value is not usable.
+type Faulty struct {
+	inner store.Store
+	err   atomic.Pointer[error]
+	calls atomic.Int64
+}
+
+var _ store.Store = (*Faulty)(nil)
+
+// NewFaulty returns a Faulty around inner that passes calls through until
+// SetErr.
+func NewFaulty(inner store.Store) *Faulty { return &Faulty{inner: inner} }
+
+// SetErr makes every later call return err; nil passes calls through again.
+func (f *Faulty) SetErr(err error) {
+	if err == nil {
+		f.err.Store(nil)
+		return
+	}
+	f.err.Store(&err)
+}
+
+// Failed returns how many calls have failed because of SetErr.
+func (f *Faulty) Failed() int64 { return f.calls.Load() }
+
+func (f *Faulty) fail() error {
+	if p := f.err.Load(); p != nil {
+		f.calls.Add(1)
+		return *p
+	}
+	return nil
+}
+
+// Register registers spec with the wrapped store unless an error is set.
+func (f *Faulty) Register(ctx context.Context, spec store.Spec) (store.LimitID, error) {
+	if err := f.fail(); err != nil {
+		return 0, err
+	}
+	return f.inner.Register(ctx, spec)
+}
+
+// Decide decides req on the wrapped store unless an error is set.
+func (f *Faulty) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.inner.Decide(ctx, req, res)
+}
+
+// Release releases lease on the wrapped store unless an error is set.
+func (f *Faulty) Release(ctx context.Context, lease store.Lease, now int64) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.inner.Release(ctx, lease, now)
+}

@@ -1,0 +1,656 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Option configures Run.
+type Option interface{ apply(*config) }
+
+type config struct {
+	serverTime bool
+	wait       time.Duration
+}
+
+type serverTimeOption time.Duration
+
+func (o serverTimeOption) apply(c *config) { c.serverTime, c.wait = true, time.Duration(o) }
+
+// WithServerTime declares that the store decides on its own clock and
+// ignores Request.Now, as a network store does. The harness then asserts
+// nothing that needs controlled time (exact instants, RetryAfter−1ns still
+// rejected), and it tests window rollover and lease expiry by sleeping for
+// real, at most about maxWait per test, with windows and TTLs of maxWait/4.
+// A maxWait of zero skips those tests.
+func WithServerTime(maxWait time.Duration) Option { return serverTimeOption(maxWait) }
+
+// Run runs the conformance tests on the Store that newStore returns; it
+// calls newStore once per subtest, for a store in which no limit is
+// registered yet. Without options the store must decide at Request.Now.
+//
+// Covered: each algorithm's Nth request admitted and N+1th rejected, costs,
+// peeks, keys kept apart, RetryAfter honoured (a retry then succeeds) and
+// window rollover, all-or-nothing across layered limits in every pair of
+// algorithms (a rejection by a later limit leaves earlier ones uncharged),
+// 50 concurrent requests against a limit of 10 (exactly 10 admitted, also
+// layered), concurrency leases (released exactly once, expiring by TTL,
+// their permits conserved) and bad specs and requests (errors starting with
+// "store: ", nothing charged).
+func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	h := func(t *testing.T) *harness {
+		return &harness{t: t, s: newStore(t), cfg: cfg, now: int64(1) << 40}
+	}
+	for _, alg := range algorithms {
+		t.Run("limit/"+alg.String(), func(t *testing.T) { testLimit(h(t), alg) })
+		t.Run("cost/"+alg.String(), func(t *testing.T) { testCost(h(t), alg) })
+		t.Run("retry/"+alg.String(), func(t *testing.T) { testRetry(h(t), alg) })
+		t.Run("concurrent/"+alg.String(), func(t *testing.T) { testConcurrent(h(t), alg) })
+		for _, second := range algorithms {
+			name := "all_or_nothing/" + alg.String() + "+" + second.String()
+			t.Run(name, func(t *testing.T) { testAllOrNothing(h(t), alg, second) })
+		}
+		t.Run("concurrent_layered/"+alg.String(), func(t *testing.T) { testConcurrentLayered(h(t), alg) })
+	}
+	t.Run("max_hits", func(t *testing.T) { testMaxHits(h(t)) })
+	t.Run("lease/release_once", func(t *testing.T) { testLeaseRelease(h(t)) })
+	t.Run("lease/expiry", func(t *testing.T) { testLeaseExpiry(h(t)) })
+	t.Run("bad/specs", func(t *testing.T) { testBadSpecs(h(t)) })
+	t.Run("bad/requests", func(t *testing.T) { testBadRequests(h(t)) })
+}
+
+var algorithms = []store.Algorithm{
+	store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.Concurrency,
+}
+
+// harness is one subtest's store and clock.
+type harness struct {
+	t   *testing.T
+	s   store.Store
+	cfg config
+	now int64 // Request.Now; a server-time store ignores it
+	n   int   // spec names
+}
+
+// spec returns a spec of alg admitting limit per period: a token bucket of
+// limit refilled at limit per period, windows of period, leases of period.
+func (h *harness) spec(alg store.Algorithm, limit int64, period time.Duration) store.Spec {
+	h.n++
+	s := store.Spec{Name: fmt.Sprintf("%v-%d", alg, h.n), Algorithm: alg, Limit: limit}
+	switch alg {
+	case store.TokenBucket:
+		s.Rate = concurrency.Per(limit, period)
+	case store.Concurrency:
+		s.LeaseTTL = period
+	default:
+		s.Window = period
+	}
+	return s
+}
+
+func (h *harness) register(spec store.Spec) store.LimitID {
+	h.t.Helper()
+	id, err := h.s.Register(context.Background(), spec)
+	if err != nil {
+		h.t.Fatalf("Register(%+v): %v", spec, err)
+	}
+	if id == 0 {
+		h.t.Fatalf("Register(%+v) returned the zero LimitID", spec)
+	}
+	return id
+}
+
+// decide decides hits at h.now and checks the result's shape.
+func (h *harness) decide(hits ...store.Hit) *store.Result {
+	h.t.Helper()
+	req := &store.Request{Now: h.now}
+	for _, x := range hits {
+		req.Add(x.Limit, x.Key, x.Cost)
+	}
+	res := new(store.Result)
+	if err := h.s.Decide(context.Background(), req, res); err != nil {
+		h.t.Fatalf("Decide(%+v): %v", hits, err)
+	}
+	h.checkShape(req, res)
+	return res
+}
+
+func (h *harness) checkShape(req *store.Request, res *store.Result) {
+	h.t.Helper()
+	if !h.cfg.serverTime && res.Now != req.Now {
+		h.t.Fatalf("Result.Now = %d, want Request.Now %d", res.Now, req.Now)
+	}
+	if res.Decider < 0 || res.Decider >= req.N {
+		h.t.Fatalf("Decider %d out of range for %d hits", res.Decider, req.N)
+	}
+	if res.Allowed {
+		if res.N != req.N {
+			h.t.Fatalf("allowed with N = %d, want %d", res.N, req.N)
+		}
+		for i := range res.Hits[:res.N] {
+			d := res.Hits[i].Decision
+			if !d.Allowed || d.Reason != concurrency.ReasonAllowed || d.RetryAfter != 0 {
+				h.t.Fatalf("allowed request, hit %d: %+v", i, d)
+			}
+			if d.Remaining < res.Decision().Remaining {
+				h.t.Fatalf("Decider %d has Remaining %d, hit %d fewer (%d)", res.Decider, res.Decision().Remaining, i, d.Remaining)
+			}
+		}
+		return
+	}
+	if res.N != res.Decider+1 {
+		h.t.Fatalf("rejected with N = %d and Decider %d, want N = Decider+1", res.N, res.Decider)
+	}
+	d := res.Decision()
+	if d.Allowed || d.Reason == concurrency.ReasonAllowed || d.RetryAfter <= 0 {
+		h.t.Fatalf("rejected request, deciding hit: %+v", d)
+	}
+	for i := range res.Hits[:res.N] {
+		if res.Hits[i].Lease.Held() {
+			h.t.Fatalf("rejected request holds a lease on hit %d: %+v", i, res.Hits[i].Lease)
+		}
+		if i < res.Decider && !res.Hits[i].Decision.Allowed {
+			h.t.Fatalf("hit %d before the decider %d rejected: %+v", i, res.Decider, res.Hits[i].Decision)
+		}
+	}
+}
+
+// peek returns the state of limit id for key without charging it.
+func (h *harness) peek(id store.LimitID, key string) concurrency.Decision {
+	h.t.Helper()
+	res := h.decide(store.Hit{Limit: id, Key: key})
+	d := res.Hits[0].Decision
+	if !res.Allowed || res.Hits[0].Lease.Held() {
+		h.t.Fatalf("a peek was charged or rejected: %+v", res.Hits[0])
+	}
+	return d
+}
+
+func (h *harness) release(l store.Lease) error {
+	return h.s.Release(context.Background(), l, h.now)
+}
+
+// advance moves time on by d: Request.Now for a store on the caller's
+// clock, a real sleep (d plus a small margin for the server's clock
+// granularity) for a server-time store.
+func (h *harness) advance(d time.Duration) {
+	if h.cfg.serverTime {
+		time.Sleep(d + 5*time.Millisecond)
+	}
+	h.now += int64(d)
+}
+
+// period returns the period of a test that waits for it: long for a
+// controlled clock, maxWait/4 for a server-time store (0: skip the test).
+func (h *harness) period() time.Duration {
+	if !h.cfg.serverTime {
+		return 10 * time.Second
+	}
+	if h.cfg.wait <= 0 {
+		h.t.Skip("needs real waiting; run with WithServerTime(maxWait > 0)")
+	}
+	return h.cfg.wait / 4
+}
+
+func (h *harness) releaseAll(res ...*store.Result) {
+	h.t.Helper()
+	for _, r := range res {
+		for i := range r.Hits[:r.N] {
+			if l := r.Hits[i].Lease; l.Held() {
+				if err := h.release(l); err != nil {
+					h.t.Fatalf("Release(%+v): %v", l, err)
+				}
+			}
+		}
+	}
+}
+
+func testLimit(h *harness, alg store.Algorithm) {
+	const limit = 5
+	id := h.register(h.spec(alg, limit, time.Hour))
+	var held []*store.Result
+	for i := 1; i <= limit; i++ {
+		res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+		if !res.Allowed {
+			h.t.Fatalf("request %d of %d rejected: %+v", i, limit, res.Decision())
+		}
+		if d := res.Decision(); d.Limit != limit || d.Remaining != limit-int64(i) {
+			h.t.Fatalf("request %d: Limit %d Remaining %d, want %d and %d", i, d.Limit, d.Remaining, limit, limit-i)
+		}
+		if got := res.Hits[0].Lease.Held(); got != (alg == store.Concurrency) {
+			h.t.Fatalf("request %d: lease held = %v for %v", i, got, alg)
+		}
+		held = append(held, res)
+	}
+	res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	d := res.Decision()
+	if res.Allowed || d.Reason != concurrency.ReasonLimited || res.Decider != 0 {
+		h.t.Fatalf("request %d: %+v, want a rejection with ReasonLimited", limit+1, res)
+	}
+	if d.RetryAfter > time.Hour || d.Remaining != 0 || d.ResetAfter <= 0 {
+		h.t.Fatalf("request %d: RetryAfter %v Remaining %d ResetAfter %v", limit+1, d.RetryAfter, d.Remaining, d.ResetAfter)
+	}
+	// Keys are independent.
+	if res := h.decide(store.Hit{Limit: id, Key: "other", Cost: 1}); !res.Allowed {
+		h.t.Fatalf("another key was rejected: %+v", res.Decision())
+	} else {
+		held = append(held, res)
+	}
+	h.releaseAll(held...)
+}
+
+func testCost(h *harness, alg store.Algorithm) {
+	id := h.register(h.spec(alg, 5, time.Hour))
+	hit := func(cost int64) *store.Result { return h.decide(store.Hit{Limit: id, Key: "k", Cost: cost}) }
+	if d := h.peek(id, "k"); d.Remaining != 5 || d.Limit != 5 {
+		h.t.Fatalf("fresh key: %+v", d)
+	}
+	a := hit(3)
+	if !a.Allowed || a.Decision().Remaining != 2 {
+		h.t.Fatalf("cost 3 of 5: %+v", a.Decision())
+	}
+	if alg == store.Concurrency && a.Hits[0].Lease.Cost != 3 {
+		h.t.Fatalf("lease of cost 3: %+v", a.Hits[0].Lease)
+	}
+	if r := hit(3); r.Allowed || r.Decision().Reason != concurrency.ReasonLimited {
+		h.t.Fatalf("cost 3 with 2 left: %+v", r.Decision())
+	}
+	if d := h.peek(id, "k"); d.Remaining != 2 {
+		h.t.Fatalf("a rejected request was charged: Remaining %d, want 2", d.Remaining)
+	}
+	b := hit(2)
+	if !b.Allowed || b.Decision().Remaining != 0 {
+		h.t.Fatalf("cost 2 with 2 left: %+v", b.Decision())
+	}
+	over := h.decide(store.Hit{Limit: id, Key: "fresh", Cost: 6})
+	if d := over.Decision(); over.Allowed || d.Reason != concurrency.ReasonExceedsCapacity || d.RetryAfter != concurrency.Never {
+		h.t.Fatalf("cost 6 of 5: %+v, want ReasonExceedsCapacity and Never", d)
+	}
+	if d := h.peek(id, "fresh"); d.Remaining != 5 {
+		h.t.Fatalf("an impossible request was charged: %+v", d)
+	}
+	h.releaseAll(a, b)
+}
+
+// testRetry checks that a rejected request retried after its RetryAfter is
+// admitted (with a controlled clock: and not a nanosecond earlier), and
+// that after the ResetAfter of the last admission the whole limit is back
+// (window rollover, bucket refill, lease expiry).
+func testRetry(h *harness, alg store.Algorithm) {
+	const limit = 3
+	period := h.period()
+	id := h.register(h.spec(alg, limit, period))
+	var last *store.Result
+	for range limit {
+		if last = h.decide(store.Hit{Limit: id, Key: "k", Cost: 1}); !last.Allowed {
+			h.t.Fatalf("under the limit: rejected %+v", last.Decision())
+		}
+	}
+	rej := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	if rej.Allowed {
+		h.t.Fatal("over the limit: admitted")
+	}
+	wait := rej.Decision().RetryAfter
+	if wait > 2*period {
+		h.t.Fatalf("RetryAfter %v is longer than two periods (%v)", wait, period)
+	}
+	if !h.cfg.serverTime && wait > 1 {
+		h.advance(wait - 1)
+		if r := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1}); r.Allowed {
+			h.t.Fatalf("admitted 1ns before RetryAfter %v", wait)
+		}
+		h.advance(1)
+	} else {
+		h.advance(wait)
+	}
+	retry := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	if !retry.Allowed {
+		h.t.Fatalf("retry after RetryAfter %v rejected: %+v", wait, retry.Decision())
+	}
+	h.advance(retry.Decision().ResetAfter)
+	if d := h.peek(id, "k"); d.Remaining != limit || d.ResetAfter != 0 {
+		h.t.Fatalf("after ResetAfter %v: Remaining %d ResetAfter %v, want %d and 0",
+			retry.Decision().ResetAfter, d.Remaining, d.ResetAfter, limit)
+	}
+	for i := range limit {
+		if r := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1}); !r.Allowed {
+			h.t.Fatalf("after reset, request %d rejected: %+v", i+1, r.Decision())
+		}
+	}
+}
+
+// testAllOrNothing layers a loose first limit over a tight second one.
+func testAllOrNothing(h *harness, first, second store.Algorithm) {
+	a := h.register(h.spec(first, 10, time.Hour))
+	b := h.register(h.spec(second, 2, time.Hour))
+	layered := []store.Hit{{Limit: a, Key: "ka", Cost: 1}, {Limit: b, Key: "kb", Cost: 1}}
+	var held []*store.Result
+	for i := range 2 {
+		res := h.decide(layered...)
+		if !res.Allowed {
+			h.t.Fatalf("layered request %d rejected: %+v", i+1, res)
+		}
+		// Remaining: a 10-(i+1), b 2-(i+1): b is the closest limit.
+		if res.Decider != 1 {
+			h.t.Fatalf("layered request %d: Decider %d, want 1 (fewest remaining)", i+1, res.Decider)
+		}
+		held = append(held, res)
+	}
+	res := h.decide(layered...)
+	if res.Allowed || res.Decider != 1 || res.N != 2 {
+		h.t.Fatalf("third layered request: Allowed %v Decider %d N %d, want a rejection by hit 1", res.Allowed, res.Decider, res.N)
+	}
+	if !res.Hits[0].Decision.Allowed {
+		h.t.Fatalf("first limit rejected: %+v", res.Hits[0].Decision)
+	}
+	if d := h.peek(a, "ka"); d.Remaining != 8 {
+		h.t.Fatalf("first limit after a rejection by the second: Remaining %d, want 8 (it must not stay charged)", d.Remaining)
+	}
+	// Rejected by the first hit: the second is not evaluated nor charged.
+	c := h.register(h.spec(second, 5, time.Hour))
+	rev := h.decide(store.Hit{Limit: b, Key: "kb", Cost: 1}, store.Hit{Limit: c, Key: "kc", Cost: 1})
+	if rev.Allowed || rev.Decider != 0 || rev.N != 1 {
+		h.t.Fatalf("rejected by the first hit: Allowed %v Decider %d N %d", rev.Allowed, rev.Decider, rev.N)
+	}
+	if d := h.peek(c, "kc"); d.Remaining != 5 {
+		h.t.Fatalf("a hit after the rejecting one was charged: Remaining %d", d.Remaining)
+	}
+	h.releaseAll(held...)
+	if first == store.Concurrency {
+		if d := h.peek(a, "ka"); d.Remaining != 10 {
+			h.t.Fatalf("permits not conserved: Remaining %d after releasing every lease", d.Remaining)
+		}
+	}
+}
+
+// concurrently runs n requests at once and returns the admitted results.
+func (h *harness) concurrently(n int, hits ...store.Hit) []*store.Result {
+	h.t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		allowed []*store.Result
+		errs    []error
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			req := &store.Request{Now: h.now}
+			for _, x := range hits {
+				req.Add(x.Limit, x.Key, x.Cost)
+			}
+			res := new(store.Result)
+			<-start
+			err := h.s.Decide(context.Background(), req, res)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if res.Allowed {
+				allowed = append(allowed, res)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		h.t.Fatalf("%d of %d concurrent requests failed, first: %v", len(errs), n, errs[0])
+	}
+	return allowed
+}
+
+func testConcurrent(h *harness, alg store.Algorithm) {
+	id := h.register(h.spec(alg, 10, time.Hour))
+	allowed := h.concurrently(50, store.Hit{Limit: id, Key: "k", Cost: 1})
+	if len(allowed) != 10 {
+		h.t.Fatalf("50 concurrent requests against a limit of 10: %d admitted", len(allowed))
+	}
+	seen := map[uint64]bool{}
+	for _, r := range allowed {
+		if l := r.Hits[0].Lease; l.Held() {
+			if seen[l.ID] {
+				h.t.Fatalf("lease ID %d handed out twice", l.ID)
+			}
+			seen[l.ID] = true
+		}
+	}
+	h.releaseAll(allowed...)
+}
+
+// testConcurrentLayered sends 50 concurrent requests through a limit of 20
+// of alg and then a limit of 10: exactly 10 pass, and the first limit keeps
+// exactly their 10 charges (the 40 rejected by the second are given back).
+// A sliding log may lose a refund that races with an admission (its state
+// then stays stricter): for it the first limit keeps at least 10.
+func testConcurrentLayered(h *harness, alg store.Algorithm) {
+	a := h.register(h.spec(alg, 20, time.Hour))
+	b := h.register(h.spec(store.FixedWindow, 10, time.Hour))
+	allowed := h.concurrently(50, store.Hit{Limit: a, Key: "k", Cost: 1}, store.Hit{Limit: b, Key: "k", Cost: 1})
+	if len(allowed) != 10 {
+		h.t.Fatalf("50 concurrent layered requests against limits 20 and 10: %d admitted", len(allowed))
+	}
+	d := h.peek(a, "k")
+	if alg == store.SlidingLog {
+		if d.Remaining > 10 {
+			h.t.Fatalf("first limit: Remaining %d, more than 10 after 10 admissions", d.Remaining)
+		}
+	} else if d.Remaining != 10 {
+		h.t.Fatalf("first limit: Remaining %d, want 10 (the 40 requests rejected by the second must not stay charged)", d.Remaining)
+	}
+	h.releaseAll(allowed...)
+}
+
+func testMaxHits(h *harness) {
+	var req []store.Hit
+	for i := range store.MaxHits {
+		alg := algorithms[i%len(algorithms)]
+		id := h.register(h.spec(alg, 3, time.Hour))
+		req = append(req, store.Hit{Limit: id, Key: "k", Cost: 1})
+	}
+	res := h.decide(req...)
+	if !res.Allowed || res.N != store.MaxHits {
+		h.t.Fatalf("MaxHits hits: Allowed %v N %d", res.Allowed, res.N)
+	}
+	h.releaseAll(res)
+}
+
+func testLeaseRelease(h *harness) {
+	const ttl = time.Hour
+	id := h.register(h.spec(store.Concurrency, 3, ttl))
+	var leases []store.Lease
+	ids := map[uint64]bool{}
+	for range 3 {
+		res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+		l := res.Hits[0].Lease
+		if !res.Allowed || !l.Held() || l.Limit != id || l.Key != "k" || l.Cost != 1 {
+			h.t.Fatalf("acquire: %+v", res.Hits[0])
+		}
+		if got := time.Duration(l.Expires - res.Now); got != ttl && (!h.cfg.serverTime || got < ttl-time.Millisecond || got > ttl+time.Millisecond) {
+			h.t.Fatalf("lease expires %v after the decision, want the TTL %v", got, ttl)
+		}
+		if ids[l.ID] {
+			h.t.Fatalf("lease ID %d handed out twice", l.ID)
+		}
+		ids[l.ID] = true
+		leases = append(leases, l)
+	}
+	if err := h.release(leases[1]); err != nil {
+		h.t.Fatalf("first Release: %v", err)
+	}
+	if err := h.release(leases[1]); !errors.Is(err, store.ErrLeaseNotHeld) {
+		h.t.Fatalf("second Release: %v, want ErrLeaseNotHeld", err)
+	}
+	if d := h.peek(id, "k"); d.Remaining != 1 {
+		h.t.Fatalf("after one release: Remaining %d, want 1 (exactly one permit back)", d.Remaining)
+	}
+	if err := h.release(store.Lease{}); !errors.Is(err, store.ErrLeaseNotHeld) {
+		h.t.Fatalf("Release(zero Lease): %v, want ErrLeaseNotHeld", err)
+	}
+	forged := leases[0]
+	forged.Key = "another"
+	if err := h.release(forged); !errors.Is(err, store.ErrLeaseNotHeld) {
+		h.t.Fatalf("Release of a lease under another key: %v, want ErrLeaseNotHeld", err)
+	}
+	rate := h.register(h.spec(store.FixedWindow, 3, time.Hour))
+	wrong := leases[0]
+	wrong.Limit = rate
+	if err := h.release(wrong); err == nil {
+		h.t.Fatal("Release of a lease naming a rate limit succeeded")
+	}
+	// A multi-permit lease gives all its permits back.
+	big := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	if !big.Allowed {
+		h.t.Fatalf("one permit left: %+v", big.Decision())
+	}
+	for _, l := range []store.Lease{leases[0], leases[2], big.Hits[0].Lease} {
+		if err := h.release(l); err != nil {
+			h.t.Fatalf("Release: %v", err)
+		}
+	}
+	two := h.decide(store.Hit{Limit: id, Key: "k", Cost: 3})
+	if !two.Allowed || two.Hits[0].Lease.Cost != 3 {
+		h.t.Fatalf("all permits back, cost 3: %+v", two.Hits[0])
+	}
+	h.releaseAll(two)
+	if d := h.peek(id, "k"); d.Remaining != 3 || d.ResetAfter != 0 {
+		h.t.Fatalf("quiet key: Remaining %d ResetAfter %v, want 3 and 0", d.Remaining, d.ResetAfter)
+	}
+}
+
+func testLeaseExpiry(h *harness) {
+	ttl := h.period()
+	id := h.register(h.spec(store.Concurrency, 2, ttl))
+	first := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	second := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	if !first.Allowed || !second.Allowed {
+		h.t.Fatal("two leases of two rejected")
+	}
+	rej := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+	if rej.Allowed || rej.Decision().RetryAfter > ttl {
+		h.t.Fatalf("third lease: %+v, want a rejection within the TTL", rej.Decision())
+	}
+	if !h.cfg.serverTime {
+		h.advance(ttl - 1)
+		if r := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1}); r.Allowed {
+			h.t.Fatal("a lease lapsed before its TTL")
+		}
+		h.advance(1)
+	} else {
+		h.advance(ttl)
+	}
+	// A lease is not held from its Expires on, reclaimed or not.
+	if err := h.release(first.Hits[0].Lease); !errors.Is(err, store.ErrLeaseNotHeld) {
+		h.t.Fatalf("Release of an expired lease: %v, want ErrLeaseNotHeld", err)
+	}
+	// The other holder "crashed": its permit is back without a Release.
+	again := h.decide(store.Hit{Limit: id, Key: "k", Cost: 2})
+	if !again.Allowed {
+		h.t.Fatalf("after the TTL: %+v, want both permits back", again.Decision())
+	}
+	if err := h.release(second.Hits[0].Lease); !errors.Is(err, store.ErrLeaseNotHeld) {
+		h.t.Fatalf("Release of an expired lease: %v, want ErrLeaseNotHeld", err)
+	}
+	if d := h.peek(id, "k"); d.Remaining != 0 {
+		h.t.Fatalf("releasing an expired lease freed permits: Remaining %d, want 0", d.Remaining)
+	}
+	h.releaseAll(again)
+	if d := h.peek(id, "k"); d.Remaining != 2 {
+		h.t.Fatalf("after release: Remaining %d, want 2", d.Remaining)
+	}
+}
+
+func testBadSpecs(h *harness) {
+	good := h.spec(store.FixedWindow, 5, time.Minute)
+	rate := concurrency.Per(5, time.Minute)
+	bad := map[string]store.Spec{
+		"no name":            {Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute},
+		"no algorithm":       {Name: "x", Limit: 5, Window: time.Minute},
+		"unknown algorithm":  {Name: "x", Algorithm: 99, Limit: 5, Window: time.Minute},
+		"zero limit":         {Name: "x", Algorithm: store.FixedWindow, Window: time.Minute},
+		"negative limit":     {Name: "x", Algorithm: store.SlidingLog, Limit: -1, Window: time.Minute},
+		"zero window":        {Name: "x", Algorithm: store.FixedWindow, Limit: 5},
+		"negative window":    {Name: "x", Algorithm: store.SlidingWindow, Limit: 5, Window: -time.Second},
+		"log zero window":    {Name: "x", Algorithm: store.SlidingLog, Limit: 5},
+		"no rate":            {Name: "x", Algorithm: store.TokenBucket, Limit: 5},
+		"zero rate count":    {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(0, time.Second)},
+		"negative rate":      {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(-5, time.Second)},
+		"zero rate period":   {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(5, 0)},
+		"bucket zero burst":  {Name: "x", Algorithm: store.TokenBucket, Rate: rate},
+		"rate on window":     {Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute, Rate: rate},
+		"window on bucket":   {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: rate, Window: time.Minute},
+		"ttl on bucket":      {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: rate, LeaseTTL: time.Minute},
+		"no ttl":             {Name: "x", Algorithm: store.Concurrency, Limit: 5},
+		"negative ttl":       {Name: "x", Algorithm: store.Concurrency, Limit: 5, LeaseTTL: -time.Second},
+		"window on leases":   {Name: "x", Algorithm: store.Concurrency, Limit: 5, LeaseTTL: time.Minute, Window: time.Minute},
+		"huge lease limit":   {Name: "x", Algorithm: store.Concurrency, Limit: store.MaxLeaseLimit + 1, LeaseTTL: time.Minute},
+		"negative capacity":  {Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute, Capacity: -1},
+		"unknown overflow":   {Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute, Overflow: 7},
+		"window too short":   {Name: "x", Algorithm: store.SlidingWindow, Limit: 1 << 20, Window: time.Microsecond},
+		"duplicate name":     good,
+		"duplicate name, ok": {Name: good.Name, Algorithm: store.SlidingLog, Limit: 1, Window: time.Second},
+	}
+	h.register(good)
+	for name, spec := range bad {
+		if err := spec.Validate(); err == nil && !strings.HasPrefix(name, "duplicate") {
+			h.t.Errorf("%s: Validate accepted %+v", name, spec)
+		}
+		id, err := h.s.Register(context.Background(), spec)
+		if err == nil {
+			h.t.Errorf("%s: Register accepted %+v as %d", name, spec, id)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "store: ") {
+			h.t.Errorf("%s: error %q does not start with \"store: \"", name, err)
+		}
+		if errors.Is(err, store.ErrUnavailable) {
+			h.t.Errorf("%s: a bad spec reported as unavailable: %v", name, err)
+		}
+	}
+}
+
+func testBadRequests(h *harness) {
+	id := h.register(h.spec(store.FixedWindow, 5, time.Hour))
+	over := store.Request{Now: h.now}
+	for range store.MaxHits + 1 {
+		over.Add(id, "k", 1)
+	}
+	bad := map[string]store.Request{
+		"no hits":       {Now: h.now},
+		"too many hits": over,
+		"no limit":      {Now: h.now, N: 1, Hits: [store.MaxHits]store.Hit{{Key: "k", Cost: 1}}},
+		"unknown limit": {Now: h.now, N: 1, Hits: [store.MaxHits]store.Hit{{Limit: id + 100, Key: "k", Cost: 1}}},
+		"negative cost": {Now: h.now, N: 1, Hits: [store.MaxHits]store.Hit{{Limit: id, Key: "k", Cost: -1}}},
+		// The first hit is fine: nothing may be charged for it either.
+		"second hit bad": {Now: h.now, N: 2, Hits: [store.MaxHits]store.Hit{{Limit: id, Key: "k", Cost: 1}, {Limit: id + 100, Key: "k", Cost: 1}}},
+		"second neg":     {Now: h.now, N: 2, Hits: [store.MaxHits]store.Hit{{Limit: id, Key: "k", Cost: 1}, {Limit: id, Key: "k", Cost: -2}}},
+	}
+	for name, req := range bad {
+		var res store.Result
+		err := h.s.Decide(context.Background(), &req, &res)
+		if err == nil {
+			h.t.Errorf("%s: Decide accepted %+v", name, req)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "store: ") {
+			h.t.Errorf("%s: error %q does not start with \"store: \"", name, err)
+		}
+	}
+	if d := h.peek(id, "k"); d.Remaining != 5 {
+		h.t.Fatalf("bad requests charged the limit: Remaining %d, want 5", d.Remaining)
+	}
+	if err := h.s.Release(context.Background(), store.Lease{Limit: id + 100, Key: "k", ID: 1, Cost: 1}, h.now); err == nil {
+		h.t.Fatal("Release of a lease of an unknown limit succeeded")
+	}
+}
