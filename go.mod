@@ -2,6 +2,7 @@ module github.com/sluicehq/sluice
 
 go 1.26.0
 
-require pgregory.net/rapid v1.3.0
-
-require go.uber.org/goleak v1.3.0
+require (
+	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
+)

@@ -203,11 +203,20 @@ func TestDefaultCeiling(t *testing.T) {
 }
 
 func TestDefaultQueueingShrinksByTheGradient(t *testing.T) {
-	d := newTestDefault(t)
-	d.slowStart = false
-	d.Update(win(100, 0, 10*ms, 100)) // baseline 10ms, grows to 101
-	if got := d.Update(win(100, 0, 14*ms, 101)); got != 90 /* int(101*10*1.25/14) */ {
-		t.Fatalf("queueing: got %d, want L*g = %d", got, 90 /* int(101*10*1.25/14) */)
+	for _, tc := range []struct {
+		rtt  time.Duration
+		want int
+	}{
+		{14 * ms, 95}, // g = 12.5/14 = 0.89: halfway, 101*(1+g)/2
+		{30 * ms, 70}, // g = 12.5/30 = 0.42: L*g = 42, but at most 30% a window
+		{20 * ms, 82}, // g = 0.625: halfway, 101*0.8125
+	} {
+		d := newTestDefault(t)
+		d.slowStart = false
+		d.Update(win(100, 0, 10*ms, 100)) // baseline 10ms, grows to 101
+		if got := d.Update(win(100, 0, tc.rtt, 101)); got != tc.want {
+			t.Errorf("latency %v: got %d, want %d", tc.rtt, got, tc.want)
+		}
 	}
 }
 
@@ -260,11 +269,16 @@ func TestDefaultProbeRestoresLimit(t *testing.T) {
 	if got := d.Update(at(2, 11*ms, 10)); got != int(math.Ceil(float64(before)*0.75)) {
 		t.Fatalf("probe window limit %d, want 3/4 of %d", got, before)
 	}
-	if got := d.Update(at(3, 11*ms, 10)); got != before {
+	if got := d.Update(at(3, 9*ms, 10)); got != before {
 		t.Fatalf("limit after the probe %d, want %d restored", got, before)
 	}
-	if d.Baseline() != 11*ms {
-		t.Fatalf("baseline after probe %v, want 11ms", d.Baseline())
+	if d.Baseline() != 9*ms {
+		t.Fatalf("baseline after a lower probe %v, want 9ms", d.Baseline())
+	}
+	d.Update(at(5, 11*ms, 10))
+	d.Update(at(6, 30*ms, 10)) // the next probe window meets a slowdown
+	if d.Baseline() != 9*ms {
+		t.Fatalf("a higher probe raised the baseline to %v", d.Baseline())
 	}
 }
 
@@ -344,5 +358,24 @@ func TestAlgorithmsStayWithinLimits(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+func TestDefaultProbeAbandonedOnCongestion(t *testing.T) {
+	d := newTestDefault(t, WithBaselineHorizon(time.Second))
+	d.slowStart = false
+	w := win(100, 0, 10*ms, 10)
+	d.Update(w)
+	w.Start, w.End = int64(2*time.Second), int64(2*time.Second+100*ms)
+	probe := d.Update(w) // starts the probe at 3/4
+	w.Drops = 50         // the probe window drops a third
+	w.Start, w.End = int64(3*time.Second), int64(3*time.Second+100*ms)
+	if got := d.Update(w); got >= probe {
+		t.Fatalf("drops during the probe: limit %d, want below the probe's %d", got, probe)
+	}
+	w.Drops = 0
+	w.Start, w.End = int64(4*time.Second), int64(4*time.Second+100*ms)
+	if got := d.Update(w); got >= 100 {
+		t.Fatalf("the abandoned probe restored the old limit: %d", got)
 	}
 }

@@ -19,37 +19,46 @@ import (
 //     their thresholds multiply the limit by 0.9.
 //   - Probing without pinning: when the baseline has not been confirmed for
 //     the baseline horizon, one window runs at 3/4 of the limit to drain any
-//     standing queue, its latency becomes the baseline and the limit is
-//     restored. One window and a quarter of the limit: no probe-time
-//     rejection spike (Envoy's failure) and no ratchet of the baseline.
+//     standing queue, its latency becomes the baseline if it is lower, and
+//     the limit is restored. One window and a quarter of the limit: no
+//     probe-time rejection spike (Envoy's failure); and since a probe only
+//     lowers the baseline, no ratchet (raising it takes drift evidence).
 //   - Ceiling: with WithMaxHealthyLatency, a latency above the ceiling
 //     shrinks the limit by ceiling/latency whatever the baseline says, so a
 //     baseline that drifted up cannot hide an unhealthy service; growth never
 //     takes the latency past the ceiling by Little's law.
 //   - Inflight under half the limit holds: the window says nothing about it.
-//   - Gradient: g = baseline*tolerance/latency. With g >= 1 the limit grows
-//     when inflight reached 3/4 of it: doubling in slow start (until the
-//     first congestion signal), then by 1, 2, 4... per window while growth
-//     goes unpunished (at most by half), so that it creeps near its
-//     equilibrium and races back when far below it. With g < 1 it shrinks
-//     to L*g.
+//   - Gradient: g = (baseline + (tolerance-1)*sqrt(baseline*anchor))/latency,
+//     where the anchor is the lowest baseline seen (following a higher
+//     baseline only over about a thousand windows): after the baseline was
+//     raised for a slower service, the queueing allowance grows only with
+//     the square root of the slowdown, so a slower service does not buy a
+//     proportionally longer queue. With g >= 1 the limit grows when
+//     inflight reached 3/4 of it: doubling in slow start (until the first
+//     congestion signal), then by 1, 2, 4... per window while growth goes
+//     unpunished (at most by half), so that it creeps near its equilibrium
+//     and races back when far below it. With 0.5 <= g < 1 it shrinks
+//     halfway to L*g (latency is a soft signal: a slower service looks like
+//     a queue for a few windows); with g < 0.5 to L*g.
 //   - Throughput evidence: when the average inflight (Little's law) rose by
 //     a quarter over the previous window but throughput rose by under 5%,
 //     the extra inflight only queued: the limit shrinks to tolerance times
 //     the previous inflight instead of growing.
-//   - Drift detection: when a shrink was followed by a window whose latency
-//     did not fall and whose throughput fell with the limit (or the limit
-//     sits at its minimum with latency still high), the latency is not
-//     queueing (a slow dependency, a slower service) and the baseline is
-//     stale. After two such windows in a row the baseline is reset to the
-//     current latency and the shrinks that did not help are undone.
+//   - Drift detection: when, within one shrinking episode (windows with
+//     latency above tolerance), the limit and the throughput have both
+//     fallen by 15% from the episode's largest and latency no longer falls
+//     (or the limit sits at its minimum with latency still high), the
+//     latency is not queueing (a slow dependency, a slower service) and the
+//     baseline is stale. After two such windows in a row the baseline is
+//     reset to the current latency and the limit goes back to 85% of the
+//     episode's largest.
 //
 // Every shrink is by at least one and at most 30% per window. The baseline is
 // a soft minimum of the window latency (the same statistic, so that they
 // compare like with like): a lower window pulls it halfway down, so one
 // noisy window cannot set it, and a window below baseline/tolerance (no
 // noise: capacity came back) sets it. It never drifts up by itself, only
-// through a probe or the drift detection.
+// through the drift detection.
 //
 // Defaults: initial 20, limits [4, 1000], tolerance 1.25, baseline horizon
 // 10s, drop tolerance 0.01, no ceiling, no runtime thresholds. The zero value
@@ -79,7 +88,8 @@ type Default struct {
 	drift        int
 	streak       int     // consecutive growth windows
 	headroom     float64 // grow only when inflight reached this share of the limit
-	vainFrom     float64 // the limit before the first shrink that did not help
+	anchor       float64 // the lowest baseline seen: the healthy latency
+	epLimit, epX float64 // largest limit and throughput of the shrinking episode
 }
 
 var _ Algorithm = (*Default)(nil)
@@ -112,10 +122,18 @@ func (d *Default) bound(x float64) float64 {
 
 // shrink sets the limit to x, but by at least one and at most 30%.
 func (d *Default) shrink(x float64) {
+	if d.probing {
+		// Congestion during a probe: abandon it, from the probe's limit
+		// (the saved one was for a healthier service).
+		d.probing = false
+	}
 	d.limit = d.bound(max(d.limit*0.7, min(x, d.limit-1)))
 	d.slowStart = false
 	d.streak = 0
 }
+
+// endEpisode forgets the shrinking episode and its drift evidence.
+func (d *Default) endEpisode() { d.epLimit, d.epX, d.drift = 0, 0, 0 }
 
 func (d *Default) runtimeCongested(r RuntimeSignals) bool {
 	return (d.schedMax > 0 && r.SchedLatency > d.schedMax) ||
@@ -152,10 +170,13 @@ func (d *Default) Update(w Window) int {
 	rtt := float64(w.RTT)
 	now := w.End
 	if d.probing {
+		// The probe can only lower the baseline: a probe window that did
+		// not drain (or met a slowdown) must not ratchet it up. Raising it
+		// takes the drift evidence below.
 		d.probing = false
-		d.base, d.baseAt = rtt, now
+		d.base, d.baseAt = min(d.base, rtt), now
 		d.limit = d.saved
-		d.drift = 0
+		d.endEpisode()
 		return int(d.limit)
 	}
 	if d.base == 0 {
@@ -182,18 +203,28 @@ func (d *Default) Update(w Window) int {
 	}
 	if float64(w.MaxInflight) < used/2 {
 		// The limit did not bind: this window says nothing about it.
-		d.drift = 0
+		d.endEpisode()
 		return int(d.limit)
 	}
 	x, inflight := w.Throughput(), w.AvgInflight()
-	g := d.base * d.tolerance / rtt
+	// The queueing allowance scales with the geometric mean of the baseline
+	// and the healthy latency (the anchor: the lowest baseline, following a
+	// higher one only over minutes): a slower service gets a somewhat
+	// longer queue, not a proportionally longer one.
+	if d.anchor == 0 || d.base < d.anchor {
+		d.anchor = d.base
+	} else {
+		d.anchor += (d.base - d.anchor) / 1024
+	}
+	// The conversion stops a fused multiply-add: same limits everywhere.
+	g := (d.base + float64((d.tolerance-1)*math.Sqrt(d.base*d.anchor))) / rtt
 	if g >= 1 {
-		d.drift = 0
-		d.streak = growing
+		d.endEpisode()
 		if float64(w.MaxInflight) < d.headroom*used {
 			// Room left: growing would only widen the door for a queue.
 			return int(d.limit)
 		}
+		d.streak = growing
 		if d.prevInflight > 0 && inflight > 1.25*d.prevInflight && x < 1.05*d.prevX {
 			d.shrink(max(d.limit*0.9, d.prevInflight*d.tolerance))
 			return int(d.limit)
@@ -213,25 +244,31 @@ func (d *Default) Update(w Window) int {
 		d.limit = d.bound(next)
 		return int(d.limit)
 	}
-	// Latency is above tolerance. Is it queueing? A previous shrink that
-	// neither lowered latency nor kept throughput says no.
-	shrankInVain := d.prevLimit > 0 && used < 0.95*d.prevLimit && rtt >= 0.95*d.prevRTT && x < 0.97*d.prevX
+	// Latency is above tolerance. Is it queueing? Not if, within this
+	// shrinking episode (the windows since latency went above tolerance),
+	// the shrinks cost throughput without lowering latency.
+	d.epLimit, d.epX = max(d.epLimit, used), max(d.epX, x)
+	shrankInVain := used <= 0.85*d.epLimit && x <= 0.85*d.epX && rtt >= 0.95*d.prevRTT
 	atFloor := int(used) <= d.min && d.prevLimit > 0 && int(d.prevLimit) <= d.min
 	if shrankInVain || atFloor {
-		if d.drift == 0 {
-			d.vainFrom = d.prevLimit
-		}
 		d.drift++
 		if d.drift >= 2 {
-			// Undo the shrinks that did not help, and trust the latency
-			// as it is now.
-			d.drift = 0
+			// Undo the shrinks that cost throughput without lowering
+			// latency, and trust the latency as it is now.
 			d.base, d.baseAt = rtt, now
-			d.limit = d.bound(max(d.limit, d.vainFrom))
+			d.limit = d.bound(max(d.limit, 0.85*d.epLimit))
+			d.endEpisode()
 			return int(d.limit)
 		}
 	} else {
 		d.drift = 0
+	}
+	if g >= 0.5 {
+		// Mildly above tolerance: halfway to L*g. Latency is a soft signal
+		// (a slower service looks the same as a queue for a few windows),
+		// so moderate gradients shrink gently; a blown-up latency
+		// (g < 0.5) shrinks at once.
+		g = (1 + g) / 2
 	}
 	d.shrink(d.limit * g)
 	return int(d.limit)

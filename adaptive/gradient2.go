@@ -80,7 +80,9 @@ func (g *Gradient2) Update(w Window) int {
 			allowance = g.queue
 		}
 	}
-	next := (1-g.smoothing)*L + g.smoothing*(L*grad+allowance)
+	// Explicit conversions round each product, so that no platform fuses
+	// a multiply-add and every machine computes the same limits.
+	next := float64((1-g.smoothing)*L) + float64(g.smoothing*(float64(L*grad)+allowance))
 	g.limit = min(float64(g.max), max(float64(g.min), next))
 	return int(g.limit)
 }

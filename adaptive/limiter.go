@@ -44,8 +44,10 @@ type Request struct {
 // goroutine that closes it steps the Algorithm under a lock that only window
 // boundaries take, and resizes the semaphore.
 //
-// The admit and report paths take no lock and allocate nothing in the common
-// case (Tokens come from a pool). A Limiter is safe for concurrent use; the
+// Windows close only when an outcome is reported (there is no timer
+// goroutine): with no traffic the limit stays where it is. The admit and
+// report paths take no lock and allocate nothing in the common case (Tokens
+// come from a pool). A Limiter is safe for concurrent use; the
 // zero value is not usable, call NewLimiter. It starts no goroutine.
 type Limiter struct {
 	sem *concurrency.Semaphore
@@ -212,6 +214,11 @@ func (l *Limiter) Acquire(ctx context.Context, r Request) (Token, error) {
 	for {
 		if t, err := l.TryAcquireAt(clock.Now(), Request{Class: r.Class}); err == nil {
 			l.dequeue(ch)
+			if l.sem.Available() > 0 {
+				// A raised limit wakes one waiter; pass the wake on while
+				// there is room, so that every free slot finds its waiter.
+				l.wake()
+			}
 			return t, nil
 		}
 		select {

@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -383,4 +384,67 @@ func TestOutcomeOf(t *testing.T) {
 			t.Errorf("OutcomeOf(%v) = %v, want %v", err, got, want)
 		}
 	}
+}
+
+func TestRuntimeSignalsReachTheAlgorithm(t *testing.T) {
+	l, f := newFixed(t, 10, WithRuntimeSignals(), WithWindowSamples(1, 1), WithWindow(time.Nanosecond, time.Nanosecond))
+	tok, _ := l.TryAcquireAt(1, Request{})
+	tok.DoneAt(2, Success) // opens the window
+	for i := range 3 {
+		var garbage [][]byte
+		for range 1000 {
+			garbage = append(garbage, make([]byte, 1024))
+		}
+		_ = garbage
+		runtime.GC()
+		tok, _ := l.TryAcquireAt(int64(10+i), Request{})
+		tok.DoneAt(int64(20+i), Success)
+	}
+	if len(f.windows) != 3 {
+		t.Fatalf("%d windows", len(f.windows))
+	}
+	for _, w := range f.windows {
+		r := w.Runtime
+		if r.GCFraction < 0 || r.GCFraction > 1 || r.SchedLatency < 0 || r.HeapFraction < 0 {
+			t.Fatalf("runtime signals out of range: %+v", r)
+		}
+	}
+	var sawGC bool
+	for _, w := range f.windows {
+		sawGC = sawGC || w.Runtime.GCFraction > 0
+	}
+	if !sawGC {
+		t.Fatal("forced collections left no GC CPU fraction")
+	}
+	mustQuiet(t, l)
+}
+
+func TestRaisedLimitWakesEveryWaiterItCan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, f := newFixed(t, 1, WithWindowSamples(1, 1), WithWindow(time.Nanosecond, time.Nanosecond))
+		opener, _ := l.Acquire(context.Background(), Request{})
+		opener.Done(Success) // opens the first window
+		held, _ := l.Acquire(context.Background(), Request{})
+		got := make(chan Token, 3)
+		for range 3 {
+			go func() {
+				tok, err := l.Acquire(context.Background(), Request{})
+				if err != nil {
+					t.Error(err)
+				}
+				got <- tok
+			}()
+		}
+		synctest.Wait()
+		f.limit = 4 // the next window raises the limit to 4 ...
+		held.Done(Success)
+		synctest.Wait() // ... and all three waiters fit without another release
+		if len(got) != 3 {
+			t.Fatalf("%d of 3 waiters admitted after the limit rose to %d", len(got), l.Limit())
+		}
+		for range 3 {
+			(<-got).Done(Ignore)
+		}
+		mustQuiet(t, l)
+	})
 }

@@ -52,7 +52,7 @@ func NewVegas(opts ...Option) (*Vegas, error) {
 
 func (v *Vegas) scheduleProbe() {
 	v.samples = 0
-	v.probeAt = int(float64(v.probeMul) * v.limit * (0.5 + 0.5*v.rng.float()))
+	v.probeAt = int(float64(v.probeMul) * v.limit * (0.5 + float64(0.5*v.rng.float())))
 }
 
 // Limit returns the current limit.
@@ -104,6 +104,7 @@ func (v *Vegas) Update(w Window) int {
 		}
 	}
 	next = min(float64(v.max), max(float64(v.min), next))
-	v.limit = min(float64(v.max), max(float64(v.min), (1-v.smoothing)*L+v.smoothing*next))
+	// Explicit conversions: no fused multiply-add, the same result everywhere.
+	v.limit = min(float64(v.max), max(float64(v.min), float64((1-v.smoothing)*L)+float64(v.smoothing*next)))
 	return int(v.limit)
 }

@@ -59,20 +59,8 @@ type RuntimeSignals struct {
 	// GCFraction is the fraction of CPU time spent in the garbage collector
 	// since the previous window, in [0, 1].
 	GCFraction float64
-	// HeapFraction is the live heap over the soft memory limit (GOMEMLIMIT);
-	// zero when no limit is set.
+	// HeapFraction is the memory the Go runtime holds, as GOMEMLIMIT counts
+	// it (mapped minus released), over that soft limit; zero when no limit
+	// is set.
 	HeapFraction float64
-}
-
-// Algorithm computes a concurrency limit from windows of samples.
-//
-// Implementations are pure: no clock reads, no goroutines, no I/O; the
-// result depends only on the windows seen so far. They are not safe for
-// concurrent use: a Limiter calls Update from one goroutine at a time (at a
-// window boundary), and the simulator from its single event loop.
-type Algorithm interface {
-	// Limit returns the current limit, always within the algorithm's bounds.
-	Limit() int
-	// Update folds one window into the state and returns the new limit.
-	Update(w Window) int
 }

@@ -11,34 +11,41 @@ import (
 // do not all write one word.
 //
 // The bound is exact: the permits in the shard caches plus those in a
-// central pool plus those inflight always add up to the limit (minus a debt
-// while a shrink is being paid off), and a caller is admitted only by taking
-// permits that exist. TryAcquire picks a shard at random (math/rand/v2's
-// per-thread generator) and takes from its cache with one CAS on the
-// shard's own cache line. An empty cache falls back to the central pool,
-// then steals from the other shards, and for a weighted request gathers
-// units from several before it rejects. Release puts the units back into a
-// random shard's cache up to a high-water mark (limit/(2·shards), at least
-// 1) and the excess into the pool; while a shrink is being paid off it pays
-// the debt first.
+// central pool plus those inflight always add up to the limit (plus a debt
+// while a shrink is being paid off), and a caller is admitted only by
+// taking permits that exist. TryAcquire picks a shard from its goroutine's
+// stack address (so one goroutine's acquire and release meet on one line)
+// and takes from its cache with one atomic add on the shard's own cache
+// line. An empty cache falls back to the central pool, then steals from the
+// other shards, and a weighted request gathers units from several, before
+// it rejects. Release adds the units to the caller's shard's cache up to a
+// high-water mark (limit/(2·shards), at least 1) and hands the excess to
+// the pool; while a shrink is being paid off it pays the debt first.
 //
-// When it rejects although permits exist: the scan of pool and shards is not
-// one atomic snapshot, so a request can be rejected while units are released
-// into a shard it has already passed, and a weighted request (n > 1) can be
-// rejected while another weighted request holds units it is gathering. A
-// unit request is never rejected while units sit still in the pool or in a
-// cache. Fairness: shards are picked at random and the steal scan starts at
-// a random shard, so no caller is favoured systematically, but there is no
-// queue and no ordering between callers either; a large request competes
-// with a stream of small ones and can starve (as with Semaphore).
+// When it rejects although permits exist: the scan of pool and shards is
+// not one atomic snapshot, so a request can be rejected while units are
+// released into a shard it has already passed; a failed fast-path attempt
+// leaves its shard short for an instant, which a concurrent caller of that
+// shard can see; and units on their way from a cache over its high-water
+// mark to the pool, or held by a weighted request that is gathering them,
+// are invisible for that moment. Fairness: a goroutine sticks to its shard,
+// and the steal scan starts there and goes round all shards; callers whose
+// shard holds units are served first, there is no queue and no ordering
+// between callers, and a large request competes with a stream of small
+// ones and can starve (as with Semaphore).
 //
-// Where it pays: the single-word Semaphore costs one uncontended atomic add
-// per call when one core uses it, less than the random shard pick and CAS
-// here; the sharded form can only win when many cores hammer one limit at
-// once, which turns the single word into a contended cache line. On the
-// 2-core machine it was measured on (see bench/sharded_test.go), the single
-// word was faster both serially and in parallel; use ShardedSemaphore only
-// where measurements on the target machine show the win.
+// Where it pays: a round trip here is one atomic add on the caller's shard
+// line each way, plus the stack-address hash and loads of read-mostly
+// words; Semaphore's is two atomic adds on one shared word. With few cores
+// that word is barely contended and Semaphore wins: on the 2-core machine
+// this was developed on (shared with other jobs, so noisy), Semaphore's
+// TryAcquire plus Release was 1.2 to 2.3 times as fast as this one's, both
+// serially and with b.RunParallel (medians of -count 5 in three runs of the
+// bench module's BenchmarkShardedTryAcquireRelease; in the last, 29 ns
+// against 36 ns serially and 21 ns against 35 ns in parallel). The sharded form is built for
+// many cores hammering one limit, where the single word's cache line
+// bounces between them; it has not been measured on such a machine yet, so
+// prefer Semaphore unless a measurement on the target machine shows the win.
 //
 // TryAcquire and Release take no lock and allocate nothing; SetLimit takes
 // a mutex (shared only with other SetLimit calls). A ShardedSemaphore is
@@ -94,18 +101,13 @@ func (s *ShardedSemaphore) TryAcquire(n int64) bool {
 		return true
 	}
 	home := &s.shards[pickShard(s.mask)]
-	for {
-		c := home.n.Load()
-		if c < n {
-			break
-		}
-		// CAS c -> c-n: take from the local cache only what it holds; a
-		// blind add-and-undo would leave a transient negative that hides
-		// units from a stealer.
-		if home.n.CompareAndSwap(c, c-n) {
-			return s.kept(n)
-		}
+	// Optimistic add, undone on overshoot (one XADD, as in Semaphore). A
+	// failed attempt leaves the cache short by n for an instant, which can
+	// make a concurrent caller of this shard or a stealer miss units.
+	if home.n.Add(-n) >= 0 {
+		return s.kept(n)
 	}
+	home.n.Add(n)
 	return s.acquireSlow(home, n)
 }
 
@@ -206,19 +208,18 @@ func (s *ShardedSemaphore) deposit(home *counterShard, m int64) {
 		return
 	}
 	if home != nil {
+		// Add to the cache (one XADD) and hand what went over the
+		// high-water mark on to the pool.
 		hw := s.high.Load()
-		for {
-			c := home.n.Load()
-			if c >= hw {
-				break
-			}
-			put := min(m, hw-c)
-			// CAS c -> c+put: fill the cache only up to the high-water mark.
-			if home.n.CompareAndSwap(c, c+put) {
-				m -= put
-				break
-			}
+		c := home.n.Add(m)
+		if c <= hw {
+			return
 		}
+		// Take back only what is still there (callers of this shard may
+		// have spent it already): a blind subtraction could leave the cache
+		// negative while the pool counts the units, and the pool would then
+		// admit units that do not exist.
+		m = takeUpTo(&home.n, min(m, c-hw))
 	}
 	if m > 0 {
 		s.pool.Add(m)

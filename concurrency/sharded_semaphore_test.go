@@ -2,7 +2,6 @@ package concurrency
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +49,22 @@ func boundImpls() []boundImpl {
 		}})
 	}
 	return impls
+}
+
+// atDepth calls f d frames of 8 KiB deeper on the stack. pickShard hashes
+// the stack address, so from one goroutine this reaches other shards: the
+// model tests use it to spread units over shards and exercise stealing and
+// gathering.
+//
+//go:noinline
+func atDepth(d int, f func()) byte {
+	var pad [8 << 10]byte
+	pad[d%len(pad)] = byte(d)
+	if d <= 0 {
+		f()
+		return pad[0]
+	}
+	return atDepth(d-1, f) + pad[(d*7)%len(pad)]
 }
 
 func TestNewShardedSemaphoreRejectsBadInput(t *testing.T) {
@@ -242,16 +257,19 @@ func TestShardedSemaphoreShrinkUnderLoad(t *testing.T) {
 	s, _ := NewShardedSemaphore(12, WithShardCount(8))
 	var observed, maxSeen atomic.Int64
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	var done atomic.Bool
+	changer := make(chan struct{})
+	go func() {
+		defer close(changer)
+		for i := 0; !done.Load(); i++ {
+			_ = s.SetLimit(int64(4 + 8*(i%2)))
+		}
+		_ = s.SetLimit(12)
+	}()
 	for w := range 8 {
 		wg.Go(func() {
 			n := int64(w%3 + 1)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for range 20000 {
 				if !s.TryAcquire(n) {
 					continue
 				}
@@ -263,12 +281,9 @@ func TestShardedSemaphoreShrinkUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	for i := range 2000 {
-		_ = s.SetLimit(int64(4 + 8*(i%2)))
-		runtime.Gosched() // let the workers run between changes
-	}
-	close(stop)
 	wg.Wait()
+	done.Store(true)
+	<-changer
 	if maxSeen.Load() > 12 {
 		t.Fatalf("observed %d inflight, limit at most 12", maxSeen.Load())
 	}
@@ -294,7 +309,9 @@ func TestShardedSemaphoreModel(t *testing.T) {
 			"acquire": func(rt *rapid.T) {
 				n := rapid.Int64Range(0, 20).Draw(rt, "n")
 				want := n == 0 || held+n <= limit
-				if got := s.TryAcquire(n); got != want {
+				var got bool
+				atDepth(rapid.IntRange(0, 8).Draw(rt, "depth"), func() { got = s.TryAcquire(n) })
+				if got != want {
 					rt.Fatalf("TryAcquire(%d) held=%d limit=%d: got %v", n, held, limit, got)
 				}
 				if want {
@@ -306,7 +323,7 @@ func TestShardedSemaphoreModel(t *testing.T) {
 					rt.Skip("nothing held")
 				}
 				n := rapid.Int64Range(1, held).Draw(rt, "n")
-				s.Release(n)
+				atDepth(rapid.IntRange(0, 8).Draw(rt, "depth"), func() { s.Release(n) })
 				held -= n
 			},
 			"setlimit": func(rt *rapid.T) {
@@ -332,5 +349,39 @@ func TestShardedSemaphoreDoesNotAllocate(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("TryAcquire+Release allocates %v per run", a)
+	}
+}
+
+// TestShardedSemaphoreTinyCaches: a limit of 2 with one shard gives a
+// high-water mark of 1, so nearly every Release spills over to the pool
+// while other goroutines spend from the same cache. The observed inflight
+// must never exceed the limit.
+func TestShardedSemaphoreTinyCaches(t *testing.T) {
+	iters := 50000
+	if testing.Short() || tableRaceEnabled {
+		iters = 5000
+	}
+	for _, shards := range []int{1, 2} {
+		s, _ := NewShardedSemaphore(2, WithShardCount(shards))
+		var observed, maxSeen atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range iters {
+					if !s.TryAcquire(1) {
+						continue
+					}
+					v := observed.Add(1)
+					for m := maxSeen.Load(); v > m && !maxSeen.CompareAndSwap(m, v); m = maxSeen.Load() {
+					}
+					observed.Add(-1)
+					s.Release(1)
+				}
+			})
+		}
+		wg.Wait()
+		if maxSeen.Load() > 2 || s.Inflight() != 0 || s.Available() != 2 {
+			t.Fatalf("%d shards: max inflight %d, quiet inflight %d available %d", shards, maxSeen.Load(), s.Inflight(), s.Available())
+		}
 	}
 }

@@ -108,11 +108,13 @@ type tableShard[V any] struct {
 // the 16 slots of its two candidate buckets; a new key goes to the emptier
 // one. Eviction looks at those 16 slots only. So a new key can overflow
 // although the table is not full: when its shard holds its share, or when
-// its two buckets are full of live entries (TestTableLoad measures the first
-// such overflow at about 91-95% of a 100,000-entry table filled with keys
-// that never recover, and 99.7-99.9% filled after 100,000 distinct keys),
-// and a full table can overflow although recovered entries exist outside
-// the key's buckets. Neither ever evicts or resets a live entry.
+// its two buckets are full of live entries (TestTableLoad, filling a
+// one-shard table of 100,000 entries with keys that never recover, saw the
+// first such overflow at 90-97% of the capacity and the table full after
+// 10% more keys), or, rarely, when concurrent insertions take the last
+// free slots of its buckets first; and a full table can overflow although
+// recovered entries exist outside the key's buckets. None of these ever
+// evicts or resets a live entry.
 //
 // Memory: capacity·5/4 slots, each 12 bytes (key and pin count) plus the
 // size of V, so 15 bytes plus 1.25 times the size of V per entry of
@@ -262,7 +264,7 @@ func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	h := fixHash(maphash.String(t.seed, key))
 	_, b1, b2 := t.locate(h)
 	for {
-		r, st := find(b1, b2, h)
+		r, st := findSlot(b1, b2, h)
 		if st != probeBusy {
 			return r, st == probeFound
 		}
@@ -345,15 +347,15 @@ const (
 	probeBusy // the key's slot is held exclusively for the moment
 )
 
-// find pins the slot of h in b1 or b2.
-func find[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
-	if r, st := findIn(b1, h); st != probeMiss || b2 == b1 {
+// findSlot pins the slot of h in b1 or b2.
+func findSlot[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
+	if r, st := findInBucket(b1, h); st != probeMiss || b2 == b1 {
 		return r, st
 	}
-	return findIn(b2, h)
+	return findInBucket(b2, h)
 }
 
-func findIn[V any](b *bucket[V], h uint64) (Ref[V], probe) {
+func findInBucket[V any](b *bucket[V], h uint64) (Ref[V], probe) {
 	for i := range b.keys {
 		if b.keys[i].Load() != h {
 			continue
@@ -375,7 +377,7 @@ func findIn[V any](b *bucket[V], h uint64) (Ref[V], probe) {
 func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
 	sh, b1, b2 := t.locate(h)
 	for {
-		r, st := find(b1, b2, h)
+		r, st := findSlot(b1, b2, h)
 		switch st {
 		case probeFound:
 			return r, true
@@ -406,7 +408,7 @@ func (t *Table[V, P]) insert(sh *tableShard[V], b1, b2 *bucket[V], h uint64, now
 	if sh.reserve() {
 		// Emptier bucket first (two-choice placement keeps buckets level).
 		first, second := b1, b2
-		if empties(b2) > empties(b1) {
+		if freeSlots(b2) > freeSlots(b1) {
 			first, second = b2, b1
 		}
 		for _, b := range [2]*bucket[V]{first, second} {
@@ -470,7 +472,7 @@ func (sh *tableShard[V]) reserve() bool {
 	}
 }
 
-func empties[V any](b *bucket[V]) int {
+func freeSlots[V any](b *bucket[V]) int {
 	n := 0
 	for i := range b.keys {
 		if b.keys[i].Load() == 0 {

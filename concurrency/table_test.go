@@ -453,18 +453,20 @@ func TestTableModel(t *testing.T) {
 	})
 }
 
-// TestTableLoad fills tables of several sizes with keys that never recover
-// and reports how full they get before the first overflow: both buckets of
-// a key full while its shard still has room (a spurious overflow).
+// TestTableLoad fills one-shard tables with keys that never recover (10%
+// more keys than the capacity) and reports how full they get before the
+// first overflow, which is then spurious: both buckets of a key full while
+// the table still has room. After the extra keys the table must be at least
+// 99% full.
 func TestTableLoad(t *testing.T) {
 	for _, capacity := range []int{100, 10_000, 100_000} {
 		if capacity > 10_000 && tableRaceEnabled {
 			continue
 		}
-		tb := newTestTable(t, capacity)
+		tb := newTestTable(t, capacity, WithShards(1))
 		first := -1
 		buf := make([]byte, 0, 32)
-		for i := range capacity {
+		for i := range capacity * 11 / 10 {
 			r, ok := tb.GetBytes(strconv.AppendInt(buf[:0], int64(i), 10), 0)
 			if !ok {
 				if first < 0 {
@@ -476,9 +478,84 @@ func TestTableLoad(t *testing.T) {
 			r.Release()
 		}
 		s := tb.Stats()
-		t.Logf("capacity %d, %d shards: first overflow at %d entries, %d entries after %d distinct keys", capacity, len(tb.shards), first, s.Entries, capacity)
-		if s.Entries < int64(capacity)*98/100 {
-			t.Errorf("capacity %d: only %d entries after %d keys", capacity, s.Entries, capacity)
+		t.Logf("capacity %d: first overflow at %d entries (%.1f%%), %d entries (%.2f%%) after %d distinct keys",
+			capacity, first, 100*float64(first)/float64(capacity), s.Entries, 100*float64(s.Entries)/float64(capacity), capacity*11/10)
+		if s.Entries < int64(capacity)*99/100 {
+			t.Errorf("capacity %d: only %d entries", capacity, s.Entries)
 		}
 	}
+}
+
+// TestTablePublishResolvesDuplicates drives the duplicate check of an
+// insertion directly: two inserters of one key that missed each other must
+// end with exactly one published copy.
+func TestTablePublishResolvesDuplicates(t *testing.T) {
+	const h = uint64(0x5eed)
+	setup := func() (*Table[tstate, *tstate], *tableShard[tstate], *bucket[tstate], *bucket[tstate]) {
+		tb := newTestTable(t, 16, WithShards(1)) // three buckets: b1 != b2
+		sh, b1, b2 := tb.locate(h)
+		if b1 == b2 {
+			t.Fatal("candidate buckets coincide")
+		}
+		return tb, sh, b1, b2
+	}
+	hold := func(sh *tableShard[tstate], b *bucket[tstate], i int) {
+		if !b.pins[i].CompareAndSwap(0, pinLocked) {
+			t.Fatal("could not hold the slot")
+		}
+		sh.count.Add(1)
+	}
+	givesWay := func(name string, sh *tableShard[tstate], b *bucket[tstate], i int, st probe) {
+		if st != probeBusy || b.keys[i].Load() != 0 || b.pins[i].Load() != 0 || sh.count.Load() != 1 {
+			t.Fatalf("%s: status %v, slot key %x pins %d, count %d; want it emptied and released", name, st, b.keys[i].Load(), b.pins[i].Load(), sh.count.Load())
+		}
+	}
+
+	// A copy already published, even in a later slot: give way.
+	tb, sh, b1, b2 := setup()
+	b2.keys[6].Store(h)
+	sh.count.Add(1)
+	hold(sh, b1, 2)
+	_, st := tb.publish(sh, b1, b2, b1, 2, h)
+	givesWay("published later copy", sh, b1, 2, st)
+
+	// A copy held in an earlier slot: give way to it.
+	tb, sh, b1, b2 = setup()
+	hold(sh, b1, 0)
+	b1.keys[0].Store(h)
+	hold(sh, b2, 3)
+	_, st = tb.publish(sh, b1, b2, b2, 3, h)
+	givesWay("held earlier copy", sh, b2, 3, st)
+
+	// A copy held in a later slot: wait; if its holder gives way, publish.
+	tb, sh, b1, b2 = setup()
+	hold(sh, b2, 7)
+	b2.keys[7].Store(h)
+	hold(sh, b1, 1)
+	done := make(chan probe)
+	go func() {
+		r, st := tb.publish(sh, b1, b2, b1, 1, h)
+		if st == probeFound {
+			r.Release()
+		}
+		done <- st
+	}()
+	b2.keys[7].Store(0) // the later holder gives way
+	sh.count.Add(-1)
+	b2.pins[7].Add(-pinLocked)
+	if st := <-done; st != probeFound || b1.keys[1].Load() != h || b1.pins[1].Load() != 0 || sh.count.Load() != 1 {
+		t.Fatalf("after the later copy gave way: status %v, key %x, pins %d, count %d", st, b1.keys[1].Load(), b1.pins[1].Load(), sh.count.Load())
+	}
+
+	// A copy held in a later slot that gets published instead: give way.
+	tb, sh, b1, b2 = setup()
+	hold(sh, b2, 4)
+	b2.keys[4].Store(h)
+	hold(sh, b1, 5)
+	go func() {
+		_, st := tb.publish(sh, b1, b2, b1, 5, h)
+		done <- st
+	}()
+	b2.pins[4].Add(-pinLocked) // the later copy is published
+	givesWay("later copy published while waiting", sh, b1, 5, <-done)
 }

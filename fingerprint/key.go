@@ -52,7 +52,7 @@ func (c Category) AppendIP(dst []byte, ip ClientIP) []byte {
 }
 
 // AppendUser appends rl:{category}:user:{id}. The id is used as given:
-// hash it with AppendSecret's Hasher first if it is itself sensitive.
+// pass it through a Hasher first (Hasher.Sum) if it is itself sensitive.
 func (c Category) AppendUser(dst []byte, id string) []byte {
 	dst = append(dst, c.prefix...)
 	dst = append(dst, "user:"...)

@@ -201,9 +201,10 @@ func WithTiming(minSamples int, cv float64) TrackerOption {
 	})
 }
 
-// NewTracker returns a Tracker that holds state for at most capacity keys
-// (about 200 bytes each, preallocated). It returns an error for a
-// non-positive capacity or a bad option.
+// NewTracker returns a Tracker that holds state for at most capacity keys,
+// preallocating about 145 bytes per key of capacity (the table's slot and
+// 1.25 states). It returns an error for a non-positive capacity or a bad
+// option.
 func NewTracker(capacity int, opts ...TrackerOption) (*Tracker, error) {
 	c := trackerConfig{idle: 10 * time.Minute, weights: DefaultWeights(), minSamples: 8, cv: 0.5}
 	for _, o := range opts {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func mustTracker(t testing.TB, capacity int, opts ...TrackerOption) *Tracker {
@@ -196,5 +197,12 @@ func TestTrackerConcurrent(t *testing.T) {
 	sc, ok := tr.Peek("shared")
 	if !ok || sc.Agents != 4 || !(sc.Value >= 0 && sc.Value <= 1) {
 		t.Fatalf("%+v", sc)
+	}
+}
+
+// TestClientSignalsSize keeps NewTracker's memory statement true.
+func TestClientSignalsSize(t *testing.T) {
+	if per := 15 + unsafe.Sizeof(clientSignals{})*5/4; per > 145 {
+		t.Fatalf("%d bytes per key of capacity, documented 145", per)
 	}
 }

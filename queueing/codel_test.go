@@ -102,8 +102,8 @@ func TestCoDelQueue(t *testing.T) {
 		if !errors.Is(err, ErrCongested) || time.Since(start) != DefaultInterval {
 			t.Fatalf("after draining: %v after %v", err, time.Since(start))
 		}
-		if st := q.Stats(); st.Shed != 4 {
-			t.Fatalf("shed %d, want 4", st.Shed)
+		if st := q.Stats(); st.Shed != 4 || st.Congested != 4 {
+			t.Fatalf("stats %+v, want 4 shed by CoDel", st)
 		}
 		q.Release(1)
 		if sem.Inflight() != 0 {

@@ -17,6 +17,16 @@
 // the blocking forms read internal/clock and use timers, so they also run
 // under testing/synctest.
 //
+// # Virtual time
+//
+// Tests run a real Queue inside a testing/synctest bubble: clock.Now and
+// the waiters' timers follow the bubble's fake clock, so the decisions are
+// those of production, without sleeping. A simulator with its own event
+// loop composes the pure parts instead, each taking now and reading no
+// clock: CoDel (Empty whenever its model queue is empty, Standing to choose
+// LIFO or FIFO, Deadline to schedule when a waiter is shed), Share for the
+// priority cut-off, and Pacer.ReserveAt for pacing.
+//
 // Pacer is the other half of backpressure: a leaky bucket that lets work
 // out at an exact rate with no bursts.
 //

@@ -18,7 +18,8 @@ func (e shedError) Is(target error) bool { return target == ErrShed }
 
 var (
 	// ErrQueueFull: the queue (or the share of it open to the request's
-	// priority) is full, and no lower-priority waiter could be displaced.
+	// priority) is full, and the request would be served after every
+	// waiter, so it is the one shed.
 	ErrQueueFull error = shedError("queueing: queue full")
 	// ErrTimeout: the request waited its max wait (WithMaxWait) without
 	// getting a permit.
@@ -30,8 +31,9 @@ var (
 	// ErrDeadline: the request's context deadline falls before its expected
 	// turn (WithDeadlineAware), so it was rejected without waiting.
 	ErrDeadline error = shedError("queueing: deadline falls before expected turn")
-	// ErrDisplaced: a higher-priority request took the waiter's place in a
-	// full queue.
+	// ErrDisplaced: a newcomer took the waiter's place in a full queue:
+	// one of higher priority, or under LIFO one of equal priority (the
+	// oldest waiter is the one served last, and the likeliest abandoned).
 	ErrDisplaced error = shedError("queueing: displaced by higher priority")
 )
 

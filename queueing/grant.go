@@ -19,7 +19,7 @@ func (q *Queue) grantLocked(now int64) {
 		if !q.rulesOKLocked(w.lane, w.n) {
 			return true
 		}
-		if !q.adm.TryAcquire(w.n) {
+		if !q.tryAdm(w.n) {
 			q.blocked = w
 			return false
 		}
@@ -57,7 +57,7 @@ func (q *Queue) lifoLocked(now int64) bool {
 
 // admitLocked takes n units for lane l if its share and the Admitter allow.
 func (q *Queue) admitLocked(l lane, n int64) bool {
-	if !q.rulesOKLocked(l, n) || !q.adm.TryAcquire(n) {
+	if !q.rulesOKLocked(l, n) || !q.tryAdm(n) {
 		return false
 	}
 	q.accountLocked(l, n)
@@ -120,7 +120,7 @@ func (q *Queue) leaveLocked(w *waiter, now int64) {
 func (q *Queue) dropLocked(w *waiter, now int64, err error) {
 	q.leaveLocked(w, now)
 	if err != ErrClosed {
-		q.stats.Shed++
+		q.countShedLocked(err)
 	}
 	w.state, w.err = shed, err
 	w.ready <- struct{}{}

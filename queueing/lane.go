@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // Lane is a way into a Queue with a fixed priority and partition. Permits
@@ -55,7 +53,7 @@ func (l Lane) Acquire(ctx context.Context, n int64) error {
 		return err
 	}
 	q := l.q
-	if !q.locked && q.nwait.Load() == 0 && q.adm.TryAcquire(n) {
+	if !q.locked && q.nwait.Load() == 0 && q.tryAdm(n) {
 		return nil
 	}
 	return q.acquireSlow(ctx, l.l, n)
@@ -74,14 +72,14 @@ func (l Lane) TryAcquire(n int64) bool {
 	}
 	q := l.q
 	if !q.locked && q.nwait.Load() == 0 {
-		return q.adm.TryAcquire(n)
+		return q.tryAdm(n)
 	}
 	q.mu.Lock()
 	defer q.unlock()
 	if q.closed {
 		return false
 	}
-	now := clock.Now()
+	now := q.now()
 	q.grantLocked(now)
 	return q.mayPassLocked(l.l, now) && q.admitLocked(l.l, n)
 }
@@ -101,7 +99,7 @@ func (l Lane) Release(n int64) {
 	if !q.locked && q.nwait.Load() == 0 {
 		// Nobody waits: give the units straight back. A waiter arriving
 		// meanwhile is woken by the Admitter's capacity hook.
-		q.adm.Release(n)
+		q.releaseAdm(n)
 		return
 	}
 	q.mu.Lock()
@@ -109,8 +107,8 @@ func (l Lane) Release(n int64) {
 	q.accountLocked(l.l, -n)
 	// Released and re-acquired for the next waiter under the lock: no queue
 	// caller can slip in between, and a limit lowered meanwhile is obeyed.
-	q.adm.Release(n)
-	q.grantLocked(clock.Now())
+	q.releaseAdm(n)
+	q.grantLocked(q.now())
 }
 
 func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
@@ -122,7 +120,7 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 		q.unlock()
 		return ErrClosed
 	}
-	now := clock.Now()
+	now := q.now()
 	q.grantLocked(now)
 	if q.mayPassLocked(l, now) && q.admitLocked(l, n) {
 		q.nwait.Add(-1)
@@ -131,7 +129,7 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 	}
 	if err := q.joinLocked(ctx, l, n, now); err != nil {
 		q.nwait.Add(-1)
-		q.stats.Shed++
+		q.countShedLocked(err)
 		q.unlock()
 		return err
 	}
@@ -150,7 +148,7 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 
 // joinLocked decides whether a request that cannot be admitted now may
 // wait: the deadline check, then the graded length cut-off, which may
-// displace a waiter of strictly lower priority.
+// displace the waiter that would be served last.
 func (q *Queue) joinLocked(ctx context.Context, l lane, n int64, now int64) error {
 	if q.cfg.deadlineAware {
 		if dl, ok := ctx.Deadline(); ok {
@@ -163,7 +161,11 @@ func (q *Queue) joinLocked(ctx context.Context, l lane, n int64, now int64) erro
 	if q.line.len < Share(l.prio, q.cfg.maxLen) {
 		return nil
 	}
-	if v := q.line.lowest(); v != nil && v.lane.prio < l.prio {
+	// Full for this priority: whoever would be served last is shed. That
+	// is the newcomer, unless a waiter of lower priority exists, or under
+	// LIFO the oldest waiter of equal priority (served after the newcomer).
+	lifo := q.lifoLocked(now)
+	if v := q.line.last(lifo); v != nil && (v.lane.prio < l.prio || (v.lane.prio == l.prio && lifo)) {
 		q.dropLocked(v, now, ErrDisplaced)
 		return nil
 	}
@@ -186,7 +188,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, expiry, now int64) error {
 		case <-ctx.Done():
 			q.mu.Lock()
 			if w.state == queued {
-				now := clock.Now()
+				now := q.now()
 				q.leaveLocked(w, now)
 				q.stats.Cancelled++
 				q.grantLocked(now) // w may have blocked smaller waiters
@@ -208,11 +210,11 @@ func (q *Queue) wait(ctx context.Context, w *waiter, expiry, now int64) error {
 				<-w.ready
 				return w.err
 			}
-			now := clock.Now()
+			now := q.now()
 			expiry, err := q.expiryLocked(w)
 			if now >= expiry {
 				q.leaveLocked(w, now)
-				q.stats.Shed++
+				q.countShedLocked(err)
 				q.grantLocked(now)
 				q.unlock()
 				return err

@@ -101,10 +101,14 @@ func (l *line) compact() {
 	l.buckets = l.buckets[:j]
 }
 
-// lowest returns the newest waiter of the lowest priority, or nil.
-func (l *line) lowest() *waiter {
+// last returns the waiter that would be served last, or nil: of the
+// lowest priority, the newest, or the oldest when lifo.
+func (l *line) last(lifo bool) *waiter {
 	for i := len(l.buckets) - 1; i >= 0; i-- {
 		if b := l.buckets[i]; b.len > 0 {
+			if lifo {
+				return b.head
+			}
 			return b.tail
 		}
 	}

@@ -39,8 +39,9 @@ func (p Priority) String() string {
 // the first two thirds, and levels below Sheddable never wait. That is
 // Share = maxLen * (p+1) / 3, bounded to [0, maxLen].
 //
-// A request turned away by the cut-off may still displace a waiter of
-// strictly lower priority (see Queue). Share is a pure function.
+// A request turned away by the cut-off may still displace the waiter that
+// would be served last, when that one has lower priority (see Queue).
+// Share is a pure function.
 func Share(p Priority, maxLen int) int {
 	switch {
 	case p >= Critical:

@@ -72,7 +72,7 @@ func TestPriorities(t *testing.T) {
 		if sem.Inflight() != 0 || q.Len() != 0 {
 			t.Fatalf("inflight %d len %d", sem.Inflight(), q.Len())
 		}
-		if st := q.Stats(); st.Shed != 2 || st.Granted != 3 {
+		if st := q.Stats(); st.Shed != 2 || st.QueueFull != 1 || st.Displaced != 1 || st.Granted != 3 {
 			t.Fatalf("stats %+v", st)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
@@ -27,7 +28,11 @@ const closedBias = 1 << 40
 // LIFO (WithOrder). With WithReserve or WithPartition a waiter that its
 // share does not allow yet is passed over by those behind it (the one
 // explicit exception to strict order); otherwise a waiter that does not fit
-// blocks those behind it, so large requests are not starved. The queue
+// blocks those behind it, so large requests are not starved. When the
+// queue (or the share of it open to a priority, see Share) is full, the
+// request that would be served last is shed: the newcomer with
+// ErrQueueFull, or, when the last in line has lower priority or the order
+// is LIFO at the moment, that waiter with ErrDisplaced. The queue
 // re-examines its waiters at every event it sees: an arrival, a release
 // through it, a cancellation, a timeout, and, through the capacity hook, a
 // release on the Admitter or a limit increase. A limit decrease is not
@@ -36,8 +41,9 @@ const closedBias = 1 << 40
 //
 // When the queue is not configured with reserves or partitions and nobody
 // waits, Acquire, TryAcquire and Release take no lock and allocate nothing:
-// they cost one atomic load on top of the Admitter. A waiting Acquire
-// allocates its waiter.
+// they cost one atomic load on top of the Admitter, and the capacity hook
+// costs the Admitter's Release one call and one atomic load. A waiting
+// Acquire allocates its waiter.
 //
 // A Queue is safe for concurrent use. The zero value is not usable; call
 // New. Close sheds the waiters and detaches the queue from the Admitter.
@@ -53,8 +59,10 @@ type Queue struct {
 	dirty atomic.Bool
 
 	adm    Admitter
+	sem    *concurrency.Semaphore // adm, when it is one: a direct call on the fast path
 	lim    limitReader
 	locked bool // reserves or partitions: every call takes the lock
+	timed  bool // some rule depends on time: read the clock on slow paths
 	cfg    config
 	hooked capacityNotifier
 	def    Lane
@@ -71,14 +79,25 @@ type Queue struct {
 	stats   Stats
 }
 
+// The Semaphore is the Admitter a Queue is built for.
+var (
+	_ Admitter         = (*concurrency.Semaphore)(nil)
+	_ capacityNotifier = (*concurrency.Semaphore)(nil)
+	_ limitReader      = (*concurrency.Semaphore)(nil)
+)
+
 // Stats is a snapshot of a Queue's counters.
 type Stats struct {
 	// Waiting is the number of queued waiters.
 	Waiting int
 	// Granted counts waiters that got a permit after waiting.
 	Granted uint64
-	// Shed counts requests the queue turned away or dropped (ErrShed).
+	// Shed counts requests the queue turned away or dropped (ErrShed);
+	// the five counters after it split it by reason.
 	Shed uint64
+	// QueueFull, TimedOut, Congested, DeadlineRejected and Displaced count
+	// ErrQueueFull, ErrTimeout, ErrCongested, ErrDeadline and ErrDisplaced.
+	QueueFull, TimedOut, Congested, DeadlineRejected, Displaced uint64
 	// Cancelled counts waiters whose context ended while queued.
 	Cancelled uint64
 }
@@ -100,6 +119,7 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 		}
 	}
 	q := &Queue{adm: adm, cfg: cfg}
+	q.sem, _ = adm.(*concurrency.Semaphore)
 	q.def = Lane{q: q, l: lane{prio: Critical, part: -1}}
 	if cfg.reserve > 0 || len(cfg.partitions) > 0 {
 		lim, ok := adm.(limitReader)
@@ -118,8 +138,16 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 		}
 		q.codel, _ = NewCoDel(target, interval) // validated by WithCoDel
 	}
+	q.timed = q.codel != nil || cfg.maxWait > 0 || cfg.deadlineAware
 	if cn, ok := adm.(capacityNotifier); ok {
-		if err := cn.OnCapacity(q.kick); err != nil {
+		// A func literal, not the method value q.kick: one call less on
+		// every release of the Admitter.
+		hook := func() {
+			if q.nwait.Load() != 0 {
+				q.kick()
+			}
+		}
+		if err := cn.OnCapacity(hook); err != nil {
 			return nil, fmt.Errorf("queueing: registering the capacity hook: %w", err)
 		}
 		q.hooked = cn
@@ -129,15 +157,62 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 
 // Acquire waits for n units at priority Critical outside any partition; it
 // is shorthand for the default Lane's Acquire. See Lane.Acquire.
-func (q *Queue) Acquire(ctx context.Context, n int64) error { return q.def.Acquire(ctx, n) }
+func (q *Queue) Acquire(ctx context.Context, n int64) error {
+	// The fast path, small enough to inline; everything else in Lane.
+	if n > 0 && !q.locked && q.nwait.Load() == 0 && ctx.Err() == nil {
+		if q.sem != nil {
+			if q.sem.TryAcquire(n) { // inlined: no call
+				return nil
+			}
+		} else if q.adm.TryAcquire(n) {
+			return nil
+		}
+	}
+	return q.def.Acquire(ctx, n)
+}
 
 // TryAcquire admits n units at priority Critical if that is possible
 // without waiting; see Lane.TryAcquire.
-func (q *Queue) TryAcquire(n int64) bool { return q.def.TryAcquire(n) }
+func (q *Queue) TryAcquire(n int64) bool {
+	if n > 0 && !q.locked && q.nwait.Load() == 0 {
+		if q.sem != nil {
+			return q.sem.TryAcquire(n) // inlined: no call
+		}
+		return q.adm.TryAcquire(n)
+	}
+	return q.def.TryAcquire(n)
+}
 
 // Release gives back n units taken with Acquire or TryAcquire; see
 // Lane.Release.
-func (q *Queue) Release(n int64) { q.def.Release(n) }
+func (q *Queue) Release(n int64) {
+	if n > 0 && !q.locked && q.nwait.Load() == 0 {
+		if q.sem != nil {
+			q.sem.Release(n)
+		} else {
+			q.adm.Release(n)
+		}
+		return
+	}
+	q.def.Release(n)
+}
+
+// tryAdm and releaseAdm call the Semaphore directly when adm is one,
+// sparing the fast path an interface call.
+func (q *Queue) tryAdm(n int64) bool {
+	if q.sem != nil {
+		return q.sem.TryAcquire(n)
+	}
+	return q.adm.TryAcquire(n)
+}
+
+func (q *Queue) releaseAdm(n int64) {
+	if q.sem != nil {
+		q.sem.Release(n)
+		return
+	}
+	q.adm.Release(n)
+}
 
 // Len returns the number of queued waiters.
 func (q *Queue) Len() int {
@@ -167,7 +242,7 @@ func (q *Queue) Close() error {
 	}
 	q.closed = true
 	q.nwait.Add(closedBias)
-	now := clock.Now()
+	now := q.now()
 	q.line.each(false, func(w *waiter) bool {
 		q.dropLocked(w, now, ErrClosed)
 		return true
@@ -179,15 +254,38 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// kick is the capacity hook: it runs on the goroutine that released
-// capacity, must not block, and so only try-locks. When the lock is busy it
+// countShedLocked books one request shed with err.
+func (q *Queue) countShedLocked(err error) {
+	q.stats.Shed++
+	switch err {
+	case ErrQueueFull:
+		q.stats.QueueFull++
+	case ErrTimeout:
+		q.stats.TimedOut++
+	case ErrCongested:
+		q.stats.Congested++
+	case ErrDeadline:
+		q.stats.DeadlineRejected++
+	case ErrDisplaced:
+		q.stats.Displaced++
+	}
+}
+
+// kick is the capacity hook, called when someone waits: it runs on the
+// goroutine that released capacity, must not block, and so only try-locks. When the lock is busy it
 // leaves dirty set, and the holder grants again after unlocking.
 func (q *Queue) kick() {
-	if q.nwait.Load() == 0 {
-		return
-	}
 	q.dirty.Store(true)
 	q.drain()
+}
+
+// now reads the clock when a rule needs the time, and returns 0 otherwise:
+// a clock read can cost more than the whole grant.
+func (q *Queue) now() int64 {
+	if q.timed {
+		return clock.Now()
+	}
+	return 0
 }
 
 // unlock releases the lock and serves any capacity signalled meanwhile.
@@ -207,7 +305,7 @@ func (q *Queue) drain() {
 		if !q.mu.TryLock() {
 			return
 		}
-		q.grantLocked(clock.Now())
+		q.grantLocked(q.now())
 		q.mu.Unlock()
 	}
 }

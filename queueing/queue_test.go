@@ -183,7 +183,7 @@ func TestMaxLength(t *testing.T) {
 		if !errors.Is(err, ErrQueueFull) || !errors.Is(err, ErrShed) {
 			t.Fatalf("third waiter: got %v, want ErrQueueFull (an ErrShed)", err)
 		}
-		if st := q.Stats(); st.Shed != 1 || st.Waiting != 2 {
+		if st := q.Stats(); st.Shed != 1 || st.QueueFull != 1 || st.Waiting != 2 {
 			t.Fatalf("stats %+v", st)
 		}
 		a.cancel()
@@ -209,8 +209,8 @@ func TestMaxWait(t *testing.T) {
 		if waited := time.Since(start); waited != 50*time.Millisecond {
 			t.Fatalf("waited %v, want exactly 50ms", waited)
 		}
-		if q.Len() != 0 || sem.Inflight() != 1 {
-			t.Fatalf("len %d inflight %d after a timeout", q.Len(), sem.Inflight())
+		if q.Len() != 0 || sem.Inflight() != 1 || q.Stats().TimedOut != 1 {
+			t.Fatalf("len %d inflight %d stats %+v after a timeout", q.Len(), sem.Inflight(), q.Stats())
 		}
 		q.Release(1)
 	})
@@ -346,8 +346,8 @@ func TestDeadlineAware(t *testing.T) {
 		if err := q.Acquire(ctx, 1); !errors.Is(err, ErrDeadline) {
 			t.Fatalf("got %v, want ErrDeadline", err)
 		}
-		if time.Since(start) != 0 {
-			t.Fatal("ErrDeadline should come at once")
+		if time.Since(start) != 0 || q.Stats().DeadlineRejected != 1 {
+			t.Fatal("ErrDeadline should come at once, and be counted")
 		}
 		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
 		defer cancel2()
@@ -390,4 +390,104 @@ func equal(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// bareAdmitter has no capacity hook and no Limit: the queue still works,
+// woken only by releases made through it.
+type bareAdmitter struct{ s *concurrency.Semaphore }
+
+func (b bareAdmitter) TryAcquire(n int64) bool { return b.s.TryAcquire(n) }
+func (b bareAdmitter) Release(n int64)         { b.s.Release(n) }
+
+func TestAdmitterWithoutHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sem, _ := concurrency.NewSemaphore(1)
+		q := newQueue(t, bareAdmitter{sem})
+		q.TryAcquire(1)
+		a := goAcquire(context.Background(), q.def, 1)
+		b := goAcquire(context.Background(), q.def, 1)
+		sem.SetLimit(2) // not signalled: nobody is woken yet
+		synctest.Wait()
+		if a.finished() {
+			t.Fatal("woken without a hook?")
+		}
+		q.Release(1) // a release through the queue serves both now
+		synctest.Wait()
+		if !a.finished() || !b.finished() || a.err != nil || b.err != nil {
+			t.Fatal("waiters not served after a release through the queue")
+		}
+		q.Release(1)
+		q.Release(1)
+		if sem.Inflight() != 0 {
+			t.Fatal("leak")
+		}
+		// The hook stays free for someone else.
+		if err := sem.OnCapacity(func() {}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The same handoff through a plain *Semaphore, the direct-call path.
+func TestHandoffOnPlainSemaphore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sem, _ := concurrency.NewSemaphore(2)
+		q := newQueue(t, sem)
+		q.TryAcquire(2)
+		var calls []*call
+		for range 4 {
+			calls = append(calls, goAcquire(context.Background(), q.def, 1))
+		}
+		for i := range calls {
+			q.Release(1)
+			synctest.Wait()
+			for j, c := range calls {
+				if c.finished() != (j <= i) {
+					t.Fatalf("after %d releases waiter %d finished=%v", i+1, j, c.finished())
+				}
+			}
+		}
+		q.Release(2)
+		if sem.Inflight() != 0 || q.Stats().Granted != 4 {
+			t.Fatalf("inflight %d, stats %+v", sem.Inflight(), q.Stats())
+		}
+	})
+}
+
+// Under LIFO a full queue sheds its oldest waiter for a newcomer of equal
+// priority; under FIFO it turns the newcomer away.
+func TestFullQueueShedsTheLastServed(t *testing.T) {
+	for _, tc := range []struct {
+		order       Order
+		displaced   bool
+		newcomerErr error
+	}{
+		{FIFO, false, ErrQueueFull},
+		{LIFO, true, nil},
+	} {
+		t.Run(tc.order.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sem := newSem(t, 1)
+				q := newQueue(t, sem, WithOrder(tc.order), WithMaxLength(2))
+				q.TryAcquire(1)
+				old := goAcquire(context.Background(), q.def, 1)
+				mid := goAcquire(context.Background(), q.def, 1)
+				late := goAcquire(context.Background(), q.def, 1)
+				if got := errors.Is(old.err, ErrDisplaced); got != tc.displaced {
+					t.Fatalf("oldest waiter displaced = %v (err %v), want %v", got, old.err, tc.displaced)
+				}
+				if tc.newcomerErr != nil && !errors.Is(late.err, tc.newcomerErr) {
+					t.Fatalf("newcomer: %v, want %v", late.err, tc.newcomerErr)
+				}
+				for _, c := range []*call{old, mid, late} {
+					c.cancel()
+				}
+				synctest.Wait()
+				q.Release(1)
+				if sem.Inflight() != 0 || q.Len() != 0 {
+					t.Fatal("leak")
+				}
+			})
+		})
+	}
 }

@@ -1,7 +1,12 @@
 package store_test
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/clock"
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -19,4 +24,26 @@ func TestZeroMemoryConformance(t *testing.T) {
 // set: it must pass every call through unchanged.
 func TestFaultyConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return storetest.NewFaulty(store.NewMemory()) })
+}
+
+// serverClock is a Memory that decides on its own clock, like a network
+// store on its server's: it ignores Request.Now and the now of Release.
+type serverClock struct{ *store.Memory }
+
+func (s serverClock) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	r := *req
+	r.Now = clock.Now()
+	return s.Memory.Decide(ctx, &r, res)
+}
+
+func (s serverClock) Release(ctx context.Context, l store.Lease, _ int64) error {
+	return s.Memory.Release(ctx, l, clock.Now())
+}
+
+// TestServerTimeConformance runs the harness's server-time mode (real
+// sleeps instead of a controlled now) on a Memory that reads its own clock,
+// inside a synctest bubble, where the sleeps take no real time.
+func TestServerTimeConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) store.Store { return serverClock{store.NewMemory()} },
+		storetest.WithServerTime(400*time.Millisecond), storetest.WithWrapper(synctest.Test))
 }

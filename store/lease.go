@@ -20,12 +20,6 @@ const (
 	seqMask   = (sharedBit - 1) &^ slotMask
 )
 
-// reclaimExtra is how many expired leases a call reclaims beyond the ones it
-// needs: each call adds at most one lease, so reclaiming at least one more
-// than it adds keeps the list free of expired leases without a sweeper
-// goroutine, in bounded work per call.
-const reclaimExtra = 4
-
 // leaseState is the per-key state of a Concurrency limit in a Memory store:
 // the permits held and the live leases, kept in a list ordered by expiry so
 // that expired leases are found at its head in O(1).
@@ -34,8 +28,8 @@ const reclaimExtra = 4
 // must change together with the permit count, and the expiry order needs a
 // list. The lock is per key and held for a few dozen instructions (longer
 // only when a rejection computes its RetryAfter, or a call reclaims many
-// expired leases at once, both bounded by the limit). Rate limits take no
-// lock.
+// expired leases at once: both bounded by the limit, the second amortized
+// O(1) per lease). Rate limits take no lock.
 //
 // The zero value is fresh. Slots are allocated as the number of leases held
 // at once grows (a slice append, amortized) and kept across Reset, so a key
@@ -95,17 +89,12 @@ func (l *leaseLimit) unlink(s *leaseState, i int32) {
 	s.free = i
 }
 
-// reclaim frees expired leases from the head of the list: all those needed
-// for need more permits to fit, plus up to reclaimExtra more.
-func (l *leaseLimit) reclaim(s *leaseState, now, need int64) {
-	extra := reclaimExtra
+// reclaim frees every expired lease, from the head of the list. Each lease
+// is reclaimed once, so this is amortized O(1) per acquisition, and one call
+// reclaims at most Limit leases (the most a key holds); no sweeper goroutine
+// is needed, and Remaining is always exact.
+func (l *leaseLimit) reclaim(s *leaseState, now int64) {
 	for s.head != 0 && l.at(s, s.head).expires <= now {
-		if s.inflight+need <= l.limit {
-			if extra == 0 {
-				return
-			}
-			extra--
-		}
 		l.unlink(s, s.head)
 	}
 }
@@ -124,7 +113,7 @@ func (l *leaseLimit) view(s *leaseState, now int64) concurrency.Decision {
 func (l *leaseLimit) acquire(s *leaseState, now, cost int64, shared bool) (concurrency.Decision, uint64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l.reclaim(s, now, min(cost, l.limit))
+	l.reclaim(s, now)
 	d := l.view(s, now)
 	switch {
 	case cost == 0:
@@ -204,7 +193,7 @@ func (l *leaseLimit) release(s *leaseState, id uint64, now int64) bool {
 			l.unlink(s, i)
 		}
 	}
-	l.reclaim(s, now, 0)
+	l.reclaim(s, now)
 	return held
 }
 

@@ -18,14 +18,16 @@ import (
 // Rate limits (TokenBucket, FixedWindow, SlidingWindow, SlidingLog) take no
 // lock: a decision pins the key's entry and runs the concurrency package's
 // lock-free algorithm on it, one CAS loop per hit. Concurrency limits take a
-// short lock per key (see Lease). Deciding a warm key allocates nothing; a
+// short lock per key: a lease is several words (ID, expiry, cost, its place
+// in the key's expiry-ordered list) that must change together with the
+// key's permit count. Deciding a warm key allocates nothing; a
 // key's first SlidingLog admission allocates its ring and a key's
 // concurrency slots grow with the leases it holds at once.
 //
 // Memory decides at Request.Now, so the same code runs in real time, in a
 // simulation's virtual time and under testing/synctest. It has no
-// goroutine: expired leases are reclaimed by the calls that meet them, in
-// bounded work. It never blocks and ignores the contexts it is given; it
+// goroutine: expired leases are reclaimed by the calls that meet them (at
+// most Limit leases in one call, amortized O(1) per lease). It never blocks and ignores the contexts it is given; it
 // never returns ErrUnavailable.
 //
 // A Memory is safe for concurrent use; Register may run concurrently with
@@ -127,6 +129,9 @@ func (m *Memory) lookup(id LimitID) memLimit {
 // names a limit this store did not register, or has a negative Now. It does
 // not allocate for a warm key.
 func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Decide needs a request and a result")
+	}
 	if err := req.Check(); err != nil {
 		return err
 	}

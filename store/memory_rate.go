@@ -22,13 +22,21 @@ type rateLimit[S any, P interface {
 	*S
 	Reset()
 }, A rateAlgo[S]] struct {
-	algo   A
-	table  *concurrency.Table[S, P]
-	share  bool
-	limit  int64
-	b      built
-	shared S // OverflowShare's state for keys that do not fit
+	algo  A
+	table *concurrency.Table[S, P]
+	share bool
+	limit int64
+	b     built
+	// shared is OverflowShare's state for keys that do not fit. A key flood
+	// writes it from every core: the padding keeps those writes off the
+	// line of the read-only fields above, which every decision reads.
+	_      [cacheLine]byte
+	shared S
 }
+
+// cacheLine is the padding unit (as in package concurrency: 128 bytes
+// covers adjacent-line prefetching).
+const cacheLine = 128
 
 func newRateLimit[S any, P interface {
 	*S
@@ -89,6 +97,7 @@ type leaseTable struct {
 	table  *concurrency.Table[leaseState, *leaseState]
 	share  bool
 	b      built
+	_      [cacheLine]byte // see rateLimit.shared
 	shared leaseState
 }
 

@@ -21,8 +21,9 @@ type Hit struct {
 	Limit LimitID
 	// Key is the identity the limit counts for (an IP, a user, a tenant;
 	// "" is a valid key, for a global limit). It must already be hashed by
-	// the caller when it derives from a secret: stores keep it, and a
-	// network store writes it into key names.
+	// the caller when it derives from a secret: a network store writes it
+	// into its key names (Memory keeps only a keyed 64-bit hash of it, and
+	// a Lease carries it back to the caller).
 	Key string
 	// Cost is how many units the request takes: tokens, window admissions
 	// or permits. Zero charges nothing and reports the state (no lease);
@@ -36,10 +37,11 @@ type Hit struct {
 // value meant to be reused (for example inside a pooled per-request object)
 // so that deciding allocates nothing.
 type Request struct {
-	// Now is the time of the decision in monotonic nanoseconds (see
-	// internal clock.Now): Memory decides at Now. A network store ignores it
-	// and uses its server's clock, so that instances with different clocks
-	// share one timeline.
+	// Now is the time of the decision in nanoseconds on a monotonic clock,
+	// read once per request by the caller (the same now the concurrency
+	// package's decision methods take); it must not be negative. Memory
+	// decides at Now. A network store ignores it and uses its server's
+	// clock, so that instances with different clocks share one timeline.
 	Now int64
 	// Hits are the limits, Hits[:N], decided in this order.
 	Hits [MaxHits]Hit
@@ -84,8 +86,10 @@ type Lease struct {
 	Limit LimitID
 	Key   string
 	// ID identifies the lease within that state; it is never 0 for a held
-	// lease and never repeats for one key while the store runs. Its layout
-	// belongs to the store.
+	// lease. Its layout belongs to the store. (Memory numbers the leases of
+	// one key's state in sequence from a random start, so a stale lease
+	// matches a later one of the same key only by a chance of about 2^-39
+	// after the state was evicted and made anew.)
 	ID uint64
 	// Cost is the number of permits held.
 	Cost int64
@@ -123,6 +127,8 @@ type Result struct {
 	// Decider is the index of the hit that decided: the first one that
 	// rejected, or, when Allowed, the one with the fewest Remaining (the
 	// first of those on a tie), whose decision a response would report.
+	// A rejection's RetryAfter is the decider's own: hits after it were not
+	// evaluated, and one of them may still reject the retry.
 	Decider int
 	// N is the number of hits evaluated, Hits[:N]. Stores stop at the first
 	// rejection, so N is Decider+1 when the request is rejected and the

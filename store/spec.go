@@ -47,7 +47,12 @@ func (a Algorithm) String() string {
 }
 
 // DefaultCapacity is the number of keys a Memory store holds per limit when
-// Spec.Capacity is zero.
+// Spec.Capacity is zero. A Memory store preallocates each limit's table:
+// about 1.25·Capacity·(12 + state) bytes, where the state is 8 bytes for
+// TokenBucket, FixedWindow and SlidingWindow, 16 for SlidingLog (plus a ring
+// of 16·Limit bytes per key that has been admitted) and 64 for Concurrency
+// (plus 32 bytes per lease a key has held at once). At DefaultCapacity that
+// is 1.6 MiB for a token bucket, 5.9 MiB for a concurrency limit.
 const DefaultCapacity = 1 << 16
 
 // MaxLeaseLimit is the largest Limit of a Concurrency spec: 2^24 permits per
@@ -84,9 +89,15 @@ type Spec struct {
 	// table is full of live keys: reject it (concurrency.OverflowReject,
 	// the default) or count it on one state shared by all such keys
 	// (concurrency.OverflowShare). Either way HitResult.Overflow reports it.
+	// The shared state is bounded like any key's. A key counted there that
+	// later finds room in the table starts fresh in its own entry, so across
+	// that move one key can get up to twice its limit in a window.
 	Overflow concurrency.Overflow
 	// LeaseTTL is how long a Concurrency lease holds its permits unless
-	// released earlier (only, and required, for Concurrency).
+	// released earlier (only, and required, for Concurrency). Set it above
+	// the longest time a holder may legitimately run (such as the request
+	// timeout): a lease that lapses while its holder still runs hands its
+	// permits to others, and the limit is exceeded until the holder ends.
 	LeaseTTL time.Duration
 }
 

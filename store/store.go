@@ -12,8 +12,11 @@ import "context"
 // ErrUnavailable. Memory never blocks and ignores ctx.
 //
 // A network implementation must decide a Request in one round trip with
-// one atomic server-side evaluation (for Redis: one script call over keys
-// that share one hash slot), on the server's clock.
+// one atomic server-side evaluation (for Redis: one script call), on the
+// server's clock. One Request may name unrelated keys (an IP and an
+// account), so a server that shards keys must place every key a Request
+// can name in one shard (on Redis Cluster: one hash tag for the store's
+// keys), or it cannot decide them atomically.
 type Store interface {
 	// Register validates spec and adds it to the store's limits, returning
 	// the LimitID that requests use. Names are unique per store. Errors

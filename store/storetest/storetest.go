@@ -19,6 +19,7 @@ type Option interface{ apply(*config) }
 type config struct {
 	serverTime bool
 	wait       time.Duration
+	wrap       func(t *testing.T, body func(t *testing.T))
 }
 
 type serverTimeOption time.Duration
@@ -32,6 +33,16 @@ func (o serverTimeOption) apply(c *config) { c.serverTime, c.wait = true, time.D
 // real, at most about maxWait per test, with windows and TTLs of maxWait/4.
 // A maxWait of zero skips those tests.
 func WithServerTime(maxWait time.Duration) Option { return serverTimeOption(maxWait) }
+
+type wrapOption func(t *testing.T, body func(t *testing.T))
+
+func (o wrapOption) apply(c *config) { c.wrap = o }
+
+// WithWrapper runs the body of every subtest through wrap, which must call
+// body once with a *testing.T that belongs to the subtest: for example
+// synctest.Test, so that the sleeps of WithServerTime take no real time for
+// a store that reads a clock which follows the bubble's.
+func WithWrapper(wrap func(t *testing.T, body func(t *testing.T))) Option { return wrapOption(wrap) }
 
 // Run runs the conformance tests on the Store that newStore returns; it
 // calls newStore once per subtest, for a store in which no limit is
@@ -50,25 +61,33 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	h := func(t *testing.T) *harness {
-		return &harness{t: t, s: newStore(t), cfg: cfg, now: int64(1) << 40}
+	if cfg.wrap == nil {
+		cfg.wrap = func(t *testing.T, body func(t *testing.T)) { body(t) }
+	}
+	// run runs one subtest on a fresh store.
+	run := func(t *testing.T, name string, test func(h *harness)) {
+		t.Run(name, func(t *testing.T) {
+			cfg.wrap(t, func(t *testing.T) {
+				test(&harness{t: t, s: newStore(t), cfg: cfg, now: int64(1) << 40})
+			})
+		})
 	}
 	for _, alg := range algorithms {
-		t.Run("limit/"+alg.String(), func(t *testing.T) { testLimit(h(t), alg) })
-		t.Run("cost/"+alg.String(), func(t *testing.T) { testCost(h(t), alg) })
-		t.Run("retry/"+alg.String(), func(t *testing.T) { testRetry(h(t), alg) })
-		t.Run("concurrent/"+alg.String(), func(t *testing.T) { testConcurrent(h(t), alg) })
+		run(t, "limit/"+alg.String(), func(h *harness) { testLimit(h, alg) })
+		run(t, "cost/"+alg.String(), func(h *harness) { testCost(h, alg) })
+		run(t, "retry/"+alg.String(), func(h *harness) { testRetry(h, alg) })
+		run(t, "concurrent/"+alg.String(), func(h *harness) { testConcurrent(h, alg) })
 		for _, second := range algorithms {
 			name := "all_or_nothing/" + alg.String() + "+" + second.String()
-			t.Run(name, func(t *testing.T) { testAllOrNothing(h(t), alg, second) })
+			run(t, name, func(h *harness) { testAllOrNothing(h, alg, second) })
 		}
-		t.Run("concurrent_layered/"+alg.String(), func(t *testing.T) { testConcurrentLayered(h(t), alg) })
+		run(t, "concurrent_layered/"+alg.String(), func(h *harness) { testConcurrentLayered(h, alg) })
 	}
-	t.Run("max_hits", func(t *testing.T) { testMaxHits(h(t)) })
-	t.Run("lease/release_once", func(t *testing.T) { testLeaseRelease(h(t)) })
-	t.Run("lease/expiry", func(t *testing.T) { testLeaseExpiry(h(t)) })
-	t.Run("bad/specs", func(t *testing.T) { testBadSpecs(h(t)) })
-	t.Run("bad/requests", func(t *testing.T) { testBadRequests(h(t)) })
+	run(t, "max_hits", func(h *harness) { testMaxHits(h) })
+	run(t, "lease/release_once", func(h *harness) { testLeaseRelease(h) })
+	run(t, "lease/expiry", func(h *harness) { testLeaseExpiry(h) })
+	run(t, "bad/specs", func(h *harness) { testBadSpecs(h) })
+	run(t, "bad/requests", func(h *harness) { testBadRequests(h) })
 }
 
 var algorithms = []store.Algorithm{
@@ -550,11 +569,14 @@ func testLeaseExpiry(h *harness) {
 	} else {
 		h.advance(ttl)
 	}
+	// Both holders "crashed": at the TTL their permits are back.
+	if d := h.peek(id, "k"); d.Remaining != 2 || d.ResetAfter != 0 {
+		h.t.Fatalf("after the TTL: Remaining %d ResetAfter %v, want 2 and 0", d.Remaining, d.ResetAfter)
+	}
 	// A lease is not held from its Expires on, reclaimed or not.
 	if err := h.release(first.Hits[0].Lease); !errors.Is(err, store.ErrLeaseNotHeld) {
 		h.t.Fatalf("Release of an expired lease: %v, want ErrLeaseNotHeld", err)
 	}
-	// The other holder "crashed": its permit is back without a Release.
 	again := h.decide(store.Hit{Limit: id, Key: "k", Cost: 2})
 	if !again.Allowed {
 		h.t.Fatalf("after the TTL: %+v, want both permits back", again.Decision())

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"golang.org/x/time/rate"
+)
+
+// BenchmarkGlobalCap: one decision against a global throughput cap, with a
+// cap high enough never to reject (each benchmark checks it). The clock is
+// read once outside the loop and handed in, as sluice's callers do:
+//   - sluice-sharded: concurrency.ShardedWindow.AllowN with the default
+//     shard count (shard-local cached quota);
+//   - sluice-single: the same ShardedWindow with one shard, so every caller
+//     writes one word (the single-word baseline);
+//   - xtimerate: golang.org/x/time/rate Limiter.AllowN at a fixed time, with
+//     a burst so large it never runs dry.
+func BenchmarkGlobalCap(b *testing.B) {
+	const limit = math.MaxInt32 // per hour: more than any run makes
+	impls := []struct {
+		name string
+		new  func() func() bool
+	}{
+		{"sluice-sharded", func() func() bool {
+			w, err := concurrency.NewShardedWindow(limit, time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := int64(time.Minute)
+			return func() bool { return w.AllowN(now, 1).Allowed }
+		}},
+		{"sluice-single", func() func() bool {
+			w, err := concurrency.NewShardedWindow(limit, time.Hour, concurrency.WithShardCount(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := int64(time.Minute)
+			return func() bool { return w.AllowN(now, 1).Allowed }
+		}},
+		{"xtimerate", func() func() bool {
+			l := rate.NewLimiter(rate.Limit(1e9), limit)
+			now := time.Now()
+			return func() bool { return l.AllowN(now, 1) }
+		}},
+	}
+	for _, impl := range impls {
+		b.Run(impl.name+"/serial", func(b *testing.B) {
+			allow := impl.new()
+			b.ReportAllocs()
+			for b.Loop() {
+				if !allow() {
+					b.Fatal("rejected below the cap")
+				}
+			}
+		})
+		b.Run(impl.name+"/parallel", func(b *testing.B) {
+			allow := impl.new()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !allow() {
+						b.Error("rejected below the cap")
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkShardedTryAcquireRelease: one admit plus one release of an
+// inflight bound that never rejects, single-word Semaphore against
+// ShardedSemaphore (default shard count), serial and parallel.
+func BenchmarkShardedTryAcquireRelease(b *testing.B) {
+	const limit = 1 << 20
+	impls := []struct {
+		name string
+		new  func() (acquire func() bool, release func())
+	}{
+		{"sluice-single", func() (func() bool, func()) {
+			s, err := concurrency.NewSemaphore(limit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() bool { return s.TryAcquire(1) }, func() { s.Release(1) }
+		}},
+		{"sluice-sharded", func() (func() bool, func()) {
+			s, err := concurrency.NewShardedSemaphore(limit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() bool { return s.TryAcquire(1) }, func() { s.Release(1) }
+		}},
+	}
+	for _, impl := range impls {
+		b.Run(impl.name+"/serial", func(b *testing.B) {
+			acquire, release := impl.new()
+			b.ReportAllocs()
+			for b.Loop() {
+				if !acquire() {
+					b.Fatal("rejected below the limit")
+				}
+				release()
+			}
+		})
+		b.Run(impl.name+"/parallel", func(b *testing.B) {
+			acquire, release := impl.new()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !acquire() {
+						b.Error("rejected below the limit")
+						return
+					}
+					release()
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package concurrency_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+func ExampleShardedSemaphore() {
+	// A global cap of 3 concurrent exports, shared by every core.
+	exports, err := concurrency.NewShardedSemaphore(3)
+	if err != nil {
+		panic(err)
+	}
+	for i := 1; i <= 4; i++ {
+		fmt.Printf("export %d admitted: %v\n", i, exports.TryAcquire(1))
+	}
+	exports.Release(1)
+	fmt.Println("inflight:", exports.Inflight(), "available:", exports.Available())
+	// Output:
+	// export 1 admitted: true
+	// export 2 admitted: true
+	// export 3 admitted: true
+	// export 4 admitted: false
+	// inflight: 2 available: 1
+}
+
+func ExampleShardedWindow() {
+	// At most 2 searches per second across the whole service.
+	searches, err := concurrency.NewShardedWindow(2, time.Second)
+	if err != nil {
+		panic(err)
+	}
+	start := int64(10 * time.Second) // now, in monotonic nanoseconds
+	for i, at := range []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, time.Second} {
+		d := searches.AllowN(start+int64(at), 1)
+		fmt.Printf("search %d at +%v: allowed=%v remaining=%d retry after %v\n", i+1, at, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// search 1 at +0s: allowed=true remaining=1 retry after 0s
+	// search 2 at +100ms: allowed=true remaining=0 retry after 0s
+	// search 3 at +300ms: allowed=false remaining=0 retry after 700ms
+	// search 4 at +1s: allowed=true remaining=1 retry after 0s
+}

@@ -1,0 +1,11 @@
+package concurrency
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that no test of the package leaves a goroutine behind: the
+// primitives start none, and the concurrency tests must join all of theirs.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

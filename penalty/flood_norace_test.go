@@ -1,0 +1,9 @@
+//go:build !race
+
+package penalty
+
+// The flood is 10 million keys into 2^16 entries without the race detector.
+const (
+	floodKeys     = 10_000_000
+	floodCapacity = 1 << 16
+)

@@ -1,0 +1,381 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+var ctx = context.Background()
+
+func mustRegister(t testing.TB, m *store.Memory, spec store.Spec) store.LimitID {
+	t.Helper()
+	id, err := m.Register(ctx, spec)
+	if err != nil {
+		t.Fatalf("Register(%+v): %v", spec, err)
+	}
+	return id
+}
+
+func decide(t testing.TB, m *store.Memory, now int64, hits ...store.Hit) store.Result {
+	t.Helper()
+	req := store.Request{Now: now}
+	for _, h := range hits {
+		req.Add(h.Limit, h.Key, h.Cost)
+	}
+	var res store.Result
+	if err := m.Decide(ctx, &req, &res); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	return res
+}
+
+func specOf(alg store.Algorithm, name string, limit int64, period time.Duration) store.Spec {
+	s := store.Spec{Name: name, Algorithm: alg, Limit: limit}
+	switch alg {
+	case store.TokenBucket:
+		s.Rate = concurrency.Per(limit, period)
+	case store.Concurrency:
+		s.LeaseTTL = period
+	default:
+		s.Window = period
+	}
+	return s
+}
+
+var allAlgorithms = []store.Algorithm{
+	store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.Concurrency,
+}
+
+// TestMemoryOverflowReject fills a one-key table with a live key: a second
+// key is rejected (Overflow, a RetryAfter hint, nothing charged), the live
+// key keeps its state, and once it recovers the second key takes its place.
+func TestMemoryOverflowReject(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			m := store.NewMemory()
+			spec := specOf(alg, "x", 2, time.Second)
+			spec.Capacity = 1
+			id := mustRegister(t, m, spec)
+			now := int64(1) << 40
+			a := decide(t, m, now, store.Hit{Limit: id, Key: "a", Cost: 1})
+			if !a.Allowed || a.Hits[0].Overflow {
+				t.Fatalf("first key: %+v", a.Hits[0])
+			}
+			b := decide(t, m, now, store.Hit{Limit: id, Key: "b", Cost: 1})
+			if b.Allowed || !b.Hits[0].Overflow || b.Decision().RetryAfter <= 0 || b.Hits[0].Lease.Held() {
+				t.Fatalf("second key in a full table: %+v", b.Hits[0])
+			}
+			if peek := decide(t, m, now, store.Hit{Limit: id, Key: "b"}); !peek.Allowed || peek.Decision().Remaining != 2 {
+				t.Fatalf("peek of an overflowing key: %+v", peek.Hits[0])
+			}
+			if again := decide(t, m, now, store.Hit{Limit: id, Key: "a", Cost: 1}); !again.Allowed || again.Decision().Remaining != 0 {
+				t.Fatalf("the live key lost its state: %+v", again.Hits[0])
+			}
+			later := now + int64(4*time.Second) // every state recovered
+			if b := decide(t, m, later, store.Hit{Limit: id, Key: "b", Cost: 1}); !b.Allowed || b.Hits[0].Overflow {
+				t.Fatalf("second key after the first recovered: %+v", b.Hits[0])
+			}
+			if st := m.TableStats(id); st.Entries != 1 || st.Capacity != 1 || st.Evictions != 1 || st.Overflows == 0 {
+				t.Fatalf("TableStats = %+v", st)
+			}
+		})
+	}
+}
+
+// TestMemoryOverflowShare sends keys that do not fit to one shared state,
+// which all-or-nothing undoes and leases release like any other.
+func TestMemoryOverflowShare(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			m := store.NewMemory()
+			spec := specOf(alg, "x", 2, time.Hour)
+			spec.Capacity, spec.Overflow = 1, concurrency.OverflowShare
+			id := mustRegister(t, m, spec)
+			tight := mustRegister(t, m, specOf(store.FixedWindow, "tight", 1, time.Hour))
+			now := int64(1) << 40
+			decide(t, m, now, store.Hit{Limit: id, Key: "a", Cost: 1})
+			b := decide(t, m, now, store.Hit{Limit: id, Key: "b", Cost: 1})
+			if !b.Allowed || !b.Hits[0].Overflow {
+				t.Fatalf("b on the shared state: %+v", b.Hits[0])
+			}
+			// c shares b's state: one unit left. A layered request that the
+			// tight limit rejects must give it back.
+			decide(t, m, now, store.Hit{Limit: tight, Key: "t", Cost: 1})
+			if r := decide(t, m, now, store.Hit{Limit: id, Key: "c", Cost: 1}, store.Hit{Limit: tight, Key: "t", Cost: 1}); r.Allowed || r.Decider != 1 {
+				t.Fatalf("layered over the shared state: %+v", r)
+			}
+			c := decide(t, m, now, store.Hit{Limit: id, Key: "c", Cost: 1})
+			if !c.Allowed || !c.Hits[0].Overflow || c.Decision().Remaining != 0 {
+				t.Fatalf("c on the shared state: %+v", c.Hits[0])
+			}
+			if d := decide(t, m, now, store.Hit{Limit: id, Key: "d", Cost: 1}); d.Allowed {
+				t.Fatalf("the shared state admitted more than its limit: %+v", d.Hits[0])
+			}
+			if alg == store.Concurrency {
+				if err := m.Release(ctx, b.Hits[0].Lease, now); err != nil {
+					t.Fatalf("Release of a shared lease: %v", err)
+				}
+				if err := m.Release(ctx, b.Hits[0].Lease, now); !errors.Is(err, store.ErrLeaseNotHeld) {
+					t.Fatalf("second Release of a shared lease: %v", err)
+				}
+				if d := decide(t, m, now, store.Hit{Limit: id, Key: "d", Cost: 1}); !d.Allowed || !d.Hits[0].Overflow {
+					t.Fatalf("after a shared release: %+v", d.Hits[0])
+				}
+			}
+		})
+	}
+}
+
+// TestMemoryRequestNow rejects a negative Now (the primitives' domain).
+func TestMemoryRequestNow(t *testing.T) {
+	m := store.NewMemory()
+	id := mustRegister(t, m, specOf(store.FixedWindow, "x", 1, time.Second))
+	req := store.Request{Now: -1}
+	req.Add(id, "k", 1)
+	var res store.Result
+	if err := m.Decide(ctx, &req, &res); err == nil || !strings.HasPrefix(err.Error(), "store: ") {
+		t.Fatalf("Decide with a negative now: %v", err)
+	}
+}
+
+// TestMemoryLeaseChurn acquires and releases leases from many goroutines on
+// a few keys, some holders never releasing (they expire), and checks that
+// no key ever holds more than its limit and that a quiet store holds no
+// permit: permits are conserved on every path.
+func TestMemoryLeaseChurn(t *testing.T) {
+	const limit, ttl = 4, int64(1000)
+	m := store.NewMemory()
+	id := mustRegister(t, m, specOf(store.Concurrency, "c", limit, time.Duration(ttl)))
+	gate := mustRegister(t, m, specOf(store.TokenBucket, "gate", 3, time.Duration(50)))
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		clock int64 = 1 << 40
+	)
+	tick := func() int64 { mu.Lock(); defer mu.Unlock(); clock += 7; return clock }
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				key := fmt.Sprint("k", (g+i)%3)
+				now := tick()
+				req := store.Request{Now: now}
+				req.Add(id, key, 1+int64(i%2))
+				if i%3 == 0 {
+					req.Add(gate, key, 1) // sometimes rejects after the lease was taken
+				}
+				var res store.Result
+				if err := m.Decide(ctx, &req, &res); err != nil {
+					t.Error(err)
+					return
+				}
+				if !res.Allowed {
+					if res.Hits[0].Lease.Held() {
+						t.Error("a rejected request kept its lease")
+					}
+					continue
+				}
+				l := res.Hits[0].Lease
+				if d := res.Hits[0].Decision; d.Remaining < 0 || d.Remaining > limit-l.Cost {
+					t.Errorf("admitted with Remaining %d for cost %d of %d", d.Remaining, l.Cost, limit)
+				}
+				if i%5 == 4 {
+					continue // a "crashed" holder: the lease expires
+				}
+				if err := m.Release(ctx, l, tick()); err != nil && !errors.Is(err, store.ErrLeaseNotHeld) {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range 3 {
+		key := fmt.Sprint("k", k)
+		if d := decide(t, m, clock+ttl, store.Hit{Limit: id, Key: key}); d.Decision().Remaining != limit || d.Decision().ResetAfter != 0 {
+			t.Errorf("quiet key %s: %+v, want all %d permits back", key, d.Decision(), limit)
+		}
+	}
+}
+
+func TestMemoryAllocs(t *testing.T) {
+	m := store.NewMemory()
+	var ids []store.LimitID
+	for _, alg := range allAlgorithms {
+		// A rate so high that every request fits: the admit path is measured.
+		spec := specOf(alg, alg.String(), 1<<20, time.Hour)
+		switch alg {
+		case store.Concurrency:
+			spec.Limit = 1 << 10
+		case store.SlidingLog:
+			// A log is meant for small limits; its window is as short as
+			// the clock's steps, so every request fits.
+			spec.Limit, spec.Window = 64, 64
+		}
+		ids = append(ids, mustRegister(t, m, spec))
+	}
+	now := int64(1) << 40
+	for i, alg := range allAlgorithms {
+		req := store.Request{Now: now}
+		req.Add(ids[i], "warm", 1)
+		var res store.Result
+		run := func() {
+			req.Now++
+			if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
+				t.Fatalf("Decide: %v %+v", err, res.Decision())
+			}
+			if l := res.Hits[0].Lease; l.Held() {
+				if err := m.Release(ctx, l, req.Now); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		run() // warm: a sliding log's ring, a lease slot
+		if a := testing.AllocsPerRun(1000, run); a != 0 {
+			t.Errorf("%v: %v allocations per decision, want 0", alg, a)
+		}
+	}
+	// A layered request over every algorithm, and its rejection path.
+	req := store.Request{Now: now}
+	for _, id := range ids {
+		req.Add(id, "warm", 1)
+	}
+	var res store.Result
+	layered := func() {
+		req.Now++
+		if err := m.Decide(ctx, &req, &res); err != nil {
+			t.Fatal(err)
+		}
+		for i := range res.Hits[:res.N] {
+			if l := res.Hits[i].Lease; l.Held() {
+				_ = m.Release(ctx, l, req.Now)
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(1000, layered); a != 0 {
+		t.Errorf("layered: %v allocations per decision, want 0", a)
+	}
+	tight := mustRegister(t, m, specOf(store.FixedWindow, "tight", 1, time.Hour))
+	req.Add(tight, "warm", 2) // exceeds capacity: every request is undone
+	if a := testing.AllocsPerRun(1000, layered); a != 0 || res.Allowed {
+		t.Errorf("rejected layered: %v allocations per decision (allowed %v), want 0", a, res.Allowed)
+	}
+}
+
+func BenchmarkMemoryDecide(b *testing.B) {
+	for _, alg := range allAlgorithms {
+		b.Run(alg.String(), func(b *testing.B) {
+			m := store.NewMemory()
+			spec := specOf(alg, "x", 1<<20, time.Hour)
+			switch alg {
+			case store.Concurrency:
+				spec.Limit = 1 << 10
+			case store.SlidingLog:
+				// A decision reads the whole log: keep it small, and its
+				// window as short as the clock's steps, so most fit.
+				spec.Limit, spec.Window = 16, 16
+			}
+			id := mustRegister(b, m, spec)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req := store.Request{Now: 1 << 40}
+				req.Add(id, "k", 1)
+				var res store.Result
+				for pb.Next() {
+					req.Now++
+					if err := m.Decide(ctx, &req, &res); err != nil {
+						b.Fatal(err)
+					}
+					if l := res.Hits[0].Lease; l.Held() {
+						_ = m.Release(ctx, l, req.Now)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestMemoryRegisterWhileDeciding registers limits while other goroutines
+// decide on an earlier one (run with -race).
+func TestMemoryRegisterWhileDeciding(t *testing.T) {
+	m := store.NewMemory()
+	first := mustRegister(t, m, specOf(store.FixedWindow, "first", 1000, time.Hour))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				req := store.Request{Now: 1 << 40}
+				req.Add(first, fmt.Sprint(g, i%7), 1)
+				var res store.Result
+				if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
+					t.Errorf("Decide: %v %+v", err, res.Decision())
+					return
+				}
+			}
+		})
+	}
+	var ids []store.LimitID
+	for i := range 20 {
+		spec := specOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i), 3, time.Second)
+		spec.Capacity = 16
+		ids = append(ids, mustRegister(t, m, spec))
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if id != first+store.LimitID(i+1) {
+			t.Fatalf("limit %d got id %d, want %d", i, id, first+store.LimitID(i+1))
+		}
+		if st := m.TableStats(id); st.Capacity != 16 {
+			t.Fatalf("limit %d: %+v", i, st)
+		}
+	}
+	if st := m.TableStats(first); st.Capacity != store.DefaultCapacity || st.Entries != 28 {
+		t.Fatalf("first limit: %+v, want the default capacity and 28 keys", st)
+	}
+	if st := m.TableStats(0); st != (concurrency.TableStats{}) {
+		t.Fatalf("TableStats of an unknown limit: %+v", st)
+	}
+}
+
+// BenchmarkMemoryDecideLayered decides the rule set of a typical endpoint:
+// a token bucket per client IP (1,000 clients), a global fixed window and a
+// global concurrency lease, released after each request.
+func BenchmarkMemoryDecideLayered(b *testing.B) {
+	m := store.NewMemory()
+	perIP := mustRegister(b, m, specOf(store.TokenBucket, "ip", 1<<20, time.Hour))
+	global := mustRegister(b, m, specOf(store.FixedWindow, "global", 1<<40, time.Hour))
+	inflight := mustRegister(b, m, specOf(store.Concurrency, "inflight", 1<<16, time.Minute))
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ip:%016x", uint64(i)*0x9e3779b97f4a7c15)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var (
+			req store.Request
+			res store.Result
+		)
+		i := 0
+		for pb.Next() {
+			i++
+			req = store.Request{Now: 1<<40 + int64(i)}
+			req.Add(perIP, keys[i%len(keys)], 1)
+			req.Add(global, "", 1)
+			req.Add(inflight, "", 1)
+			if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
+				b.Fatalf("Decide: %v %+v", err, res.Decision())
+			}
+			if err := m.Release(ctx, res.Hits[2].Lease, req.Now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
