@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -244,10 +245,11 @@ func (p *fakePenalties) Check(key string, now int64) (time.Duration, bool) {
 	return 30 * time.Second, p.strikes[key] >= 2
 }
 
-func (p *fakePenalties) Strike(key string, now int64) {
+func (p *fakePenalties) Strike(key string, now int64) penalty.Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.strikes[strings.Clone(key)]++
+	return penalty.Status{Strikes: p.strikes[key], Tracked: true}
 }
 
 // TestPenalties: over-limit rejections are strikes; a client in timeout is
@@ -398,26 +400,34 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-// statusPenaltyBox has the shape of penalty.Box: Strike returns a status.
-type statusPenaltyBox struct{ fakePenalties }
-
-type strikeStatus struct{ Strikes int }
-
-func (b *statusPenaltyBox) Strike(key string, now int64) strikeStatus {
-	b.fakePenalties.Strike(key, now)
-	return strikeStatus{}
-}
-
-// TestPenaltiesOf: a box whose Strike returns a status plugs in through
-// PenaltiesOf, with the status type inferred.
-func TestPenaltiesOf(t *testing.T) {
-	box := &statusPenaltyBox{fakePenalties{strikes: map[string]int{}}}
-	_, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}},
-		WithPenalties(PenaltiesOf(box), IP))
-	for range 3 {
-		send(h, "192.0.2.1")
+// TestPenaltyBox: with a real penalty.Box, two over-limit rejections
+// within the window start a 30 s timeout; the client is rejected as
+// penalized until it ends, then the rules decide again.
+func TestPenaltyBox(t *testing.T) {
+	box, err := penalty.NewBox(1024, penalty.WithStrikes(2, time.Minute), penalty.WithTimeouts(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if w := send(h, "192.0.2.1"); !strings.Contains(w.Body.String(), "abnormal-usage-detected") || box.strikes["ip:192.0.2.1"] != 2 {
-		t.Fatalf("%d %s %v", w.Code, w.Body, box.strikes)
+	c, h, clk := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: 10 * time.Second}},
+		WithPenalties(box, IP))
+	for i, want := range []int{200, 429, 429} {
+		if w := send(h, "192.0.2.1"); w.Code != want {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+	}
+	w := send(h, "192.0.2.1")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "30" || !strings.Contains(w.Body.String(), "abnormal-usage-detected") {
+		t.Fatalf("penalized: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if w := send(h, "192.0.2.2"); w.Code != 200 {
+		t.Fatalf("another client: %d", w.Code)
+	}
+	clk.add(30 * time.Second)
+	if w := send(h, "192.0.2.1"); w.Code != 200 {
+		t.Fatalf("after the timeout: %d", w.Code)
+	}
+	s := c.Stats()
+	if s.Penalized != 1 || s.Strikes != 2 || s.Penalty.Timeouts != 1 || s.Penalty.Strikes != 2 {
+		t.Fatalf("%+v", s)
 	}
 }

@@ -13,8 +13,9 @@
 //
 // For each attempt the Controller, in this order:
 //
-//  1. asks the penalty box (WithPenalties) whether the client is serving a
-//     timeout, and rejects it at once if so;
+//  1. asks the penalty box (WithPenalties: a penalty.Box) whether the
+//     client is serving a timeout, and rejects it at once if so (an
+//     over-limit rejection is a strike);
 //  2. charges the Global rate rules, in this process;
 //  3. takes the Global concurrency and adaptive permits, in this process,
 //     waiting up to a rule's MaxWait if it allows waiting;

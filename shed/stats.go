@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -94,8 +95,11 @@ type Stats struct {
 	// Inflight is the number of admitted attempts whose Token is not done:
 	// 0 on a quiet system.
 	Inflight int64
-	// Strikes counts strikes given to the penalty box.
+	// Strikes counts strikes given to the penalty box; Penalty is the
+	// box's own snapshot (keys, timeouts started) when it offers one, as
+	// penalty.Box does.
 	Strikes uint64
+	Penalty penalty.Stats
 	// QueueWaits counts attempts that waited for a concurrency permit,
 	// QueueWait their total wait, QueueShed those the wait ended in a
 	// rejection.
@@ -157,6 +161,9 @@ func (c *Controller) Stats() Stats {
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
 		Rules: make([]RuleStats, len(c.rules)),
+	}
+	if ps, ok := c.pen.(penaltyStatser); ok {
+		s.Penalty = ps.Stats()
 	}
 	ts, _ := c.store.(tableStatser)
 	for i := range c.rules {
