@@ -282,11 +282,10 @@ func (r *Rule) softLimit() float64 {
 func (r *Rule) policy() Policy {
 	p := Policy{Name: r.Name, Quota: r.Limit, Window: r.Window}
 	if r.Algorithm == TokenBucket {
+		// Validated: the interval is at least 1 ns and burst × interval
+		// fits the concurrency package's span bound (2^59 ns).
 		interval := (int64(r.Rate.Per) + r.Rate.Count - 1) / r.Rate.Count
-		p.Window = time.Duration(min(interval*r.Limit, math.MaxInt64/2))
-		if interval > 0 && r.Limit > math.MaxInt64/2/interval {
-			p.Window = time.Duration(math.MaxInt64 / 2)
-		}
+		p.Window = time.Duration(interval * r.Limit)
 	}
 	return p
 }
