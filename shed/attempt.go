@@ -209,8 +209,7 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		d.Rule = c.rules[d.rule].Name
 	}
 	a.rated = a.rated[:0]
-	a.active = true
-	c.ctr.add(a.shard, cInflight, 1)
+	a.active = true // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
 	return nil
 }
@@ -488,7 +487,7 @@ func (c *Controller) finishAt(a *attempt, gen uint64, now int64, o Outcome) bool
 	if a.active {
 		c.releaseAt(a, now, o)
 		a.active = false
-		c.ctr.add(a.shard, cInflight, -1)
+		c.ctr.add(a.shard, cFinished, 1)
 	}
 	return true
 }

@@ -19,7 +19,7 @@ const (
 	cDryRun
 	cFailedOpen
 	cStoreErrors
-	cInflight
+	cFinished // admitted attempts done: Inflight is cAdmitted - cFinished
 	cStrikes
 	cQueueWaits
 	cQueueWaitNs
@@ -154,10 +154,13 @@ type tableStatser interface {
 // requests run may be mutually a little out of step.
 func (c *Controller) Stats() Stats {
 	u := func(i int) uint64 { return uint64(max(0, c.ctr.sum(i))) }
+	// Finished before admitted: every finish follows its admission on the
+	// same shard, so the difference is never negative.
+	finished := c.ctr.sum(cFinished)
 	s := Stats{
 		Admitted: u(cAdmitted), OverLimit: u(cOverLimit), Shedding: u(cShedding), Penalized: u(cPenalized),
 		DryRun: u(cDryRun), FailedOpen: u(cFailedOpen), StoreErrors: u(cStoreErrors),
-		Inflight: c.ctr.sum(cInflight), Strikes: u(cStrikes),
+		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
 		Rules: make([]RuleStats, len(c.rules)),
