@@ -106,6 +106,7 @@ func runMode(c config, mode string, out io.Writer) (modeResult, error) {
 		if err != nil {
 			return modeResult{}, err
 		}
+		defer p.close()
 		handler = p.wrap(acc)
 		limit = p.limit
 	}

@@ -4,14 +4,16 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/shed"
 )
 
-// protection puts sluice's adaptive concurrency limit in front of a handler:
-// work beyond the limit is shed at once with 503 and Retry-After instead of
-// joining a queue it cannot leave in time.
+// protection is sluice in front of the endpoint: one Global rule with an
+// adaptive concurrency limit. Work beyond the limit is shed at once with 503,
+// Retry-After and problem+json, instead of joining a queue it cannot leave
+// in time; the limit follows the latency that the middleware reports.
 type protection struct {
 	limiter *adaptive.Limiter
+	sluice  *shed.Controller
 }
 
 func newProtection() (*protection, error) {
@@ -23,20 +25,17 @@ func newProtection() (*protection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &protection{limiter: l}, nil
+	c, err := shed.New([]shed.Rule{
+		{Name: "inference", Algorithm: shed.Adaptive, Limiter: l},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &protection{limiter: l, sluice: c}, nil
 }
 
 func (p *protection) limit() int { return p.limiter.Limit() }
 
-func (p *protection) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, err := p.limiter.TryAcquireAt(clock.Now(), adaptive.Request{})
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "overloaded, retry shortly", http.StatusServiceUnavailable)
-			return
-		}
-		defer tok.Done(adaptive.Success)
-		next.ServeHTTP(w, r)
-	})
-}
+func (p *protection) wrap(next http.Handler) http.Handler { return p.sluice.Middleware(next) }
+
+func (p *protection) close() error { return p.sluice.Close() }
