@@ -46,7 +46,7 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("search on http://%s/search, capped at %d requests per %v for all clients together\n", *addr, perWindow, window)
-	fmt.Printf("try: seq 150 | xargs -P 16 -I{} curl -s -o /dev/null -w '%%{http_code}\\n' http://%s/search | sort | uniq -c\n", *addr)
+	fmt.Printf("try: curl -sZ --parallel-max 16 -o /dev/null -w '%%{http_code}\\n' 'http://%s/search?q=[1-150]' 2>/dev/null | sort | uniq -c\n", *addr)
 	log.Fatal((&http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe())
 }
 
