@@ -1,0 +1,18 @@
+// Package promshed exports a shed.Controller's Stats as Prometheus
+// metrics.
+//
+// A Collector reads (*shed.Controller).Stats at scrape time: nothing is
+// added to the request path. It is registered on the prometheus.Registerer
+// the caller passes, never on the default registry. Every metric name starts
+// with "sluice_". Labels are the rule name, the outcome of a decision, and on
+// sluice_rule_info the rule's category, identity and algorithm: all fixed by
+// the rule set, so the number of series is bounded whatever the traffic. No
+// client key ever becomes a label.
+//
+// To export several Controllers through one registry, register each
+// through prometheus.WrapRegistererWith with a label that tells them apart
+// ({controller="api"}, {controller="jobs"}): their metric names are the
+// same.
+//
+// Errors start with "promshed: ".
+package promshed

@@ -1,0 +1,71 @@
+package promshed
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The metrics, one descriptor each. The label sets are fixed: rule names
+// come from the rule set, outcomes from shed's closed lists.
+var (
+	descDecisions = prometheus.NewDesc("sluice_decisions_total",
+		"Decisions of the controller by outcome: admitted, over_limit (429), shedding (503), penalized (429).",
+		[]string{"outcome"}, nil)
+	descDryRun = prometheus.NewDesc("sluice_dry_run_rejections_total",
+		"Attempts admitted that a dry-run rule or penalty would have rejected.", nil, nil)
+	descFailedOpen = prometheus.NewDesc("sluice_store_failed_open_total",
+		"Attempts admitted past their store rules because the store failed and every store rule involved fails open.", nil, nil)
+	descStoreErrors = prometheus.NewDesc("sluice_store_errors_total",
+		"Store calls that failed, whatever followed.", nil, nil)
+	descLeasesLost = prometheus.NewDesc("sluice_store_leases_lost_total",
+		"Concurrency leases that expired in the store before their request finished.", nil, nil)
+	descInflight = prometheus.NewDesc("sluice_inflight_requests",
+		"Admitted attempts whose token is not done yet.", nil, nil)
+	descQueueWaits = prometheus.NewDesc("sluice_queue_waits_total",
+		"Attempts that waited for a concurrency permit.", nil, nil)
+	descQueueWaitSeconds = prometheus.NewDesc("sluice_queue_wait_seconds_total",
+		"Total time attempts spent waiting for a concurrency permit.", nil, nil)
+	descQueueShed = prometheus.NewDesc("sluice_queue_shed_total",
+		"Waiting attempts whose wait ended in a rejection.", nil, nil)
+	descDoubleDone = prometheus.NewDesc("sluice_token_double_done_total",
+		"Token.Done calls on a token already done (harmless; a bug in the caller).", nil, nil)
+	descPanics = prometheus.NewDesc("sluice_handler_panics_total",
+		"Handlers that panicked under the middleware (their permits were returned).", nil, nil)
+	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
+		"Strikes given to the penalty box for over-limit rejections.", nil, nil)
+	descPenaltyKeys = prometheus.NewDesc("sluice_penalty_keys",
+		"Clients the penalty box holds state for.", nil, nil)
+	descPenaltyCapacity = prometheus.NewDesc("sluice_penalty_keys_capacity",
+		"Most clients the penalty box can hold.", nil, nil)
+	descPenaltyEvictions = prometheus.NewDesc("sluice_penalty_evictions_total",
+		"Recovered penalty entries replaced by new clients.", nil, nil)
+	descPenaltyTimeouts = prometheus.NewDesc("sluice_penalty_timeouts_total",
+		"Penalty timeouts started.", nil, nil)
+
+	descRuleInfo = prometheus.NewDesc("sluice_rule_info",
+		"One series per rule, always 1, naming its category, identity and algorithm.",
+		[]string{"rule", "category", "identity", "algorithm"}, nil)
+	descRuleDecisions = prometheus.NewDesc("sluice_rule_decisions_total",
+		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed).",
+		[]string{"rule", "outcome"}, nil)
+	descRuleLimit = prometheus.NewDesc("sluice_rule_limit",
+		"Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.",
+		[]string{"rule"}, nil)
+	descRuleInflight = prometheus.NewDesc("sluice_rule_inflight",
+		"Permits held of a Global concurrency or adaptive rule.", []string{"rule"}, nil)
+	descRuleWaiting = prometheus.NewDesc("sluice_rule_queue_waiting",
+		"Attempts waiting for a permit of a Global concurrency or adaptive rule.", []string{"rule"}, nil)
+	descRuleKeys = prometheus.NewDesc("sluice_rule_keys",
+		"Client keys the store holds for a per-key rule.", []string{"rule"}, nil)
+	descRuleKeysCapacity = prometheus.NewDesc("sluice_rule_keys_capacity",
+		"Most client keys the store holds for a per-key rule.", []string{"rule"}, nil)
+	descRuleEvictions = prometheus.NewDesc("sluice_rule_evictions_total",
+		"Recovered keys of a per-key rule replaced by new ones.", []string{"rule"}, nil)
+	descRuleOverflows = prometheus.NewDesc("sluice_rule_overflows_total",
+		"New keys of a per-key rule that did not fit the store's table.", []string{"rule"}, nil)
+
+	allDescs = []*prometheus.Desc{
+		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descStrikes,
+		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
+		descRuleInfo, descRuleDecisions, descRuleLimit, descRuleInflight, descRuleWaiting,
+		descRuleKeys, descRuleKeysCapacity, descRuleEvictions, descRuleOverflows,
+	}
+)

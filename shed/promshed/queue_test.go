@@ -1,0 +1,68 @@
+package promshed_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/shed/promshed"
+)
+
+// A request waiting for a permit shows in the waiting gauge, and its wait
+// in the queue counters once it is served (in a synctest bubble: the wait
+// is on the fake clock).
+func TestQueueMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := shed.New([]shed.Rule{{Name: "workers", Algorithm: shed.Concurrency, Limit: 1, MaxWait: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		col, err := promshed.New(nil, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, first, err := c.Decide(context.Background(), shed.Attempt{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan shed.Decision)
+		go func() {
+			d, tok, err := c.Decide(context.Background(), shed.Attempt{})
+			if err == nil && d.Allowed {
+				tok.Done(shed.Success)
+			}
+			served <- d
+		}()
+		synctest.Wait() // the second is waiting
+		if err := testutil.CollectAndCompare(col, strings.NewReader(`
+# HELP sluice_rule_queue_waiting Attempts waiting for a permit of a Global concurrency or adaptive rule.
+# TYPE sluice_rule_queue_waiting gauge
+sluice_rule_queue_waiting{rule="workers"} 1
+`), "sluice_rule_queue_waiting"); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(3 * time.Second) // fake time, in the bubble
+		first.Done(shed.Success)
+		if d := <-served; !d.Allowed {
+			t.Fatalf("the waiting request: %+v", d)
+		}
+		if err := testutil.CollectAndCompare(col, strings.NewReader(`
+# HELP sluice_queue_wait_seconds_total Total time attempts spent waiting for a concurrency permit.
+# TYPE sluice_queue_wait_seconds_total counter
+sluice_queue_wait_seconds_total 3
+# HELP sluice_queue_waits_total Attempts that waited for a concurrency permit.
+# TYPE sluice_queue_waits_total counter
+sluice_queue_waits_total 1
+# HELP sluice_rule_queue_waiting Attempts waiting for a permit of a Global concurrency or adaptive rule.
+# TYPE sluice_rule_queue_waiting gauge
+sluice_rule_queue_waiting{rule="workers"} 0
+`), "sluice_queue_wait_seconds_total", "sluice_queue_waits_total", "sluice_rule_queue_waiting"); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -1,0 +1,5 @@
+package promshed_test
+
+import "log/slog"
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
