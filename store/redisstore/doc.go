@@ -1,5 +1,6 @@
 // Package redisstore keeps sluice's limits in Redis, so that every
-// instance of a service shares one quota.
+// instance of a service shares one quota, and falls back to local,
+// quota-aware limits when Redis is down or slow.
 //
 // Store is a store.Store on a go-redis UniversalClient (single node,
 // Sentinel, Cluster). Each Decide is one Lua script call, one round trip:
@@ -8,6 +9,12 @@
 // algorithms and decisions as store.Memory. It needs Redis 7.0 or later
 // (the scripts declare themselves with a #!lua line, so that a server over
 // maxmemory refuses them whole instead of failing halfway).
+//
+// Fallback wraps a Store in a circuit breaker. While Redis answers, it
+// decides there and counts the live instances through heartbeats; when
+// Redis fails, it decides on a local store.Memory in which every limit is
+// divided by the number of instances, so the service as a whole stays
+// within its quota; a background probe returns it to Redis.
 //
 // # Keys
 //
