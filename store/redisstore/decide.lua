@@ -7,9 +7,9 @@
 -- KEYS: two per hit, KEYS[2i-1] is the hit's state; KEYS[2i] is the lease
 -- metadata of a concurrency hit (the sliding log's and the rate limits'
 -- scripts repeat the first key there).
--- ARGV[1]: the number of hits; then five values per hit:
+-- ARGV[1]: the number of hits; then four values per hit:
 --   algorithm (1 token bucket, 2 fixed window, 3 sliding window,
---   4 sliding log, 5 concurrency), cost, limit, parameter, unused 0.
+--   4 sliding log, 5 concurrency), cost, limit, parameter.
 --   The parameter is the emission interval in ns (token bucket), the
 --   window in µs (windows) or the lease TTL in µs (concurrency).
 --
@@ -48,15 +48,16 @@ local cache = {}
 local out = {time[1], time[2], 0}
 local commits = {}
 
--- Token bucket (GCRA). State: hash u (µs) and r (ns remainder) of the
--- theoretical arrival time.
+-- Token bucket (GCRA). State: a string "u:r", the theoretical arrival
+-- time in µs and its ns remainder.
 local function gcra(key, cost, limit, interval)
   local st = cache[key]
   if not st then
-    local v = redis.call('HMGET', key, 'u', 'r')
+    local v = redis.call('GET', key)
     st = {debt = 0}
-    if v[1] then
-      st.debt = math.max(0, (tonumber(v[1]) - t) * 1000 + tonumber(v[2]))
+    if v then
+      local u, r = string.match(v, '^(%d+):(%d+)$')
+      st.debt = math.max(0, (tonumber(u) - t) * 1000 + tonumber(r))
     end
     cache[key] = st
   end
@@ -80,8 +81,8 @@ local function gcra(key, cost, limit, interval)
   st.debt = nxt
   commits[key] = function()
     local us = idiv(st.debt, 1000)
-    redis.call('HSET', key, 'u', t + us, 'r', st.debt - us * 1000)
-    redis.call('PEXPIRE', key, ceildiv(2 * st.debt, 1000000) + 1)
+    redis.call('SET', key, string.format('%.0f:%.0f', t + us, st.debt - us * 1000),
+      'PX', ceildiv(2 * st.debt, 1000000) + 1)
   end
   local rem = view(nxt)
   return 1, 0, rem, 0, nxt, 0
@@ -335,7 +336,7 @@ end
 
 local all = true
 for h = 1, n do
-  local b = 1 + (h - 1) * 5
+  local b = 1 + (h - 1) * 4
   local alg = tonumber(ARGV[b + 1])
   local cost = tonumber(ARGV[b + 2])
   local limit = tonumber(ARGV[b + 3])

@@ -58,6 +58,9 @@ type limit struct {
 	kind  byte
 	// unit converts the script's durations to nanoseconds.
 	unit time.Duration
+	// args are alg, Limit and param boxed once, so that a decision
+	// does not allocate for them.
+	args [3]any
 }
 
 // New returns a Store deciding on client's server. The client must have
@@ -125,6 +128,7 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 		}
 		l.param = int64(spec.LeaseTTL / time.Microsecond)
 	}
+	l.args = [3]any{l.alg, spec.Limit, l.param}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.names[spec.Name]; dup {
@@ -188,7 +192,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	hits := req.Hits[:req.N]
 	var lim [store.MaxHits]*limit
 	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 1+5*req.N)
+	args := make([]any, 0, 1+4*req.N)
 	args = append(args, req.N)
 	for i := range hits {
 		h := &hits[i]
@@ -199,7 +203,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		lim[i] = l
 		k, m := s.keys(l, h.Key)
 		keys = append(keys, k, m)
-		args = append(args, l.alg, h.Cost, l.spec.Limit, l.param, 0)
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2])
 	}
 	vals, err := s.run(ctx, &s.decide, keys, args)
 	if err != nil {
