@@ -68,7 +68,10 @@ type limit struct {
 // network I/O too (go-redis ignores context deadlines otherwise, and a hung
 // server would hold each call for its ReadTimeout); New returns an error
 // otherwise. Its MaxRetries does not matter: the store's scripts are never
-// retried. New does no I/O.
+// retried. Its DialerRetries (go-redis dials up to 5 times by default)
+// makes a call to a server that refuses connections last until the
+// deadline rather than fail at once; set it to 1 for the fastest failover
+// to a Fallback's local limits. New does no I/O.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: nil client")
