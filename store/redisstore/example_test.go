@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
@@ -52,4 +53,36 @@ func ExampleFallback() {
 	fmt.Println("degraded:", st.Degraded, "share:", st.Share, "admitted:", admitted)
 	// Output:
 	// degraded: true share: 0.25 admitted: 25
+}
+
+// New wraps the go-redis client the service already has. One Decide is
+// one script call: here a per-IP token bucket and a per-account fixed
+// window, all or nothing. (Not run: it needs a Redis.)
+func ExampleNew() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "127.0.0.1:6379",
+		ContextTimeoutEnabled: true, // required: the per-call deadline bounds the I/O
+		DialerRetries:         1,    // fail fast when the server refuses connections
+	})
+	defer client.Close()
+	s, err := redisstore.New(client, redisstore.WithPrefix("myservice"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ip, _ := s.Register(ctx, store.Spec{Name: "ip", Algorithm: store.TokenBucket, Limit: 20,
+		Rate: concurrency.Per(10, time.Second)})
+	account, _ := s.Register(ctx, store.Spec{Name: "account", Algorithm: store.FixedWindow, Limit: 1000,
+		Window: time.Hour})
+
+	var req store.Request
+	req.Add(ip, "203.0.113.7", 1)
+	req.Add(account, "acct-hash-5f2c", 1) // hashed: key names are not secret
+	var res store.Result
+	if err := s.Decide(ctx, &req, &res); err != nil {
+		fmt.Println("fail open or closed:", err) // errors.Is(err, store.ErrUnavailable)
+		return
+	}
+	fmt.Println(res.Allowed, res.Decision().RetryAfter)
 }

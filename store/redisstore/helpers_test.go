@@ -32,6 +32,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialTimeout:           time.Second,
+		DialerRetries:         1,
 		PoolSize:              64,
 	})
 	t.Cleanup(func() { _ = c.Close() })
