@@ -26,8 +26,10 @@
 // spread load by giving unrelated policies stores of their own prefixes.
 // Hit keys are written into key names as they are: hash secrets first
 // (package fingerprint). Every key gets its TTL in the script that writes
-// it: two windows for the window algorithms, twice the time to refill for
-// a token bucket, twice the lease TTL for leases. Use a dedicated Redis
+// it: two windows for a fixed window and a sliding log, three for a
+// sliding window counter (it reads the previous window), twice the time to
+// refill for a token bucket, twice the time to the last lease's expiry for
+// leases. Use a dedicated Redis
 // with maxmemory-policy noeviction: an evicted limiter key is a silently
 // reset limit.
 //
