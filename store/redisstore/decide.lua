@@ -1,0 +1,369 @@
+#!lua
+-- sluice decide: charges every hit of one request, all or nothing.
+--
+-- Declared without allow-oom: Redis 7 refuses the whole script up front when
+-- it is over maxmemory, so a full server never applies half a request.
+--
+-- KEYS: two per hit, KEYS[2i-1] is the hit's state; KEYS[2i] is the lease
+-- metadata of a concurrency hit (the sliding log's and the rate limits'
+-- scripts repeat the first key there).
+-- ARGV[1]: the number of hits; then four values per hit:
+--   algorithm (1 token bucket, 2 fixed window, 3 sliding window,
+--   4 sliding log, 5 concurrency), cost, limit, parameter.
+--   The parameter is the emission interval in ns (token bucket), the
+--   window in µs (windows) or the lease TTL in µs (concurrency).
+--
+-- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
+-- 2^53 for 285 years, so exact in Lua's doubles). The token bucket keeps its
+-- theoretical arrival time as µs and a ns remainder and computes in ns
+-- relative to t, exact for spans below 2^53 ns (104 days).
+--
+-- Reply: {sec, usec, evaluated, then per evaluated hit: allowed, reason,
+-- remaining, retry_after, reset_after, lease_id}. Durations are ns for the
+-- token bucket and µs otherwise; retry_after -1 is "never".
+-- Nothing is written unless every hit is admitted.
+
+local EPOCH = 1700000000
+local time = redis.call('TIME')
+local t = (tonumber(time[1]) - EPOCH) * 1000000 + tonumber(time[2])
+local n = tonumber(ARGV[1])
+
+-- idiv is floor(a/b) for integers, corrected for the rounding of the
+-- division in doubles.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function ceildiv(a, b)
+  local q = idiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+-- states read in this call, by key, so that two hits on one key see each
+-- other's charges; committed only when every hit is admitted.
+local cache = {}
+local out = {time[1], time[2], 0}
+local commits = {}
+
+-- Token bucket (GCRA). State: a string "u:r", the theoretical arrival
+-- time in µs and its ns remainder.
+local function gcra(key, cost, limit, interval)
+  local st = cache[key]
+  if not st then
+    local v = redis.call('GET', key)
+    st = {debt = 0}
+    if v then
+      local u, r = string.match(v, '^(%d+):(%d+)$')
+      st.debt = math.max(0, (tonumber(u) - t) * 1000 + tonumber(r))
+    end
+    cache[key] = st
+  end
+  local tau = limit * interval
+  local function view(debt)
+    return idiv(math.max(0, tau - debt), interval), debt
+  end
+  if cost == 0 then
+    local rem, reset = view(st.debt)
+    return 1, 0, rem, 0, reset, 0
+  end
+  if cost > limit then
+    local rem, reset = view(st.debt)
+    return 0, 2, rem, -1, reset, 0
+  end
+  local nxt = st.debt + cost * interval
+  if nxt - tau > 0 then
+    local rem, reset = view(st.debt)
+    return 0, 1, rem, nxt - tau, reset, 0
+  end
+  st.debt = nxt
+  commits[key] = function()
+    local us = idiv(st.debt, 1000)
+    redis.call('SET', key, string.format('%.0f:%.0f', t + us, st.debt - us * 1000),
+      'PX', ceildiv(2 * st.debt, 1000000) + 1)
+  end
+  local rem = view(nxt)
+  return 1, 0, rem, 0, nxt, 0
+end
+
+-- Fixed window. State: hash i (window index) and c (count).
+local function fixed(key, cost, limit, w)
+  local st = cache[key]
+  if not st then
+    local v = redis.call('HMGET', key, 'i', 'c')
+    st = {i = tonumber(v[1]) or 0, c = tonumber(v[2]) or 0}
+    cache[key] = st
+  end
+  local cur = idiv(t, w)
+  local idx, cnt, back = st.i, st.c, false
+  if cur > idx then idx, cnt = cur, 0 elseif cur < idx then back = true end
+  local function decision(c)
+    local rem, reset = 0, 0
+    if not back then rem = limit - c end
+    if c > 0 then reset = (idx + 1) * w - t elseif back then reset = idx * w - t end
+    return rem, reset
+  end
+  if cost > 0 and (cost > limit or back or cnt + cost > limit) then
+    local rem, reset = decision(cnt)
+    if cost > limit then return 0, 2, rem, -1, reset, 0 end
+    local retry = (idx + 1) * w - t
+    if back and cnt + cost <= limit then retry = idx * w - t end
+    return 0, 1, rem, retry, reset, 0
+  end
+  if cost > 0 then
+    cnt = cnt + cost
+    st.i, st.c = idx, cnt
+    commits[key] = function()
+      redis.call('HSET', key, 'i', st.i, 'c', st.c)
+      redis.call('PEXPIRE', key, ceildiv(2 * w, 1000) + 1)
+    end
+  end
+  local rem, reset = decision(cnt)
+  return 1, 0, rem, 0, reset, 0
+end
+
+-- Sliding window counter. State: hash i (window index), c (current count),
+-- p (previous count).
+local function sliding(key, cost, limit, w)
+  local st = cache[key]
+  if not st then
+    local v = redis.call('HMGET', key, 'i', 'c', 'p')
+    st = {i = tonumber(v[1]) or 0, c = tonumber(v[2]) or 0, p = tonumber(v[3]) or 0}
+    cache[key] = st
+  end
+  local idx, cur, prev, back, e = st.i, st.c, st.p, false, 0
+  local nowIdx = idiv(t, w)
+  if nowIdx < idx then
+    back = true
+  else
+    if nowIdx == idx + 1 then
+      idx, cur, prev = nowIdx, 0, cur
+    elseif nowIdx > idx + 1 then
+      idx, cur, prev = nowIdx, 0, 0
+    end
+    e = t - idx * w
+  end
+  local function weighted(p)
+    if p == 0 then return 0 end
+    return ceildiv(p * (w - e), w)
+  end
+  local function share(r, p)
+    if r >= p then return w end
+    return idiv(r * w, p)
+  end
+  local function decision(c)
+    local rem, reset = 0, 0
+    if not back then rem = math.max(0, limit - c - weighted(prev)) end
+    if c > 0 then reset = (idx + 2) * w - t
+    elseif prev > 0 then reset = (idx + 1) * w - t
+    elseif back then reset = idx * w - t end
+    return rem, reset
+  end
+  if cost > 0 and (cost > limit or back or cur + cost + weighted(prev) > limit) then
+    local rem, reset = decision(cur)
+    if cost > limit then return 0, 2, rem, -1, reset, 0 end
+    -- The earliest instant at which cost fits, as concurrency.SlidingWindow.
+    local at
+    local r = limit - cur - cost
+    if r >= 0 then
+      local x = math.max(e, w - share(r, prev))
+      if x < w then at = idx * w + x end
+    end
+    if not at then
+      local x = w - share(limit - cost, cur)
+      if x < w then at = (idx + 1) * w + math.max(0, x) else at = (idx + 2) * w end
+    end
+    return 0, 1, rem, at - t, reset, 0
+  end
+  if cost > 0 then
+    cur = cur + cost
+    st.i, st.c, st.p = idx, cur, prev
+    commits[key] = function()
+      redis.call('HSET', key, 'i', st.i, 'c', st.c, 'p', st.p)
+      redis.call('PEXPIRE', key, ceildiv(3 * w, 1000) + 1)
+    end
+  end
+  local rem, reset = decision(cur)
+  return 1, 0, rem, 0, reset, 0
+end
+
+-- Sliding log. State: a list of admission times (µs), newest first, at most
+-- limit long.
+local function slog(key, cost, limit, w)
+  local st = cache[key]
+  if not st then
+    st = {ts = redis.call('LRANGE', key, 0, limit - 1), pushed = 0}
+    for i = 1, #st.ts do st.ts[i] = tonumber(st.ts[i]) end
+    cache[key] = st
+  end
+  local ts = st.ts
+  local function decision()
+    -- Oldest first: unused slots and the expired entries older than the
+    -- oldest live one count as remaining (as concurrency.SlidingLog).
+    local rem = math.max(0, limit - #ts)
+    local counting, resetAt = true, 0
+    for i = math.min(#ts, limit), 1, -1 do
+      local at = ts[i] + w
+      if at > t then
+        counting = false
+        resetAt = math.max(resetAt, at)
+      elseif counting then
+        rem = rem + 1
+      end
+    end
+    local reset = 0
+    if resetAt > t then reset = resetAt - t end
+    return rem, reset
+  end
+  if cost == 0 then
+    local rem, reset = decision()
+    return 1, 0, rem, 0, reset, 0
+  end
+  if cost > limit then
+    local rem, reset = decision()
+    return 0, 2, rem, -1, reset, 0
+  end
+  -- Admitting cost needs the entries at positions limit-cost+1..limit
+  -- (newest first) to have left the window.
+  local blocked = 0
+  for i = limit - cost + 1, math.min(#ts, limit) do
+    blocked = math.max(blocked, ts[i] + w)
+  end
+  if blocked > t then
+    local rem, reset = decision()
+    return 0, 1, rem, blocked - t, reset, 0
+  end
+  for _ = 1, cost do table.insert(ts, 1, t) end
+  while #ts > limit do table.remove(ts) end
+  st.pushed = st.pushed + cost
+  commits[key] = function()
+    local left = st.pushed
+    while left > 0 do
+      local k = math.min(left, 1000)
+      local args = {}
+      for i = 1, k do args[i] = t end
+      redis.call('LPUSH', key, unpack(args))
+      left = left - k
+    end
+    redis.call('LTRIM', key, 0, limit - 1)
+    redis.call('PEXPIRE', key, ceildiv(2 * w, 1000) + 1)
+  end
+  local rem, reset = decision()
+  return 1, 0, rem, 0, reset, 0
+end
+
+-- Concurrency leases. State: a sorted set of "id:cost" scored by expiry
+-- (µs) and a hash s (the last lease id) and i (permits held).
+local function leases(key, meta, cost, limit, ttl)
+  local st = cache[key]
+  if not st then
+    local i = tonumber(redis.call('HGET', meta, 'i') or '0')
+    -- Purge expired leases first; a purge changes nothing a caller sees,
+    -- so it needs no all-or-nothing.
+    local gone = redis.call('ZRANGEBYSCORE', key, '-inf', t)
+    if #gone > 0 then
+      for _, m in ipairs(gone) do
+        i = i - tonumber(string.match(m, ':(%d+)$'))
+      end
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', t)
+      if redis.call('EXISTS', meta) == 1 then
+        -- HSET keeps the hash's TTL, set when a lease was taken.
+        redis.call('HSET', meta, 'i', i)
+      end
+    end
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    st = {i = i, last = tonumber(last[2]) or 0, new = {}}
+    cache[key] = st
+  end
+  local function decision()
+    local reset = 0
+    if st.last > t then reset = st.last - t end
+    return limit - st.i, reset
+  end
+  if cost == 0 then
+    local rem, reset = decision()
+    return 1, 0, rem, 0, reset, 0
+  end
+  if cost > limit then
+    local rem, reset = decision()
+    return 0, 2, rem, -1, reset, 0
+  end
+  if st.i + cost > limit then
+    local rem, reset = decision()
+    -- Wait until enough live leases expire, walking them in expiry order
+    -- (leases taken earlier in this call expire last: same TTL, same t).
+    local free = limit - st.i
+    local held = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    local retry = -1
+    for j = 1, #held, 2 do
+      free = free + tonumber(string.match(held[j], ':(%d+)$'))
+      if free >= cost then
+        retry = math.max(1, tonumber(held[j + 1]) - t)
+        break
+      end
+    end
+    if retry < 0 then retry = ttl end
+    return 0, 1, rem, retry, reset, 0
+  end
+  if not st.seq then
+    -- Lease ids start from 16·t when a key's state is made anew, so an id
+    -- of an expired state is never reused unless that state issued more
+    -- than 16 leases per µs of its life.
+    st.seq = tonumber(redis.call('HGET', meta, 's') or '0')
+    if st.seq == 0 then st.seq = 16 * t end
+  end
+  st.seq = st.seq + 1
+  st.i = st.i + cost
+  st.last = math.max(st.last, t + ttl)
+  table.insert(st.new, string.format('%.0f:%.0f', st.seq, cost))
+  commits[key] = function()
+    local args = {}
+    for j, m in ipairs(st.new) do
+      args[2 * j - 1] = t + ttl
+      args[2 * j] = m
+    end
+    redis.call('ZADD', key, unpack(args))
+    redis.call('HSET', meta, 's', st.seq, 'i', st.i)
+    local ms = ceildiv(2 * (st.last - t), 1000) + 1
+    redis.call('PEXPIRE', key, ms)
+    redis.call('PEXPIRE', meta, ms)
+  end
+  local rem, reset = decision()
+  return 1, 0, rem, 0, reset, st.seq
+end
+
+local all = true
+for h = 1, n do
+  local b = 1 + (h - 1) * 4
+  local alg = tonumber(ARGV[b + 1])
+  local cost = tonumber(ARGV[b + 2])
+  local limit = tonumber(ARGV[b + 3])
+  local p = tonumber(ARGV[b + 4])
+  local key = KEYS[2 * h - 1]
+  local ok, reason, rem, retry, reset, id
+  if alg == 1 then
+    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p)
+  elseif alg == 2 then
+    ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p)
+  elseif alg == 3 then
+    ok, reason, rem, retry, reset, id = sliding(key, cost, limit, p)
+  elseif alg == 4 then
+    ok, reason, rem, retry, reset, id = slog(key, cost, limit, p)
+  else
+    ok, reason, rem, retry, reset, id = leases(key, KEYS[2 * h], cost, limit, p)
+  end
+  out[3] = h
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = ok, reason, rem, retry, reset, id
+  if ok == 0 then
+    all = false
+    break
+  end
+end
+
+if all then
+  for _, commit in pairs(commits) do commit() end
+end
+return out

@@ -1,0 +1,56 @@
+// Package redisstore keeps sluice's limits in Redis, so that every
+// instance of a service shares one quota, and falls back to local,
+// quota-aware limits when Redis is down or slow.
+//
+// Store is a store.Store on a go-redis UniversalClient (single node,
+// Sentinel, Cluster). Each Decide is one Lua script call, one round trip:
+// the script reads Redis's TIME and decides every hit of the request on
+// that instant, writing nothing unless all are admitted, with the same
+// algorithms and decisions as store.Memory. It needs Redis 7.0 or later
+// (the scripts declare themselves with a #!lua line, so that a server over
+// maxmemory refuses them whole instead of failing halfway).
+//
+// Fallback wraps a Store in a circuit breaker. While Redis answers, it
+// decides there and counts the live instances through heartbeats; when
+// Redis fails, it decides on a local store.Memory in which every limit is
+// divided by the number of instances, so the service as a whole stays
+// within its quota; a background probe returns it to Redis.
+//
+// # Keys
+//
+// Every key is {prefix}:<kind>:<len(name)>:<name>:<key> (see WithPrefix).
+// The braces make the prefix the Redis Cluster hash tag: one request may
+// name unrelated keys (an IP and an account), and one script can only
+// touch keys of one slot, so all keys of one store live in one slot, on
+// one master. That is the price of atomic all-or-nothing across limits;
+// spread load by giving unrelated policies stores of their own prefixes.
+// Hit keys are written into key names as they are: hash secrets first
+// (package fingerprint). Every key gets its TTL in the script that writes
+// it: two windows for a fixed window and a sliding log, three for a
+// sliding window counter (it reads the previous window), twice the time to
+// refill for a token bucket, twice the time to the last lease's expiry for
+// leases. Use a dedicated Redis
+// with maxmemory-policy noeviction: an evicted limiter key is a silently
+// reset limit.
+//
+// # Resolution
+//
+// Redis's TIME has microsecond resolution. Windows and lease TTLs must be
+// whole microseconds (Register rejects others). The token bucket computes
+// in nanoseconds relative to the server's time, exact for spans up to 104
+// days; the windows compute in microseconds and align to multiples of the
+// window since a fixed epoch, so a RetryAfter is never earlier than the
+// exact one. Lease IDs are unique per key unless a key's state issued more
+// than 16 leases per microsecond of its life.
+//
+// # Failures
+//
+// A Store call fails with an error matching store.ErrUnavailable when
+// Redis fails or misses the per-call deadline (WithTimeout; 20 ms by
+// default) and with the caller's ctx.Err() when the caller gives up first.
+// Scripts are never retried by go-redis (whatever the client's
+// MaxRetries), because a reply lost after the script ran would charge the
+// request twice; EVALSHA's NOSCRIPT (after a restart, a failover or
+// SCRIPT FLUSH) is answered by sending the script once more, which is safe
+// because it did not run.
+package redisstore

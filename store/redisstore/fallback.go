@@ -1,0 +1,472 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Lease limits of a Fallback's local decisions: bit 31 marks a lease of
+// the local store, bits 24..30 the generation of that store (it is made
+// anew when N changes), bits 0..23 the LimitID.
+const (
+	localBit    = store.LimitID(1) << 31
+	genShift    = 24
+	genMask     = 0x7f
+	limitIDMask = store.LimitID(1)<<genShift - 1
+)
+
+// errDegraded is the cause of a Release refused while the breaker is open.
+var errDegraded = errors.New("redisstore: degraded to local limits")
+
+// Fallback is a store.Store that decides on a Redis Store while Redis
+// answers and on a local store.Memory when it does not, with each limit
+// divided among the live instances.
+//
+// A circuit breaker chooses. Closed, every call goes to Redis; each call
+// that fails with store.ErrUnavailable (an error, a missed deadline) is
+// decided locally instead, and WithTripAfter consecutive failures open the
+// breaker. Open, decisions go straight to the local store, with no Redis
+// latency added. A goroutine owned by the Fallback beats a heartbeat into
+// Redis every probe interval; while the breaker is open the heartbeat is
+// the probe, and WithRecoverAfter consecutive successes close it again.
+//
+// The local store enforces each instance's share: every limit (and a token
+// bucket's rate) divided by N, rounded down, where N is the number of
+// instances of the prefix whose heartbeat Redis saw in the last three
+// probe intervals (or WithInstances' fixed N). So the service as a whole
+// never exceeds its quota while Redis is down. A limit whose share rounds
+// to zero, and a limit marked WithFailClosed, rejects while degraded.
+// Local decisions are made at Request.Now, so callers must fill it with
+// their monotonic clock (internal/clock's Now) as for store.Memory; local
+// state starts fresh when the breaker opens with a new N.
+//
+// Leases taken locally carry a Limit with bit 31 set; Release routes them
+// to the local store (after the local store was made anew they are no
+// longer held). Releasing a Redis lease while the breaker is open fails
+// with store.ErrUnavailable: its permits come back at its expiry.
+//
+// Every mode change is counted in Stats and logged (WithLogger), one line
+// per change, at most one a second. A Fallback is safe for concurrent use.
+// Close stops its goroutine. Use NewFallback; the zero value is not usable.
+type Fallback struct {
+	redis *Store
+	cfg   fallbackConfig
+	id    string // this instance in the heartbeat set
+
+	mu     sync.Mutex // serializes Register and local rebuilds
+	limits atomic.Pointer[[]fbLimit]
+	local  atomic.Pointer[localStore]
+
+	open       atomic.Bool
+	failures   atomic.Int64 // consecutive failed Redis calls
+	instances  atomic.Int64 // N
+	fallbacks  atomic.Uint64
+	errs       atomic.Uint64
+	trips      atomic.Uint64
+	recoveries atomic.Uint64
+
+	logMu   sync.Mutex
+	lastLog time.Time
+	pending *logLine
+	changes int // mode changes the pending line covers
+
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Fallback)(nil)
+
+// fbLimit is a registered limit of a Fallback.
+type fbLimit struct {
+	spec       store.Spec
+	failClosed bool
+}
+
+// localStore is the local Memory for one N.
+type localStore struct {
+	mem  *store.Memory
+	gen  store.LimitID
+	n    int64
+	zero []bool // per LimitID-1: the share rounds to zero, reject
+}
+
+// FallbackStats is a snapshot of a Fallback's mode and counters.
+type FallbackStats struct {
+	// Degraded reports that the breaker is open: decisions are local.
+	Degraded bool
+	// Instances is N, the number of instances sharing each limit, and
+	// Share its inverse: the fraction of each limit this instance enforces
+	// while degraded.
+	Instances int64
+	Share     float64
+	// FallbackDecisions counts decisions made locally.
+	FallbackDecisions uint64
+	// RedisErrors counts Redis calls that failed with store.ErrUnavailable
+	// (decisions, releases and heartbeats).
+	RedisErrors uint64
+	// Trips and Recoveries count the breaker's openings and closings.
+	Trips, Recoveries uint64
+}
+
+// NewFallback returns a Fallback around s and starts its heartbeat
+// goroutine (stop it with Close). It beats once before returning, within
+// s's deadline, to learn N; when that fails, N starts at WithInstances' n
+// or 1 (the whole limit per instance until a heartbeat answers) and the
+// breaker counts one failure.
+func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
+	if s == nil {
+		return nil, fmt.Errorf("redisstore: nil store")
+	}
+	cfg := fallbackConfig{tripAfter: DefaultTripAfter, recoverAfter: DefaultRecoverAfter, probe: DefaultProbeInterval}
+	for _, o := range opts {
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	f := &Fallback{redis: s, cfg: cfg, id: hex.EncodeToString(b[:]), done: make(chan struct{})}
+	f.instances.Store(max(1, cfg.instances))
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.tick(ctx)
+	go f.loop(ctx)
+	return f, nil
+}
+
+// Close stops the heartbeat goroutine and removes this instance from the
+// heartbeat set (within the store's deadline, best effort). Decisions
+// still work after Close, but an open breaker no longer closes. Close is
+// idempotent and returns nil.
+func (f *Fallback) Close() error {
+	f.closeOnce.Do(func() {
+		f.cancel()
+		<-f.done
+		_, _ = f.beat(context.Background(), false)
+	})
+	return nil
+}
+
+// Stats returns a snapshot of the mode and counters.
+func (f *Fallback) Stats() FallbackStats {
+	n := f.instances.Load()
+	return FallbackStats{
+		Degraded:          f.open.Load(),
+		Instances:         n,
+		Share:             1 / float64(n),
+		FallbackDecisions: f.fallbacks.Load(),
+		RedisErrors:       f.errs.Load(),
+		Trips:             f.trips.Load(),
+		Recoveries:        f.recoveries.Load(),
+	}
+}
+
+// Register registers spec with the Redis store (no I/O) and, while a
+// local store exists, its share there. It returns the Store's errors.
+func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.load()
+	if len(old) >= int(limitIDMask) {
+		return 0, fmt.Errorf("store: too many limits for a fallback store")
+	}
+	id, err := f.redis.Register(ctx, spec)
+	if err != nil {
+		return 0, err
+	}
+	next := append(slices.Clip(old), fbLimit{spec: spec, failClosed: f.cfg.failClosed[spec.Name]})
+	f.limits.Store(&next)
+	if l := f.local.Load(); l != nil {
+		// Register on a copy's behalf: the Memory is shared, ids line up.
+		zero := registerShare(l.mem, spec, l.n)
+		nl := *l
+		nl.zero = append(slices.Clip(l.zero), zero)
+		f.local.Store(&nl)
+	}
+	return id, nil
+}
+
+func (f *Fallback) load() []fbLimit {
+	if p := f.limits.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// registerShare registers spec divided by n in m and reports whether the
+// share rounds to zero (then the whole spec holds the LimitID's place and
+// is never used).
+func registerShare(m *store.Memory, spec store.Spec, n int64) bool {
+	share := spec
+	share.Limit = spec.Limit / n
+	if spec.Algorithm == store.TokenBucket {
+		share.Rate = concurrency.Rate{Count: spec.Rate.Count, Per: spec.Rate.Per * time.Duration(n)}
+		if share.Rate.Per/time.Duration(n) != spec.Rate.Per {
+			share.Limit = 0 // overflow: too slow to share
+		}
+	}
+	if share.Limit > 0 {
+		if _, err := m.Register(context.Background(), share); err == nil {
+			return false
+		}
+	}
+	// Spec passed the Store's validation, so Memory takes it.
+	_, _ = m.Register(context.Background(), spec)
+	return true
+}
+
+// localFor returns the local store for the current N, making it anew when
+// N changed.
+func (f *Fallback) localFor() *localStore {
+	n := f.instances.Load()
+	if l := f.local.Load(); l != nil && l.n == n {
+		return l
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.local.Load()
+	if l != nil && l.n == n {
+		return l
+	}
+	nl := &localStore{mem: store.NewMemory(), n: n}
+	if l != nil {
+		nl.gen = (l.gen + 1) & genMask
+	}
+	for _, lim := range f.load() {
+		nl.zero = append(nl.zero, registerShare(nl.mem, lim.spec, n))
+	}
+	f.local.Store(nl)
+	return nl
+}
+
+// Decide decides req on Redis while the breaker is closed and locally,
+// on this instance's share, while it is open or when the Redis call fails
+// with store.ErrUnavailable (see Fallback). It returns bad input's errors
+// and the caller's ctx.Err(); never store.ErrUnavailable.
+func (f *Fallback) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	if !f.open.Load() {
+		err := f.redis.Decide(ctx, req, res)
+		if err == nil {
+			f.failures.Store(0)
+			return nil
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			return err
+		}
+		f.failed(err)
+	}
+	return f.decideLocal(ctx, req, res)
+}
+
+// failed counts a failed Redis call and opens the breaker at the
+// threshold.
+func (f *Fallback) failed(err error) {
+	f.errs.Add(1)
+	if f.failures.Add(1) >= int64(f.cfg.tripAfter) && f.open.CompareAndSwap(false, true) {
+		f.trips.Add(1)
+		f.logChange("redisstore: Redis unavailable, deciding on local limits",
+			slog.String("cause", err.Error()), slog.Int64("instances", f.instances.Load()),
+			slog.Float64("share", 1/float64(f.instances.Load())))
+	}
+}
+
+func (f *Fallback) decideLocal(ctx context.Context, req *store.Request, res *store.Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Decide needs a request and a result")
+	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	limits := f.load()
+	hits := req.Hits[:req.N]
+	for i := range hits {
+		if int(hits[i].Limit) > len(limits) {
+			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, hits[i].Limit)
+		}
+	}
+	l := f.localFor()
+	f.fallbacks.Add(1)
+	for j := range hits {
+		id := hits[j].Limit
+		if limits[id-1].failClosed || (int(id) <= len(l.zero) && l.zero[id-1]) {
+			return f.rejectAt(ctx, l, req, res, j)
+		}
+	}
+	if err := l.mem.Decide(ctx, req, res); err != nil {
+		return err
+	}
+	for i := range res.Hits[:res.N] {
+		if lease := &res.Hits[i].Lease; lease.Held() {
+			lease.Limit |= localBit | l.gen<<genShift
+		}
+	}
+	return nil
+}
+
+// rejectAt rejects req at hit j, a fail-closed or zero-share limit: the
+// hits before it are reported as they stand (peeked, nothing charged).
+func (f *Fallback) rejectAt(ctx context.Context, l *localStore, req *store.Request, res *store.Result, j int) error {
+	if j > 0 {
+		peek := store.Request{Now: req.Now, N: j}
+		for i := range j {
+			peek.Hits[i] = store.Hit{Limit: req.Hits[i].Limit, Key: req.Hits[i].Key}
+		}
+		if err := l.mem.Decide(ctx, &peek, res); err != nil {
+			return err
+		}
+	}
+	res.Hits[j] = store.HitResult{Decision: concurrency.Decision{
+		Reason:     concurrency.ReasonLimited,
+		Limit:      f.load()[req.Hits[j].Limit-1].spec.Limit,
+		RetryAfter: f.cfg.probe,
+		ResetAfter: f.cfg.probe,
+	}}
+	res.Allowed, res.Decider, res.N, res.Now = false, j, j+1, req.Now
+	return nil
+}
+
+// Release releases a local lease locally and a Redis lease on Redis
+// (while the breaker is open, it fails with store.ErrUnavailable at once:
+// the lease lapses at its expiry). Errors as store.Store's.
+func (f *Fallback) Release(ctx context.Context, lease store.Lease, now int64) error {
+	if !lease.Held() {
+		return store.ErrLeaseNotHeld
+	}
+	if lease.Limit&localBit != 0 {
+		l := f.local.Load()
+		if l == nil || (lease.Limit>>genShift)&genMask != l.gen {
+			return store.ErrLeaseNotHeld
+		}
+		inner := lease
+		inner.Limit &= limitIDMask
+		return l.mem.Release(ctx, inner, now)
+	}
+	if f.open.Load() {
+		return store.Unavailable(errDegraded)
+	}
+	err := f.redis.Release(ctx, lease, now)
+	if errors.Is(err, store.ErrUnavailable) {
+		f.failed(err)
+	}
+	return err
+}
+
+// loop beats every probe interval until Close.
+func (f *Fallback) loop(ctx context.Context) {
+	defer close(f.done)
+	t := time.NewTicker(f.cfg.probe)
+	defer t.Stop()
+	okProbes := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.flushLog()
+		wasOpen := f.open.Load()
+		ok := f.tick(ctx)
+		if !wasOpen {
+			okProbes = 0
+			continue
+		}
+		if !ok {
+			okProbes = 0
+			continue
+		}
+		if okProbes++; okProbes >= f.cfg.recoverAfter && f.open.CompareAndSwap(true, false) {
+			okProbes = 0
+			f.failures.Store(0)
+			f.recoveries.Add(1)
+			f.logChange("redisstore: Redis answers again, deciding on Redis",
+				slog.Int64("instances", f.instances.Load()))
+		}
+	}
+}
+
+// tick beats once and learns N from the reply; a failure counts toward
+// opening the breaker. It reports whether Redis answered.
+func (f *Fallback) tick(ctx context.Context) bool {
+	n, err := f.beat(ctx, true)
+	if err != nil {
+		if ctx.Err() == nil && !f.open.Load() {
+			f.failed(err)
+		} else if ctx.Err() == nil {
+			f.errs.Add(1)
+		}
+		return false
+	}
+	if f.cfg.instances == 0 && n > 0 {
+		f.instances.Store(n)
+	}
+	return true
+}
+
+// beat runs the heartbeat script: join (or refresh) and count, or leave.
+func (f *Fallback) beat(ctx context.Context, join bool) (int64, error) {
+	live := 3 * f.cfg.probe / time.Microsecond
+	flag := "1"
+	if !join {
+		flag = "0"
+	}
+	vals, err := f.redis.run(ctx, &f.redis.heartbeat, []string{f.redis.instancesKey()}, []any{f.id, int64(live), flag})
+	if err != nil {
+		return 0, err
+	}
+	return replyInt(vals, 2)
+}
+
+// logEvery is the least time between two log lines of mode changes.
+const logEvery = time.Second
+
+// logLine is a mode change waiting for its log line.
+type logLine struct {
+	msg   string
+	attrs []slog.Attr
+}
+
+// logChange logs a mode change, at most one line every logEvery. A change
+// within logEvery of the last line is held back and logged by the
+// goroutine once logEvery has passed, with the number of changes the line
+// covers, so the log always ends with the current mode.
+func (f *Fallback) logChange(msg string, attrs ...slog.Attr) {
+	f.logMu.Lock()
+	f.pending = &logLine{msg: msg, attrs: attrs}
+	f.changes++
+	f.logMu.Unlock()
+	f.flushLog()
+}
+
+// flushLog writes the pending line when logEvery has passed since the
+// last one.
+func (f *Fallback) flushLog() {
+	f.logMu.Lock()
+	now := time.Now()
+	p := f.pending
+	if p == nil || (!f.lastLog.IsZero() && now.Sub(f.lastLog) < logEvery) {
+		f.logMu.Unlock()
+		return
+	}
+	attrs := p.attrs
+	if f.changes > 1 {
+		attrs = append(slices.Clip(attrs), slog.Int("changes", f.changes))
+	}
+	f.pending, f.changes, f.lastLog = nil, 0, now
+	f.logMu.Unlock()
+	f.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, p.msg, attrs...)
+}

@@ -1,0 +1,329 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Store is a store.Store on Redis, a Redis Sentinel setup or Redis
+// Cluster (7.0 or later), through the go-redis client the caller already
+// has.
+//
+// Decide runs one Lua script, one round trip: the script reads the
+// server's TIME, evaluates every hit of the request in order on that one
+// instant and writes nothing unless all are admitted, so several limits are
+// all-or-nothing exactly and instances with different clocks share one
+// timeline. Every algorithm of store.Memory is there with the same
+// decisions (see the package doc for the resolution). Every key the
+// script writes gets its TTL in the same script.
+//
+// Calls run with a per-call deadline (WithTimeout, DefaultTimeout by
+// default) and are never retried by go-redis: a lost reply fails the call
+// with store.ErrUnavailable rather than risk charging twice. Register is
+// local (no I/O): it keeps each spec's parameters for the script.
+//
+// A Store is safe for concurrent use. It has no goroutine and nothing to
+// close; the client stays the caller's. Use New; the zero value is not
+// usable.
+type Store struct {
+	client  redis.UniversalClient
+	tag     string // "{prefix}", the hash tag of every key
+	timeout time.Duration
+
+	decide, release, heartbeat script
+
+	mu     sync.Mutex // serializes Register
+	names  map[string]struct{}
+	limits atomic.Pointer[[]*limit] // copy on write; index LimitID-1
+}
+
+var _ store.Store = (*Store)(nil)
+
+// limit is a registered spec with its script arguments.
+type limit struct {
+	spec  store.Spec
+	alg   int   // the script's algorithm number
+	param int64 // interval in ns (token bucket), window or TTL in µs
+	kind  byte
+	// unit converts the script's durations to nanoseconds.
+	unit time.Duration
+	// args are alg, Limit and param boxed once, so that a decision
+	// does not allocate for them.
+	args [3]any
+}
+
+// New returns a Store deciding on client's server. The client must have
+// ContextTimeoutEnabled set, so that the per-call deadline bounds the
+// network I/O too (go-redis ignores context deadlines otherwise, and a hung
+// server would hold each call for its ReadTimeout); New returns an error
+// otherwise. Its MaxRetries does not matter: the store's scripts are never
+// retried. Its DialerRetries (go-redis dials up to 5 times by default)
+// makes a call to a server that refuses connections last until the
+// deadline rather than fail at once; set it to 1 for the fastest failover
+// to a Fallback's local limits. New does no I/O.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redisstore: nil client")
+	}
+	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+	for _, o := range opts {
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	ctxTimeout := true
+	switch c := client.(type) {
+	case *redis.Client:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	}
+	if !ctxTimeout {
+		return nil, fmt.Errorf("redisstore: the client must have ContextTimeoutEnabled: true, or a hung server holds each call for its ReadTimeout instead of the store's %v", cfg.timeout)
+	}
+	return &Store{
+		client:    client,
+		tag:       "{" + cfg.prefix + "}",
+		timeout:   cfg.timeout,
+		decide:    newScript(decideSrc),
+		release:   newScript(releaseSrc),
+		heartbeat: newScript(heartbeatSrc),
+	}, nil
+}
+
+// Register validates spec and adds it, without I/O. Besides
+// store.Spec.Validate's checks it rejects windows and lease TTLs that are
+// not whole microseconds (the resolution of Redis's TIME). Errors start
+// with "store: ". Limits of the same Name in stores of the same prefix
+// share their state in Redis: register the same spec everywhere.
+func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, error) {
+	if err := spec.Validate(); err != nil {
+		return 0, err
+	}
+	l := &limit{spec: spec, kind: kindOf(spec.Algorithm), unit: time.Microsecond}
+	switch spec.Algorithm {
+	case store.TokenBucket:
+		l.alg, l.unit = 1, 1
+		l.param = (int64(spec.Rate.Per) + spec.Rate.Count - 1) / spec.Rate.Count
+	case store.FixedWindow, store.SlidingWindow, store.SlidingLog:
+		l.alg = int(spec.Algorithm) // 2, 3, 4
+		if spec.Window%time.Microsecond != 0 {
+			return 0, fmt.Errorf("store: limit %q: the Redis store needs a window of whole microseconds, got %v", spec.Name, spec.Window)
+		}
+		l.param = int64(spec.Window / time.Microsecond)
+	case store.Concurrency:
+		l.alg = 5
+		if spec.LeaseTTL%time.Microsecond != 0 {
+			return 0, fmt.Errorf("store: limit %q: the Redis store needs a lease TTL of whole microseconds, got %v", spec.Name, spec.LeaseTTL)
+		}
+		l.param = int64(spec.LeaseTTL / time.Microsecond)
+	}
+	l.args = [3]any{l.alg, spec.Limit, l.param}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.names[spec.Name]; dup {
+		return 0, fmt.Errorf("store: limit %q is registered already", spec.Name)
+	}
+	old := s.load()
+	if len(old) >= math.MaxUint32 {
+		return 0, fmt.Errorf("store: too many limits")
+	}
+	next := append(slices.Clip(old), l)
+	if s.names == nil {
+		s.names = make(map[string]struct{})
+	}
+	s.names[spec.Name] = struct{}{}
+	s.limits.Store(&next)
+	return store.LimitID(len(next)), nil
+}
+
+func (s *Store) load() []*limit {
+	if p := s.limits.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *Store) lookup(id store.LimitID) *limit {
+	ls := s.load()
+	if id == 0 || int(id) > len(ls) {
+		return nil
+	}
+	return ls[id-1]
+}
+
+// keys returns the state key of limit l for key and, for a concurrency
+// limit, its metadata key (the state key again otherwise).
+func (s *Store) keys(l *limit, key string) (string, string) {
+	k := s.stateKey(l.kind, l.spec.Name, key)
+	if l.spec.Algorithm != store.Concurrency {
+		return k, k
+	}
+	return k, s.stateKey('m', l.spec.Name, key)
+}
+
+// Decide charges req's hits, all or nothing, in one script call on the
+// server's clock (see store.Store). It ignores req.Now; res.Now is the
+// server's time in Unix nanoseconds, at microsecond resolution, and lease
+// expiries are on that clock. It returns an error, charging nothing, when
+// req is malformed or names a limit this store did not register; the
+// caller's ctx.Err() when ctx ends first; and an error matching
+// store.ErrUnavailable when Redis fails or misses the store's deadline (a
+// lost reply is not retried, so the request may or may not have been
+// charged on the server). It blocks for one round trip.
+func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Decide needs a request and a result")
+	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	ls := s.load()
+	hits := req.Hits[:req.N]
+	var lim [store.MaxHits]*limit
+	keys := make([]string, 0, 2*req.N)
+	args := make([]any, 0, 1+4*req.N)
+	args = append(args, req.N)
+	for i := range hits {
+		h := &hits[i]
+		if int(h.Limit) > len(ls) {
+			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, h.Limit)
+		}
+		l := ls[h.Limit-1]
+		lim[i] = l
+		k, m := s.keys(l, h.Key)
+		keys = append(keys, k, m)
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2])
+	}
+	vals, err := s.run(ctx, &s.decide, keys, args)
+	if err != nil {
+		return err
+	}
+	if err := parseDecision(vals, req, res, &lim); err != nil {
+		return store.Unavailable(err)
+	}
+	return nil
+}
+
+// parseDecision fills res from the decide script's reply.
+func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[store.MaxHits]*limit) error {
+	now, err := replyNow(vals)
+	if err != nil {
+		return err
+	}
+	n, err := replyInt(vals, 2)
+	if err != nil || n < 1 || n > int64(req.N) || len(vals) != 3+6*int(n) {
+		return errReply
+	}
+	res.Now, res.N, res.Decider, res.Allowed = now, int(n), 0, true
+	for i := range res.N {
+		var f [6]int64
+		for j := range f {
+			if f[j], err = replyInt(vals, 3+6*i+j); err != nil {
+				return err
+			}
+		}
+		l, h := lim[i], &req.Hits[i]
+		d := concurrency.Decision{
+			Allowed:    f[0] == 1,
+			Limit:      l.spec.Limit,
+			Remaining:  f[2],
+			ResetAfter: time.Duration(f[4]) * l.unit,
+		}
+		switch {
+		case d.Allowed:
+			d.Reason = concurrency.ReasonAllowed
+		case f[1] == 2:
+			d.Reason, d.RetryAfter = concurrency.ReasonExceedsCapacity, concurrency.Never
+		default:
+			d.Reason, d.RetryAfter = concurrency.ReasonLimited, time.Duration(f[3])*l.unit
+		}
+		out := &res.Hits[i]
+		*out = store.HitResult{Decision: d}
+		if f[5] != 0 {
+			out.Lease = store.Lease{Limit: h.Limit, Key: h.Key, ID: uint64(f[5]), Cost: h.Cost,
+				Expires: now + int64(l.spec.LeaseTTL)}
+		}
+		if !d.Allowed {
+			if i != res.N-1 {
+				return errReply
+			}
+			res.Allowed, res.Decider = false, i
+		} else if d.Remaining < res.Hits[res.Decider].Decision.Remaining {
+			res.Decider = i
+		}
+	}
+	if res.Allowed && res.N != req.N {
+		return errReply
+	}
+	if !res.Allowed {
+		// A rejected request holds no lease: the script wrote nothing.
+		for i := range res.N {
+			res.Hits[i].Lease = store.Lease{}
+		}
+	}
+	return nil
+}
+
+// replyNow returns the server time of a script's reply in Unix ns.
+func replyNow(vals []any) (int64, error) {
+	sec, err := replyInt(vals, 0)
+	if err != nil {
+		return 0, err
+	}
+	usec, err := replyInt(vals, 1)
+	if err != nil {
+		return 0, err
+	}
+	return sec*int64(time.Second) + usec*int64(time.Microsecond), nil
+}
+
+// Release gives lease back, on the server's clock (it ignores now). It
+// returns store.ErrLeaseNotHeld when the lease is not held (released
+// already, expired, or not from a store of this prefix), an error when its
+// limit is unknown or not a Concurrency limit, the caller's ctx.Err() when
+// ctx ends first, and an error matching store.ErrUnavailable when Redis
+// fails (the lease then lapses at its expiry). It blocks for one round
+// trip.
+func (s *Store) Release(ctx context.Context, lease store.Lease, _ int64) error {
+	if !lease.Held() {
+		return store.ErrLeaseNotHeld
+	}
+	l := s.lookup(lease.Limit)
+	if l == nil {
+		return fmt.Errorf("store: lease names limit %d, which is not registered", lease.Limit)
+	}
+	if l.spec.Algorithm != store.Concurrency {
+		return fmt.Errorf("store: lease names limit %d, which is not a concurrency limit", lease.Limit)
+	}
+	if lease.Cost <= 0 {
+		return store.ErrLeaseNotHeld
+	}
+	k, m := s.keys(l, lease.Key)
+	member := strconv.FormatUint(lease.ID, 10) + ":" + strconv.FormatInt(lease.Cost, 10)
+	vals, err := s.run(ctx, &s.release, []string{k, m}, []any{member})
+	if err != nil {
+		return err
+	}
+	held, err := replyInt(vals, 2)
+	if err != nil {
+		return store.Unavailable(err)
+	}
+	if held != 1 {
+		return store.ErrLeaseNotHeld
+	}
+	return nil
+}
