@@ -3,6 +3,7 @@ package concurrency
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // index (its low 32 bits) with the units left. Shards take batches of it
 // (limit/(4·shards) units beyond the request, none for small limits) into
 // shard-local words tagged with the same window index, and a caller spends
-// from its shard's word (picked from its goroutine's stack address) only when its tag is the current window, so a
+// from its shard's word (picked from its goroutine's stack address) only
+// when its tag is the current window, so a
 // batch left over from an old window is never spent in a new one. The first
 // caller of a new window resets the central word to the full limit, once,
 // with a CAS. An empty shard takes from the central word, then steals from
@@ -29,10 +31,11 @@ import (
 // units are admitted with a now inside one window. Like any fixed window it
 // can admit up to 2·limit within one window's length across a boundary
 // (limit at the end of one window, limit at the start of the next); use a
-// sliding window or a token bucket where that matters. A request can be
-// rejected although units are left in the window when those units sit in a
-// batch another caller is moving into its shard, or are scattered over
-// shards while another weighted request gathers them. A caller whose now is
+// sliding window or a token bucket where that matters. A caller about to
+// reject while a batch is on its way from the central word to a shard
+// retries until the batch has landed, so units in flight never cause a
+// rejection; units scattered over shards while a weighted request gathers
+// them (and hands them back) can. A caller whose now is
 // behind the current window (its clock read raced a window change) is
 // charged to the current window. The words keep window indexes modulo
 // 2^32; a full 64-bit index of the latest window opened (raised before the
@@ -53,6 +56,14 @@ type ShardedWindow struct {
 	central atomic.Uint64 // window tag << 32 | windowOpen | units left
 	latest  atomic.Int64  // full index of the latest window opened, or more
 	_       [cacheLine - 16]byte
+	// transit counts units of batches taken from the central word and not
+	// yet deposited in a shard. A caller about to reject while transit > 0
+	// retries instead, so that a batch in flight never causes a rejection
+	// while the window still has room. Slow path only. (Units a request of
+	// n > 1 gathers and hands back are not counted: such a request is rare,
+	// and a rejection it causes meanwhile is the documented trade-off.)
+	transit atomic.Int64
+	_       [cacheLine - 8]byte
 	shards  []windowShard
 }
 
@@ -135,7 +146,17 @@ func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
 			}
 		}
 	}
-	return sw.slow(home, now, w, n)
+	// A rejection made while a batch is in transit from the central word to
+	// a shard is retried: those units are this window's and may be the ones
+	// the caller needs. A deposit completes in a few steps whatever the
+	// other goroutines do, so the retries end.
+	for {
+		d, transit := sw.slow(home, now, w, n)
+		if d.Allowed || !transit {
+			return d
+		}
+		runtime.Gosched()
+	}
 }
 
 func (sw *ShardedWindow) allowed(w, now, remaining int64) Decision {
@@ -146,7 +167,9 @@ func (sw *ShardedWindow) untilNext(w, now int64) time.Duration {
 	return time.Duration((w+1)*sw.window - now)
 }
 
-func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) Decision {
+// slow takes units from the central word or other shards. It also reports
+// whether, when it rejects, some units were in transit.
+func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) (Decision, bool) {
 	tag := uint32(w)
 	var left int64
 	for {
@@ -166,20 +189,24 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) Decision {
 		}
 		left = units
 		if n <= 0 {
-			return sw.allowed(w, now, left+sw.cachedIn(home, tag))
+			return sw.allowed(w, now, left+sw.cachedIn(home, tag)), false
 		}
 		if units < n {
 			break
 		}
 		take := min(units, n+sw.batch)
+		extra := take - n
+		// Announce the batch before it leaves central, so that it is never
+		// invisible to a caller deciding whether to reject.
+		sw.transit.Add(extra)
 		// CAS g -> g-take: take this window's units only while they last.
 		if sw.central.CompareAndSwap(g, g-uint64(take)) {
 			left = units - take
-			if take > n {
-				sw.deposit(home, tag, take-n)
-			}
-			return sw.allowed(w, now, left+sw.cachedIn(home, tag))
+			sw.deposit(home, tag, extra)
+			sw.transit.Add(-extra)
+			return sw.allowed(w, now, left+sw.cachedIn(home, tag)), false
 		}
+		sw.transit.Add(-extra)
 	}
 	start := pickShard(sw.mask)
 	for i := range uint64(len(sw.shards)) {
@@ -191,7 +218,7 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) Decision {
 			}
 			// CAS c -> c-n: steal this window's units from another shard.
 			if o.CompareAndSwap(c, c-uint64(n)) {
-				return sw.allowed(w, now, sw.remaining(home, tag))
+				return sw.allowed(w, now, sw.remaining(home, tag)), false
 			}
 		}
 	}
@@ -203,12 +230,12 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) Decision {
 			got += sw.takeTagged(&sw.shards[(start+i)&sw.mask].w, tag, n-got)
 		}
 		if got == n {
-			return sw.allowed(w, now, sw.remaining(home, tag))
+			return sw.allowed(w, now, sw.remaining(home, tag)), false
 		}
 		sw.deposit(home, tag, got)
 	}
 	rest := sw.untilNext(w, now)
-	return Decision{Reason: ReasonLimited, Limit: sw.limit, Remaining: sw.remaining(home, tag), RetryAfter: rest, ResetAfter: rest}
+	return Decision{Reason: ReasonLimited, Limit: sw.limit, Remaining: sw.remaining(home, tag), RetryAfter: rest, ResetAfter: rest}, sw.transit.Load() > 0
 }
 
 // raiseLatest raises latest to w before w's window opens, so that latest is
