@@ -94,7 +94,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	}, storetest.WithServerTime(conformanceWait), storetest.WithWrapper(skipUnsound))
+	}, storetest.WithServerTime(conformanceWait))
 	if len(masters) < 2 {
 		t.Errorf("the subtests' stores used %d master(s); want prefixes spread over several", len(masters))
 	}

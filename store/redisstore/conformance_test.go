@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -14,21 +13,6 @@ import (
 // lease TTLs of a quarter of it.
 const conformanceWait = 400 * time.Millisecond
 
-// skipUnsound skips the one harness check that does not hold on a server
-// clock: limit/sliding_window asserts RetryAfter <= the window, but a
-// sliding-window counter that is full early in its window admits again
-// only once the previous window's weight has decayed, up to 2 windows
-// later (the harness's own retry test allows 2). Under a controlled clock
-// the harness's fixed now happens to lie late enough in its window; on
-// Redis's clock it lies anywhere. TestSlidingWindowRetryBound checks the
-// true bound instead.
-func skipUnsound(t *testing.T, body func(t *testing.T)) {
-	if strings.HasSuffix(t.Name(), "/limit/sliding_window") {
-		t.Skip("harness bound RetryAfter <= window does not hold for a sliding window on a server clock; see TestSlidingWindowRetryBound")
-	}
-	body(t)
-}
-
 // TestConformance runs the store conformance harness on the shared Redis,
 // each subtest under a prefix of its own.
 func TestConformance(t *testing.T) {
@@ -39,5 +23,5 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	}, storetest.WithServerTime(conformanceWait), storetest.WithWrapper(skipUnsound))
+	}, storetest.WithServerTime(conformanceWait))
 }
