@@ -220,23 +220,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// admit counts the request for adaptive throttling and rejects it locally
-// with the SRE formula's probability.
+// admit rejects the request locally with the SRE formula's probability.
+// Requests are counted when their outcome is known: here when rejected
+// locally, in learn when the upstream answered. (Counting them on arrival
+// would make requests that wait for their turn, or are in flight, look
+// like rejections.)
 func (t *Transport) admit(k *transportKey, now int64) error {
 	if !t.cfg.throttle {
 		return nil
 	}
 	k.mu.Lock()
 	requests, accepts := k.throttle.totals(now)
+	p := throttleProbability(requests, accepts, t.cfg.k)
+	if p == 0 || t.cfg.random() >= p {
+		k.mu.Unlock()
+		return nil
+	}
 	k.throttle.request(now)
 	k.mu.Unlock()
-	p := throttleProbability(requests, accepts, t.cfg.k)
-	if p > 0 && t.cfg.random() < p {
-		t.throttled.Add(1)
-		return fmt.Errorf("%w: rejection probability %.2f (%d requests, %d accepted in the window)",
-			ErrTransportThrottled, p, requests, accepts)
-	}
-	return nil
+	t.throttled.Add(1)
+	return fmt.Errorf("%w: rejection probability %.2f (%d requests, %d accepted in the window)",
+		ErrTransportThrottled, p, requests, accepts)
 }
 
 // transportBounds are the latest instants a request's turn may fall on.
@@ -489,9 +493,15 @@ func (t *Transport) learn(k *transportKey, seq uint64, resp *http.Response, err 
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {
-		// A failed round trip counts as not accepted (the request was
-		// counted in admit).
+		// A failed round trip counts as a request not accepted, unless the
+		// caller gave up on it.
+		if t.cfg.throttle && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			k.throttle.request(now)
+		}
 		return
+	}
+	if t.cfg.throttle {
+		k.throttle.request(now)
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:

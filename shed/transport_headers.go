@@ -118,10 +118,11 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 	reset, _ := strconv.ParseInt(rv, 10, 64) // at most 15 digits: cannot fail
 	var d time.Duration
 	if reset >= transportEpochSeconds {
-		d = max(0, time.Unix(reset, 0).Sub(date))
 		// A Unix time is whole seconds: the reset can be up to a second
-		// later than written, never earlier.
-		d = min(d+time.Second, transportMaxSeconds*time.Second)
+		// later than written, never earlier. reset has at most 15 digits,
+		// so the difference cannot overflow.
+		secs := reset - date.Unix() + 1
+		d = time.Duration(min(max(secs, 0), transportMaxSeconds)) * time.Second
 	} else {
 		d = time.Duration(min(reset, transportMaxSeconds)) * time.Second
 	}

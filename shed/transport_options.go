@@ -117,8 +117,11 @@ func WithTransportKeys(n int) TransportOption {
 // rejected locally (ErrTransportThrottled) with probability
 // max(0, (requests - K·accepts)/(requests+1)). K must be at least 1; the
 // default is 2 (the upstream may reject half of what is sent before the
-// client starts rejecting locally). A response counts as accepted unless it
-// is a 429 or 503 or the round trip failed.
+// client starts rejecting locally). A request is counted when its outcome
+// is known: a response counts as accepted unless it is a 429 or 503; a
+// failed round trip (other than by the request's own context) and a local
+// rejection count as requests not accepted; a request that fails its
+// deadline before it is sent is not counted.
 func WithTransportThrottle(k float64) TransportOption {
 	return transportOptionFunc(func(c *transportConfig) error {
 		if math.IsNaN(k) || math.IsInf(k, 0) || k < 1 {

@@ -195,3 +195,52 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportResyncFromHeaders configures the Transport ten times too
+// fast (50/s, burst 50) for an upstream that enforces 5/s with a burst of 5
+// and reports its quota in its headers. The quota the upstream reports
+// corrects the local view: with one client or four concurrent ones (whose
+// first requests leave before any answer is back; the upstream takes 20 ms
+// to answer) not a single 429 comes back in 60 s, and at least 3 of the 5
+// requests per second get through. Without the headers the same
+// misconfigured Transport does get 429s.
+func TestTransportResyncFromHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		style   transportHeaderStyle
+		clients int
+	}{
+		{"x-ratelimit-1", transportXRateLimit, 1},
+		{"x-ratelimit-4", transportXRateLimit, 4},
+		{"ietf-1", transportIETF, 1},
+		{"ietf-4", transportIETF, 4},
+		{"no-headers-4", transportNoHeaders, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				up := newTransportLimitedUpstream(concurrency.Per(5, time.Second), 5, tc.style)
+				up.latency = 20 * time.Millisecond
+				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(50, time.Second),
+					WithTransportBurst(50), WithoutTransportThrottle())
+				if err != nil {
+					t.Fatal(err)
+				}
+				transportDrive(t, tr, tc.clients, 60*time.Second, "http://api.example/")
+				ok, r429 := up.counts()
+				t.Logf("ok %d (%.2f/s), 429 %d, stats %+v", ok, float64(ok)/60, r429, tr.Stats())
+				if tc.style == transportNoHeaders {
+					if r429 == 0 {
+						t.Fatal("control: a misconfigured Transport without headers got no 429")
+					}
+					return
+				}
+				if r429 != 0 {
+					t.Fatalf("%d 429s", r429)
+				}
+				if float64(ok)/60 < 3 {
+					t.Fatalf("only %.2f requests/s got through: the resync is too strict", float64(ok)/60)
+				}
+			})
+		})
+	}
+}
