@@ -197,7 +197,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	seq, err := t.awaitTurn(ctx, k, start)
+	seq, waited, err := t.awaitTurn(ctx, k, start)
 	if err != nil {
 		t.releasePlace(k)
 		ref.Release()
@@ -205,9 +205,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	t.sent.Add(1)
-	if w := clock.Now() - start; w > 0 {
+	if waited {
 		t.delayed.Add(1)
-		t.waitNanos.Add(w)
+		t.waitNanos.Add(clock.Now() - start)
 	}
 	resp, err := t.next.RoundTrip(req)
 	t.learn(k, seq, resp, err)
@@ -275,12 +275,12 @@ func (t *Transport) check(b transportBounds, now, at int64) error {
 }
 
 // awaitTurn blocks until the request may be sent, charges it and returns its
-// dispatch number.
-func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64) (uint64, error) {
+// dispatch number, and whether it had to wait.
+func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64) (seq uint64, waited bool, err error) {
 	b := t.bounds(ctx, start)
-	for {
+	for ; ; waited = true {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, waited, err
 		}
 		k.mu.Lock()
 		now := clock.Now()
@@ -289,9 +289,10 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 		if t.gcra == nil {
 			if from <= now {
 				k.mu.Unlock()
-				ok, err := t.pacerTurn(ctx, k, b)
+				ok, slept, err := t.pacerTurn(ctx, k, b, now)
+				waited = waited || slept
 				if err != nil {
-					return 0, err
+					return 0, waited, err
 				}
 				if !ok {
 					continue
@@ -304,14 +305,14 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 				}
 				seq := k.chargeLocked(now)
 				k.mu.Unlock()
-				return seq, nil
+				return seq, waited, nil
 			}
 			k.mu.Unlock()
 			if err := t.check(b, now, from); err != nil {
-				return 0, err
+				return 0, waited, err
 			}
 			if err := transportSleep(ctx, from-now); err != nil {
-				return 0, err
+				return 0, waited, err
 			}
 			continue
 		}
@@ -322,63 +323,87 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 		if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed {
 			if d.Reason != concurrency.ReasonLimited {
 				k.mu.Unlock()
-				return 0, fmt.Errorf("shed: transport: bucket cannot grant a request: %v", d.Reason)
+				return 0, waited, fmt.Errorf("shed: transport: bucket cannot grant a request: %v", d.Reason)
 			}
 			at = from + int64(d.RetryAfter)
 			if err := t.check(b, now, at); err != nil {
 				k.mu.Unlock()
-				return 0, err
+				return 0, waited, err
 			}
 			if d := t.gcra.AllowN(&k.bucket, at, 1); !d.Allowed {
 				// Under k.mu nobody charged the bucket in between.
 				k.mu.Unlock()
 				panic("shed: transport: reserved token refused")
 			}
-		} else if err := t.check(b, now, at); err != nil {
-			t.gcra.Refund(&k.bucket, now, 1)
-			k.mu.Unlock()
-			return 0, err
+			k.reservation++
+		} else {
+			k.reservation++
+			if err := t.check(b, now, at); err != nil {
+				t.refundLocked(k, k.reservation, now)
+				k.mu.Unlock()
+				return 0, waited, err
+			}
 		}
+		mine := k.reservation
 		if at <= now {
-			seq := k.chargeLocked(now)
+			seq := k.chargeLocked(now) // no wait in this round
 			k.mu.Unlock()
-			return seq, nil
+			return seq, waited, nil
 		}
 		k.mu.Unlock()
+		waited = true
 		if err := transportSleep(ctx, at-now); err != nil {
 			k.mu.Lock()
-			t.gcra.Refund(&k.bucket, clock.Now(), 1)
+			t.refundLocked(k, mine, clock.Now())
 			k.mu.Unlock()
-			return 0, err
+			return 0, waited, err
 		}
 		k.mu.Lock()
 		now = clock.Now()
 		if k.epoch != epoch || k.earliestLocked(now) > now {
 			// A block or an exhausted quota arrived while this request
-			// slept: give the token back and wait again.
-			t.gcra.Refund(&k.bucket, now, 1)
+			// slept: give the token back (if it can be) and wait again.
+			t.refundLocked(k, mine, now)
 			k.mu.Unlock()
 			continue
 		}
 		seq := k.chargeLocked(now)
 		k.mu.Unlock()
-		return seq, nil
+		return seq, waited, nil
 	}
 }
 
+// refundLocked gives back the token of reservation mine, but only when no
+// later reservation was made: GCRA.Refund frees the latest slot, which
+// would otherwise still belong to another waiter (a double booking). A
+// token that cannot be given back is lost: the key runs below its rate for
+// a moment, never above it.
+func (t *Transport) refundLocked(k *transportKey, mine uint64, now int64) {
+	if k.reservation != mine {
+		return
+	}
+	t.gcra.Refund(&k.bucket, now, 1)
+	k.reservation++ // the same token cannot be given back twice
+}
+
 // pacerTurn waits for a pacer slot. It reports false when the caller must
-// look at the key's blocks again.
-func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportBounds) (bool, error) {
+// look at the key's blocks again, and whether it waited.
+func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportBounds, now int64) (bool, bool, error) {
 	k.mu.Lock()
 	if k.pacer == nil {
 		p, err := queueing.NewPacer(t.pacerN, t.pacerP) // validated in NewTransport
 		if err != nil {
 			k.mu.Unlock()
-			return false, err
+			return false, false, err
 		}
 		k.pacer = p
 	}
 	p := k.pacer
+	if p.AllowAt(now) {
+		k.lastSlot = max(k.lastSlot, now)
+		k.mu.Unlock()
+		return true, false, nil
+	}
 	k.mu.Unlock()
 	wctx, maxWaitFirst := ctx, false
 	if b.maxWait < b.deadline {
@@ -391,22 +416,22 @@ func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportB
 		switch {
 		case errors.Is(err, queueing.ErrDeadline) && maxWaitFirst:
 			t.failedFast.Add(1)
-			return false, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
+			return false, true, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
 		case errors.Is(err, queueing.ErrDeadline):
 			t.failedFast.Add(1)
-			return false, fmt.Errorf("%w (%w)", ErrTransportDeadline, err)
+			return false, true, fmt.Errorf("%w (%w)", ErrTransportDeadline, err)
 		case ctx.Err() != nil:
-			return false, ctx.Err()
+			return false, true, ctx.Err()
 		case maxWaitFirst && errors.Is(err, context.DeadlineExceeded):
 			t.failedFast.Add(1)
-			return false, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
+			return false, true, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
 		}
-		return false, err
+		return false, true, err
 	}
 	k.mu.Lock()
 	k.lastSlot = max(k.lastSlot, clock.Now())
 	k.mu.Unlock()
-	return true, nil
+	return true, true, nil
 }
 
 // transportSleep waits d on a timer, or until ctx ends.

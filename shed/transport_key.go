@@ -14,9 +14,12 @@ import (
 type transportKey struct {
 	mu sync.Mutex
 
-	bucket   concurrency.GCRAState // token-bucket mode
-	pacer    *queueing.Pacer       // pacer mode, made on first use
-	lastSlot int64                 // latest slot the pacer handed out
+	bucket concurrency.GCRAState // token-bucket mode
+	// reservation numbers the bucket's reservations, so that only the
+	// latest one is ever refunded.
+	reservation uint64
+	pacer       *queueing.Pacer // pacer mode, made on first use
+	lastSlot    int64           // latest slot the pacer handed out
 
 	// blockedUntil is when a Retry-After (or a 429/503 without one) stops
 	// blocking the key; epoch counts such blocks, so that a waiter whose
@@ -50,6 +53,7 @@ type transportQuotaState struct {
 // recycles an entry).
 func (k *transportKey) Reset() {
 	k.bucket.Reset()
+	k.reservation = 0
 	k.pacer, k.lastSlot = nil, 0
 	k.blockedUntil, k.epoch = 0, 0
 	k.quotas = [transportMaxQuotas]transportQuotaState{}

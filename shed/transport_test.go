@@ -131,12 +131,12 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 		name   string
 		status int
 		date   bool
-		opts   []TransportOption
+		burst  int64 // 0: pacer
 	}{
-		{"429-seconds-pacer", http.StatusTooManyRequests, false, nil},
-		{"429-seconds-bucket", http.StatusTooManyRequests, false, []TransportOption{WithTransportBurst(20)}},
-		{"503-date-pacer", http.StatusServiceUnavailable, true, nil},
-		{"429-date-bucket", http.StatusTooManyRequests, true, []TransportOption{WithTransportBurst(20)}},
+		{"429-seconds-pacer", http.StatusTooManyRequests, false, 0},
+		{"429-seconds-bucket", http.StatusTooManyRequests, false, 20},
+		{"503-date-pacer", http.StatusServiceUnavailable, true, 0},
+		{"429-date-bucket", http.StatusTooManyRequests, true, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -158,7 +158,11 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 					blockEnd = now + int64(date.Sub(time.Now()))
 					return date.UTC().Format(http.TimeFormat)
 				}
-				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(20, time.Second), append(tc.opts, WithoutTransportThrottle())...)
+				opts := []TransportOption{WithoutTransportThrottle()}
+				if tc.burst > 0 {
+					opts = append(opts, WithTransportBurst(tc.burst))
+				}
+				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(20, time.Second), opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -191,6 +195,9 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 				if blockEnd-up.fired < int64(3*time.Second) {
 					t.Fatalf("block of %v, want at least 3s", time.Duration(blockEnd-up.fired))
 				}
+				// Around the block, the traffic never exceeded the local
+				// limit (90% of 20/s, burst 90% of 20 or none).
+				transportConforms(t, up.times, concurrency.Per(18, time.Second), max(1, tc.burst*9/10))
 			})
 		})
 	}
@@ -242,5 +249,24 @@ func TestTransportResyncFromHeaders(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// transportConforms fails t unless the request times (in order) fit a token
+// bucket of rate and burst: the Transport never sends above its limit,
+// whatever blocks and waits happened.
+func transportConforms(t *testing.T, times []int64, rate concurrency.Rate, burst int64) {
+	t.Helper()
+	// One nanosecond per token of slack for the rounding of rates to whole
+	// nanoseconds per token.
+	b, err := concurrency.NewTokenBucket(rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range times {
+		if d := b.AllowN(at+int64(i), 1); !d.Allowed {
+			t.Fatalf("request %d at %v exceeds %v with a burst of %d (%d requests in all)",
+				i, time.Duration(at-times[0]), rate, burst, len(times))
+		}
 	}
 }
