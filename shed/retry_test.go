@@ -247,3 +247,37 @@ func TestRetryBudgetArithmetic(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryStormThroughTransport composes the two: a RetryTransport in
+// front of a Transport (adaptive throttling capped at 0.8, a max wait of
+// 5 s) during the same 10 s outage. The Transport's own defences (the
+// default block after a 503 without Retry-After, local rejection) cut the
+// load far below one call per request; the throttling keeps rejecting for
+// a while after recovery (its window is two minutes), and two minutes after
+// recovery every request succeeds.
+func TestRetryStormThroughTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &retryOutage{recoverAt: clock.Now() + int64(10*time.Second)}
+		tr, err := NewTransport(transportInMemory{up}, concurrency.Per(100, time.Second), WithTransportBurst(10),
+			WithTransportMaxWait(5*time.Second), WithTransportThrottleMax(0.8), WithTransportRandom(retrySeeded(5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := NewRetryTransport(tr, WithRetryAttempts(5), WithRetryRandom(retrySeeded(6)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		requests, ok := retryOpenLoop(rt, 20, 130*time.Second)
+		calls := up.calls.Load()
+		t.Logf("requests %d, upstream calls %d (%.3fx), ok %d, transport %+v, retry %+v",
+			requests, calls, float64(calls)/float64(requests), ok, tr.Stats(), rt.Stats())
+		if float64(calls) > 1.1*float64(requests) {
+			t.Fatalf("%d upstream calls for %d requests", calls, requests)
+		}
+		// Two minutes after recovery the throttling window holds only
+		// successes: every request gets through.
+		if requests, ok := retryOpenLoop(rt, 20, 10*time.Second); ok != requests {
+			t.Fatalf("2 min after recovery: %d of %d requests succeeded", ok, requests)
+		}
+	})
+}

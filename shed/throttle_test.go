@@ -43,18 +43,23 @@ func (u *throttleFlaky) RoundTrip(req *http.Request) (*http.Response, error) {
 // against an independent replica of the SRE formula over a two-minute
 // window, drawing from a copy of the same seeded source.
 func TestThrottleFollowsFormula(t *testing.T) {
-	for _, k := range []float64{2, 1.5} {
+	for _, tc := range []struct{ k, max float64 }{{2, 1}, {1.5, 1}, {2, 0.8}} {
+		k := tc.k
 		synctest.Test(t, func(t *testing.T) {
 			var rmu sync.Mutex
 			src := rand.New(rand.NewPCG(7, 11))
 			replicaSrc := rand.New(rand.NewPCG(7, 11))
 			up := &throttleFlaky{accept: 4}
-			tr, err := NewTransport(up, concurrency.Per(1000, time.Second), WithTransportBurst(1000),
+			opts := []TransportOption{WithTransportBurst(1000),
 				WithTransportThrottle(k), WithTransportRandom(func() float64 {
 					rmu.Lock()
 					defer rmu.Unlock()
 					return src.Float64()
-				}))
+				})}
+			if tc.max < 1 {
+				opts = append(opts, WithTransportThrottleMax(tc.max))
+			}
+			tr, err := NewTransport(up, concurrency.Per(1000, time.Second), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +70,7 @@ func TestThrottleFollowsFormula(t *testing.T) {
 			var events []event
 			start := clock.Now()
 			slot := func(at int64) int64 { return at / int64(10*time.Second) }
-			rejected, downRejected := 0, 0
+			rejected, downRejected, lastRejection := 0, 0, 0
 			for i := range 1200 {
 				now := clock.Now()
 				switch i {
@@ -89,7 +94,7 @@ func TestThrottleFollowsFormula(t *testing.T) {
 						}
 					}
 				}
-				p := max(0, (float64(r)-k*float64(a))/float64(r+1))
+				p := min(tc.max, max(0, (float64(r)-k*float64(a))/float64(r+1)))
 				wantReject := p > 0 && replicaSrc.Float64() < p
 
 				upCalls := up.calls
@@ -104,6 +109,7 @@ func TestThrottleFollowsFormula(t *testing.T) {
 					if i >= 400 && i < 600 {
 						downRejected++
 					}
+					lastRejection = i
 					if up.calls != upCalls {
 						t.Fatal("a locally rejected request reached the upstream")
 					}
@@ -117,6 +123,14 @@ func TestThrottleFollowsFormula(t *testing.T) {
 			// upstream was down, most requests were rejected locally.
 			if downRejected < 100 {
 				t.Fatalf("K=%v: %d of 200 requests rejected locally while the upstream was down", k, downRejected)
+			}
+			// With the cap, probing requests get through after recovery
+			// and the rejections stop within the window; without it they
+			// go on for minutes (the formula's known slow recovery).
+			t.Logf("K=%v max=%v: %d rejected, %d while down, last rejection %v after recovery",
+				k, tc.max, rejected, downRejected, time.Duration(lastRejection-600)*500*time.Millisecond)
+			if tc.max < 1 && lastRejection-600 > 300 {
+				t.Fatalf("K=%v max=%v: still rejecting %v after recovery", k, tc.max, time.Duration(lastRejection-600)*500*time.Millisecond)
 			}
 			if s := tr.Stats(); s.Throttled != int64(rejected) {
 				t.Fatalf("stats %+v, want %d throttled", s, rejected)

@@ -94,12 +94,13 @@ func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...Transp
 		return nil, fmt.Errorf("shed: transport limit must have a positive count and period, got %v", limit)
 	}
 	cfg := transportConfig{
-		reserve:  0.9,
-		keys:     transportDefaultKeys,
-		throttle: true,
-		k:        throttleDefaultK,
-		random:   rand.Float64,
-		key:      func(r *http.Request) string { return r.URL.Host },
+		reserve:   0.9,
+		keys:      transportDefaultKeys,
+		throttle:  true,
+		k:         throttleDefaultK,
+		maxReject: 1,
+		random:    rand.Float64,
+		key:       func(r *http.Request) string { return r.URL.Host },
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -231,7 +232,7 @@ func (t *Transport) admit(k *transportKey, now int64) error {
 	}
 	k.mu.Lock()
 	requests, accepts := k.throttle.totals(now)
-	p := throttleProbability(requests, accepts, t.cfg.k)
+	p := min(t.cfg.maxReject, throttleProbability(requests, accepts, t.cfg.k))
 	if p == 0 || t.cfg.random() >= p {
 		k.mu.Unlock()
 		return nil

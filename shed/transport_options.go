@@ -19,6 +19,7 @@ type transportConfig struct {
 	keys        int
 	throttle    bool
 	k           float64
+	maxReject   float64 // cap on the rejection probability; 1: none
 	random      func() float64
 }
 
@@ -149,6 +150,23 @@ func WithTransportRandom(f func() float64) TransportOption {
 			return fmt.Errorf("shed: transport random func is nil")
 		}
 		c.random = f
+		return nil
+	})
+}
+
+// WithTransportThrottleMax caps adaptive throttling's rejection probability
+// at p, in (0, 1); by default there is no cap (the SRE formula as is). A cap
+// keeps a share of requests probing the upstream: without one, a client
+// whose upstream was down for a while rejects nearly everything locally,
+// and since local rejections count as requests not accepted, it takes
+// several windows (minutes) after the upstream recovers for the
+// probability to fall. Envoy's admission control caps it at 0.8.
+func WithTransportThrottleMax(p float64) TransportOption {
+	return transportOptionFunc(func(c *transportConfig) error {
+		if math.IsNaN(p) || p <= 0 || p >= 1 {
+			return fmt.Errorf("shed: transport throttle max must be in (0, 1), got %v", p)
+		}
+		c.maxReject = p
 		return nil
 	})
 }
