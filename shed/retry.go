@@ -28,7 +28,9 @@ import (
 // local rejections (ErrTransportThrottled, ErrTransportDeadline,
 // ErrTransportMaxWait), and never a request whose body cannot be replayed
 // (a body without GetBody). A retry that cannot start before the request's
-// context deadline is not made: the last response or error is returned.
+// context deadline is not made, nor one after a Retry-After longer than
+// WithRetryAfterMax (default one minute): the last response or error is
+// returned.
 //
 // Put it in front of a Transport (the Transport paces and learns, the
 // RetryTransport decides whether to try again). It starts no goroutine and
@@ -54,6 +56,7 @@ type retryConfig struct {
 	maxBalance int64
 	floor      concurrency.Rate
 	base, cap  time.Duration
+	afterMax   time.Duration
 	random     func() float64
 	policy     func(*http.Request, *http.Response, error) bool
 }
@@ -119,6 +122,19 @@ func WithRetryBackoff(base, max time.Duration) RetryOption {
 	})
 }
 
+// WithRetryAfterMax sets the longest Retry-After the RetryTransport waits
+// out; a response asking for a longer wait is returned to the caller
+// instead of retried. The default is one minute; d must be positive.
+func WithRetryAfterMax(d time.Duration) RetryOption {
+	return retryOptionFunc(func(c *retryConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("shed: retry-after max must be positive, got %v", d)
+		}
+		c.afterMax = d
+		return nil
+	})
+}
+
 // WithRetryRandom sets the source of uniform numbers in [0, 1) for the
 // backoff jitter; the default is math/rand/v2's Float64. It must be safe for
 // concurrent use.
@@ -158,6 +174,7 @@ func NewRetryTransport(next http.RoundTripper, opts ...RetryOption) (*RetryTrans
 		maxBalance: 10,
 		base:       100 * time.Millisecond,
 		cap:        5 * time.Second,
+		afterMax:   time.Minute,
 		random:     rand.Float64,
 		policy:     RetryDefaultPolicy,
 	}
@@ -285,6 +302,9 @@ func (r *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		wait := r.backoff(n)
 		if err == nil {
 			if d, ok := transportRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+				if d > r.cfg.afterMax {
+					return resp, nil // longer than the caller wants to wait
+				}
 				wait = d // honoured exactly: never earlier, never jittered
 			}
 		}

@@ -163,6 +163,19 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 			t.Fatalf("with a 1 s deadline: %v, %v, %d attempts; want the 429 back after one attempt", resp, err, len(times))
 		}
 		resp.Body.Close()
+		// A Retry-After beyond WithRetryAfterMax is returned, not waited.
+		short, err := NewRetryTransport(transportInMemory{h}, WithRetryAfterMax(time.Second),
+			WithRetryBudget(1, 10), WithRetryFloor(concurrency.Per(10, time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		times = times[:0]
+		start := clock.Now()
+		if code, err := transportGet(short, "http://api.example/"); err != nil || code != http.StatusTooManyRequests ||
+			len(times) != 1 || clock.Now() != start {
+			t.Fatalf("Retry-After 2s over a 1s max: %d, %v, %d attempts, %v; want the 429 at once",
+				code, err, len(times), time.Duration(clock.Now()-start))
+		}
 	})
 }
 
@@ -241,7 +254,7 @@ func TestRetryBudgetArithmetic(t *testing.T) {
 	}
 	for _, bad := range []RetryOption{WithRetryAttempts(0), WithRetryBudget(0, 1), WithRetryBudget(1.5, 1),
 		WithRetryBudget(0.1, 0), WithRetryBackoff(0, time.Second), WithRetryBackoff(time.Second, time.Millisecond),
-		WithRetryFloor(concurrency.Rate{}), WithRetryRandom(nil), WithRetryPolicy(nil)} {
+		WithRetryFloor(concurrency.Rate{}), WithRetryRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
 		if _, err := NewRetryTransport(http.DefaultTransport, bad); err == nil {
 			t.Fatal("an invalid option was accepted")
 		}

@@ -48,10 +48,18 @@ const transportDefaultBlock = time.Second
 //     a token bucket; waiting callers are served in turn order;
 //   - learns from responses: a 429 or 503 with Retry-After (delta-seconds
 //     or HTTP-date) blocks the key until then, and waiting callers wake at
-//     that instant, not before; the quotas the upstream reports
+//     that instant, not before (a 429 or 503 that says nothing about when
+//     blocks the key for a second); the quotas the upstream reports
 //     (X-RateLimit-Remaining/-Reset/-Limit, or the IETF RateLimit and
 //     RateLimit-Policy fields) are enforced beside the local bucket, so the
-//     upstream's view wins whenever it is stricter;
+//     upstream's view wins whenever it is stricter: a report of r left until
+//     a reset in t lets at most r more go before t, less the reserved share
+//     of the limit when the limit is reported, less every request sent
+//     after the one that was answered (a report cannot know of them). This
+//     reading is safe for fixed windows and token buckets alike; for an
+//     upstream whose limit refills within a second and that reports 0 left
+//     with a reset in whole seconds it is slow (the example in
+//     examples/client paces without bursts, which keeps the report off 0);
 //   - rejects locally with the SRE adaptive-throttling probability when the
 //     upstream rejects much of what is sent (ErrTransportThrottled);
 //   - optionally caps the requests in flight.
