@@ -109,3 +109,28 @@ func FuzzTransportQuotas(f *testing.F) {
 		}
 	})
 }
+
+// TestTransportReadsShedHeaders: the Transport's parser reads the
+// RateLimit and RateLimit-Policy fields shed's own writers produce (names
+// with quotes and backslashes included), so a sluice client understands a
+// sluice server.
+func TestTransportReadsShedHeaders(t *testing.T) {
+	policies := []Policy{
+		{Name: "burst", Quota: 100, Window: time.Minute},
+		{Name: `odd "name" \ here`, Quota: 5000, Window: time.Hour, Unit: "requests"},
+	}
+	rl := appendRateLimitItem(nil, policies[0].Name, 42, 1500*time.Millisecond)
+	rl = append(rl, ", "...)
+	rl = appendRateLimitItem(rl, policies[1].Name, 0, 30*time.Minute)
+	h := http.Header{}
+	h.Set("RateLimit-Policy", policyField(policies))
+	h.Set("RateLimit", string(rl))
+	got := transportQuotas(h, time.Now())
+	want := []transportQuota{
+		{name: "burst", remaining: 42, limit: 100, reset: 2 * time.Second}, // rounded up
+		{name: `odd "name" \ here`, remaining: 0, limit: 5000, reset: 30 * time.Minute},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("RateLimit %q, RateLimit-Policy %q: got %+v, want %+v", h.Get("RateLimit"), h.Get("RateLimit-Policy"), got, want)
+	}
+}
