@@ -1,0 +1,635 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/queueing"
+)
+
+// Errors a Transport returns without calling the upstream. Each is wrapped
+// with detail; test for them with errors.Is.
+var (
+	// ErrTransportDeadline: the request's context deadline falls before its
+	// turn to be sent. The Transport fails it at once instead of sleeping
+	// until the deadline.
+	ErrTransportDeadline = errors.New("shed: transport: request deadline falls before its turn")
+	// ErrTransportMaxWait: the request's turn is further away than the
+	// Transport's max wait.
+	ErrTransportMaxWait = errors.New("shed: transport: turn is beyond the max wait")
+	// ErrTransportThrottled: adaptive client throttling rejected the request
+	// locally, because the upstream rejected much of what was sent lately.
+	ErrTransportThrottled = errors.New("shed: transport: throttled locally (upstream rejects)")
+)
+
+// transportDefaultKeys is the default capacity of the per-key table.
+const transportDefaultKeys = 1024
+
+// transportDefaultBlock is how long a 429 or 503 that says nothing about
+// when to come back (no Retry-After, no exhausted quota) blocks its key.
+const transportDefaultBlock = time.Second
+
+// Transport is an http.RoundTripper that makes a client a good citizen of
+// the upstreams it calls. Per upstream key (the host, or a caller-chosen
+// key) it:
+//
+//   - paces requests to the upstream's published limit times a reserve
+//     (default 90%), as a pacer (no bursts) or, with WithTransportBurst, as
+//     a token bucket; waiting callers are served in turn order;
+//   - learns from responses: a 429 or 503 with Retry-After (delta-seconds
+//     or HTTP-date) blocks the key until then, and waiting callers wake at
+//     that instant, not before (a 429 or 503 that says nothing about when
+//     blocks the key for a second); the quotas the upstream reports
+//     (X-RateLimit-Remaining/-Reset/-Limit, or the IETF RateLimit and
+//     RateLimit-Policy fields) are enforced beside the local bucket, so the
+//     upstream's view wins whenever it is stricter: a report of r left until
+//     a reset in t lets at most r more go before t, less the reserved share
+//     of the limit when the limit is reported, less every request sent
+//     after the one that was answered (a report cannot know of them). This
+//     reading is safe for fixed windows and token buckets alike; for an
+//     upstream whose limit refills within a second and that reports 0 left
+//     with a reset in whole seconds it is slow (the example in
+//     examples/client paces without bursts, which keeps the report off 0);
+//   - rejects locally with the SRE adaptive-throttling probability when the
+//     upstream rejects much of what is sent (ErrTransportThrottled);
+//   - optionally caps the requests in flight.
+//
+// A request waits for its turn under its context: when the turn falls after
+// the context's deadline (or beyond the max wait) RoundTrip fails at once
+// with ErrTransportDeadline (ErrTransportMaxWait) and sends nothing; when the
+// context ends while waiting it returns the context's error. In token-bucket
+// mode the turn is exact; in pacer mode it is the pacer's slot.
+//
+// The state of at most WithTransportKeys keys is kept (default 1,024), in a
+// table that recycles only idle, fully recovered keys.
+//
+// Transport takes the time from internal/clock and blocks on timers, so it
+// runs under testing/synctest. It starts no goroutine and needs no Close. It
+// is safe for concurrent use. The zero value is not usable; call
+// NewTransport.
+type Transport struct {
+	next    http.RoundTripper
+	cfg     transportConfig
+	gcra    *concurrency.GCRA // token-bucket mode; nil in pacer mode
+	pacerN  int64             // pacer mode: n slots per pacerP
+	pacerP  time.Duration
+	spacing int64 // pacer mode: the longest gap between slots, in ns
+	keys    *concurrency.Table[transportKey, *transportKey]
+
+	requests, sent, delayed, throttled, failedFast atomic.Int64
+	rejected429, rejected503, waitNanos            atomic.Int64
+}
+
+// NewTransport returns a Transport that sends requests to next within limit,
+// the upstream's published rate per key. It returns an error when next is
+// nil, limit's count or period is not positive, an option is invalid, or
+// the reserved rate is faster than one request per nanosecond.
+func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...TransportOption) (*Transport, error) {
+	if next == nil {
+		return nil, errors.New("shed: transport needs a next RoundTripper")
+	}
+	if limit.Count <= 0 || limit.Per <= 0 {
+		return nil, fmt.Errorf("shed: transport limit must have a positive count and period, got %v", limit)
+	}
+	cfg := transportConfig{
+		reserve:   0.9,
+		keys:      transportDefaultKeys,
+		throttle:  true,
+		k:         throttleDefaultK,
+		maxReject: 1,
+		random:    rand.Float64,
+		key:       func(r *http.Request) string { return r.URL.Host },
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("shed: nil TransportOption")
+		}
+		if err := o.applyTransport(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	// The reserve stretches the period: Count requests per Per/reserve.
+	per := math.Ceil(float64(limit.Per) / cfg.reserve)
+	if per > float64(math.MaxInt64/2) {
+		return nil, fmt.Errorf("shed: transport limit %v with reserve %v has too long a period", limit, cfg.reserve)
+	}
+	t := &Transport{next: next, cfg: cfg}
+	reserved := concurrency.Rate{Count: limit.Count, Per: time.Duration(per)}
+	if cfg.burst > 0 {
+		burst := max(1, int64(math.Floor(float64(cfg.burst)*cfg.reserve)))
+		g, err := concurrency.NewGCRA(reserved, burst)
+		if err != nil {
+			return nil, fmt.Errorf("shed: transport: %w", err)
+		}
+		t.gcra = g
+	} else {
+		if _, err := queueing.NewPacer(reserved.Count, reserved.Per); err != nil {
+			return nil, fmt.Errorf("shed: transport: %w", err)
+		}
+		t.pacerN, t.pacerP = reserved.Count, reserved.Per
+		t.spacing = (int64(reserved.Per) + reserved.Count - 1) / reserved.Count
+	}
+	keys, err := concurrency.NewTable[transportKey](cfg.keys, func(k *transportKey, now int64) bool {
+		return k.recovered(now, t.gcra, t.spacing)
+	}, concurrency.WithOverflow(concurrency.OverflowShare))
+	if err != nil {
+		return nil, fmt.Errorf("shed: transport: %w", err)
+	}
+	t.keys = keys
+	return t, nil
+}
+
+// TransportStats is a snapshot of a Transport's counters since it was made.
+type TransportStats struct {
+	// Requests counts calls to RoundTrip.
+	Requests int64
+	// Sent counts requests passed to the upstream.
+	Sent int64
+	// Delayed counts sent requests that waited for their turn; Waited is
+	// their total wait.
+	Delayed int64
+	Waited  time.Duration
+	// Throttled counts requests rejected by adaptive throttling.
+	Throttled int64
+	// FailedFast counts requests failed at once because their turn fell
+	// after their deadline or beyond the max wait.
+	FailedFast int64
+	// Got429 and Got503 count such responses from the upstream.
+	Got429, Got503 int64
+}
+
+// Stats returns the Transport's counters. It is safe for concurrent use;
+// the fields are read one by one, not as one atomic snapshot.
+func (t *Transport) Stats() TransportStats {
+	return TransportStats{
+		Requests:   t.requests.Load(),
+		Sent:       t.sent.Load(),
+		Delayed:    t.delayed.Load(),
+		Waited:     time.Duration(t.waitNanos.Load()),
+		Throttled:  t.throttled.Load(),
+		FailedFast: t.failedFast.Load(),
+		Got429:     t.rejected429.Load(),
+		Got503:     t.rejected503.Load(),
+	}
+}
+
+// RoundTrip sends req to the upstream when its key's turn comes, and learns
+// from the response. It blocks while the request waits for its turn; see
+// Transport for the errors it returns without sending. When a concurrency
+// cap is set, the request's place is held until the response body is closed
+// (or read to its end).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.requests.Add(1)
+	start := clock.Now()
+	ref, _ := t.keys.Get(t.cfg.key(req), start) // OverflowShare: always a state
+	k := ref.Value()
+	if err := t.admit(k, start); err != nil {
+		ref.Release()
+		transportCloseBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	if t.cfg.concurrency > 0 {
+		if err := t.acquirePlace(ctx, k, start); err != nil {
+			ref.Release()
+			transportCloseBody(req)
+			return nil, err
+		}
+	}
+	seq, waited, err := t.awaitTurn(ctx, k, start)
+	if err != nil {
+		t.releasePlace(k)
+		ref.Release()
+		transportCloseBody(req)
+		return nil, err
+	}
+	t.sent.Add(1)
+	if waited {
+		t.delayed.Add(1)
+		t.waitNanos.Add(clock.Now() - start)
+	}
+	resp, err := t.next.RoundTrip(req)
+	t.learn(k, seq, resp, err)
+	if err != nil || t.cfg.concurrency == 0 {
+		t.releasePlace(k)
+		ref.Release()
+		return resp, err
+	}
+	resp.Body = &transportBody{rc: resp.Body, done: func() { t.releasePlace(k); ref.Release() }}
+	return resp, nil
+}
+
+// admit rejects the request locally with the SRE formula's probability.
+// Requests are counted when their outcome is known: here when rejected
+// locally, in learn when the upstream answered. (Counting them on arrival
+// would make requests that wait for their turn, or are in flight, look
+// like rejections.)
+func (t *Transport) admit(k *transportKey, now int64) error {
+	if !t.cfg.throttle {
+		return nil
+	}
+	k.mu.Lock()
+	requests, accepts := k.throttle.totals(now)
+	p := min(t.cfg.maxReject, throttleProbability(requests, accepts, t.cfg.k))
+	if p == 0 || t.cfg.random() >= p {
+		k.mu.Unlock()
+		return nil
+	}
+	k.throttle.request(now)
+	k.mu.Unlock()
+	t.throttled.Add(1)
+	return fmt.Errorf("%w: rejection probability %.2f (%d requests, %d accepted in the window)",
+		ErrTransportThrottled, p, requests, accepts)
+}
+
+// transportBounds are the latest instants a request's turn may fall on.
+type transportBounds struct {
+	deadline, maxWait int64 // math.MaxInt64: none
+}
+
+func (t *Transport) bounds(ctx context.Context, start int64) transportBounds {
+	b := transportBounds{deadline: math.MaxInt64, maxWait: math.MaxInt64}
+	if dl, ok := ctx.Deadline(); ok {
+		// The context's deadline is wall-clock time; time.Until follows
+		// synctest's clock as clock.Now does.
+		b.deadline = clock.Now() + int64(time.Until(dl))
+	}
+	if t.cfg.maxWait > 0 {
+		b.maxWait = start + int64(t.cfg.maxWait)
+	}
+	return b
+}
+
+// check returns the error for a turn at, or nil when at is within bounds.
+func (t *Transport) check(b transportBounds, now, at int64) error {
+	if at > b.deadline {
+		t.failedFast.Add(1)
+		return fmt.Errorf("%w: turn in %v", ErrTransportDeadline, time.Duration(at-now))
+	}
+	if at > b.maxWait {
+		t.failedFast.Add(1)
+		return fmt.Errorf("%w: turn in %v", ErrTransportMaxWait, time.Duration(at-now))
+	}
+	return nil
+}
+
+// awaitTurn blocks until the request may be sent, charges it and returns its
+// dispatch number, and whether it had to wait.
+func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64) (seq uint64, waited bool, err error) {
+	b := t.bounds(ctx, start)
+	for ; ; waited = true {
+		if err := ctx.Err(); err != nil {
+			return 0, waited, err
+		}
+		k.mu.Lock()
+		now := clock.Now()
+		from := k.earliestLocked(now)
+		epoch := k.epoch
+		if t.gcra == nil {
+			if from <= now {
+				k.mu.Unlock()
+				ok, slept, err := t.pacerTurn(ctx, k, b, now)
+				waited = waited || slept
+				if err != nil {
+					return 0, waited, err
+				}
+				if !ok {
+					continue
+				}
+				k.mu.Lock()
+				now = clock.Now()
+				if k.earliestLocked(now) > now || k.epoch != epoch {
+					k.mu.Unlock()
+					continue // blocked while waiting for the slot: the slot is lost
+				}
+				seq := k.chargeLocked(now)
+				k.mu.Unlock()
+				return seq, waited, nil
+			}
+			k.mu.Unlock()
+			if err := t.check(b, now, from); err != nil {
+				return 0, waited, err
+			}
+			if err := transportSleep(ctx, from-now); err != nil {
+				return 0, waited, err
+			}
+			continue
+		}
+		// Token-bucket mode: reserve the first instant at or after from at
+		// which the bucket holds a token. Charging the bucket at a future
+		// instant makes the turns exact and first come, first served.
+		at := from
+		if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed {
+			if d.Reason != concurrency.ReasonLimited {
+				k.mu.Unlock()
+				return 0, waited, fmt.Errorf("shed: transport: bucket cannot grant a request: %v", d.Reason)
+			}
+			at = from + int64(d.RetryAfter)
+			if err := t.check(b, now, at); err != nil {
+				k.mu.Unlock()
+				return 0, waited, err
+			}
+			if d := t.gcra.AllowN(&k.bucket, at, 1); !d.Allowed {
+				// Under k.mu nobody charged the bucket in between.
+				k.mu.Unlock()
+				panic("shed: transport: reserved token refused")
+			}
+			k.reservation++
+		} else {
+			k.reservation++
+			if err := t.check(b, now, at); err != nil {
+				t.refundLocked(k, k.reservation, now)
+				k.mu.Unlock()
+				return 0, waited, err
+			}
+		}
+		mine := k.reservation
+		if at <= now {
+			seq := k.chargeLocked(now) // no wait in this round
+			k.mu.Unlock()
+			return seq, waited, nil
+		}
+		k.mu.Unlock()
+		waited = true
+		if err := transportSleep(ctx, at-now); err != nil {
+			k.mu.Lock()
+			t.refundLocked(k, mine, clock.Now())
+			k.mu.Unlock()
+			return 0, waited, err
+		}
+		k.mu.Lock()
+		now = clock.Now()
+		if k.epoch != epoch || k.earliestLocked(now) > now {
+			// A block or an exhausted quota arrived while this request
+			// slept: give the token back (if it can be) and wait again.
+			t.refundLocked(k, mine, now)
+			k.mu.Unlock()
+			continue
+		}
+		seq := k.chargeLocked(now)
+		k.mu.Unlock()
+		return seq, waited, nil
+	}
+}
+
+// refundLocked gives back the token of reservation mine, but only when no
+// later reservation was made: GCRA.Refund frees the latest slot, which
+// would otherwise still belong to another waiter (a double booking). A
+// token that cannot be given back is lost: the key runs below its rate for
+// a moment, never above it.
+func (t *Transport) refundLocked(k *transportKey, mine uint64, now int64) {
+	if k.reservation != mine {
+		return
+	}
+	t.gcra.Refund(&k.bucket, now, 1)
+	k.reservation++ // the same token cannot be given back twice
+}
+
+// pacerTurn waits for a pacer slot. It reports false when the caller must
+// look at the key's blocks again, and whether it waited.
+func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportBounds, now int64) (bool, bool, error) {
+	k.mu.Lock()
+	if k.pacer == nil {
+		p, err := queueing.NewPacer(t.pacerN, t.pacerP) // validated in NewTransport
+		if err != nil {
+			k.mu.Unlock()
+			return false, false, err
+		}
+		k.pacer = p
+	}
+	p := k.pacer
+	if p.AllowAt(now) {
+		k.lastSlot = max(k.lastSlot, now)
+		k.mu.Unlock()
+		return true, false, nil
+	}
+	k.mu.Unlock()
+	wctx, maxWaitFirst := ctx, false
+	if b.maxWait < b.deadline {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, time.Duration(b.maxWait-clock.Now()))
+		defer cancel()
+		maxWaitFirst = true
+	}
+	if err := p.Wait(wctx); err != nil {
+		switch {
+		case errors.Is(err, queueing.ErrDeadline) && maxWaitFirst:
+			t.failedFast.Add(1)
+			return false, true, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
+		case errors.Is(err, queueing.ErrDeadline):
+			t.failedFast.Add(1)
+			return false, true, fmt.Errorf("%w (%w)", ErrTransportDeadline, err)
+		case ctx.Err() != nil:
+			return false, true, ctx.Err()
+		case maxWaitFirst && errors.Is(err, context.DeadlineExceeded):
+			t.failedFast.Add(1)
+			return false, true, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
+		}
+		return false, true, err
+	}
+	k.mu.Lock()
+	k.lastSlot = max(k.lastSlot, clock.Now())
+	k.mu.Unlock()
+	return true, true, nil
+}
+
+// transportSleep waits d on a timer, or until ctx ends.
+func transportSleep(ctx context.Context, d int64) error {
+	tm := time.NewTimer(time.Duration(d))
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// acquirePlace takes a place under the key's concurrency cap, waiting for
+// one under ctx and the max wait.
+func (t *Transport) acquirePlace(ctx context.Context, k *transportKey, start int64) error {
+	k.mu.Lock()
+	if k.sem == nil {
+		sem, err := concurrency.NewSemaphore(t.cfg.concurrency)
+		if err == nil {
+			err = sem.OnCapacity(func() {
+				k.mu.Lock()
+				if k.capWake != nil {
+					close(k.capWake)
+					k.capWake = nil
+				}
+				k.mu.Unlock()
+			})
+		}
+		if err != nil {
+			k.mu.Unlock()
+			return fmt.Errorf("shed: transport: %w", err)
+		}
+		k.sem = sem
+	}
+	sem := k.sem
+	k.mu.Unlock()
+	var timeout <-chan time.Time
+	if t.cfg.maxWait > 0 {
+		tm := time.NewTimer(time.Duration(start + int64(t.cfg.maxWait) - clock.Now()))
+		defer tm.Stop()
+		timeout = tm.C
+	}
+	for !sem.TryAcquire(1) {
+		k.mu.Lock()
+		if k.capWake == nil {
+			k.capWake = make(chan struct{})
+		}
+		wake := k.capWake
+		k.mu.Unlock()
+		// A place freed between the failed try and taking the channel
+		// closed no channel: try again before sleeping.
+		if sem.TryAcquire(1) {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			t.failedFast.Add(1)
+			return fmt.Errorf("%w: the concurrency cap of %d stayed full", ErrTransportMaxWait, t.cfg.concurrency)
+		}
+	}
+	return nil
+}
+
+// releasePlace gives back the place acquirePlace took, if a cap is set.
+func (t *Transport) releasePlace(k *transportKey) {
+	if t.cfg.concurrency == 0 {
+		return
+	}
+	k.mu.Lock()
+	sem := k.sem
+	k.mu.Unlock()
+	sem.Release(1) // runs the OnCapacity hook, which takes k.mu
+}
+
+// learn updates the key's state from the upstream's answer to the request
+// dispatched as number seq.
+func (t *Transport) learn(k *transportKey, seq uint64, resp *http.Response, err error) {
+	now := clock.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil {
+		// A failed round trip counts as a request not accepted, unless the
+		// caller gave up on it.
+		if t.cfg.throttle && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			k.throttle.request(now)
+		}
+		return
+	}
+	if t.cfg.throttle {
+		k.throttle.request(now)
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		t.rejected429.Add(1)
+	case http.StatusServiceUnavailable:
+		t.rejected503.Add(1)
+	default:
+		if t.cfg.throttle {
+			k.throttle.accept(now)
+		}
+	}
+	date := time.Now() // wall-clock time for HTTP-dates; synctest's in a bubble
+	for _, q := range transportQuotas(resp.Header, date) {
+		t.applyQuotaLocked(k, seq, now, q)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return
+	}
+	block := int64(0)
+	if d, ok := transportRetryAfter(resp.Header.Get("Retry-After"), date); ok {
+		block = now + int64(d)
+	} else if k.earliestLocked(now) <= now {
+		block = now + int64(transportDefaultBlock) // no word on when: back off a little
+	}
+	if block > k.blockedUntil {
+		k.blockedUntil = block
+		k.epoch++
+	}
+}
+
+// applyQuotaLocked records quota q the upstream reported on the response to
+// request seq, at now. The count is made conservative: the reserved share
+// of the limit is taken off when the limit is known, and every request dispatched after seq is
+// assumed to be missing from it. A report replaces the one on file for the
+// same name when it is newer (a later request's) or stricter.
+func (t *Transport) applyQuotaLocked(k *transportKey, seq uint64, now int64, q transportQuota) {
+	left := q.remaining - int64(k.sent-seq)
+	if q.limit > 0 {
+		// The share of the limit kept back, as for the local burst: the
+		// usable part is the reserve's share rounded down, at least 1.
+		left -= q.limit - max(1, int64(math.Floor(float64(q.limit)*t.cfg.reserve)))
+	}
+	resetAt := now + int64(q.reset)
+	free := -1
+	for i := range k.quotas {
+		s := &k.quotas[i]
+		if s.active && s.resetAt <= now {
+			*s = transportQuotaState{}
+		}
+		if !s.active {
+			if free < 0 {
+				free = i
+			}
+			continue
+		}
+		if s.name != q.name {
+			continue
+		}
+		if seq > s.seq || left < s.left {
+			*s = transportQuotaState{active: true, name: q.name, left: left, resetAt: resetAt, seq: seq}
+		}
+		return
+	}
+	if free >= 0 {
+		k.quotas[free] = transportQuotaState{active: true, name: q.name, left: left, resetAt: resetAt, seq: seq}
+	}
+}
+
+// transportBody releases a request's place under the concurrency cap when
+// the response body is closed or read to its end, exactly once.
+type transportBody struct {
+	rc   io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *transportBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *transportBody) Close() error {
+	err := b.rc.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// transportCloseBody closes a request body the Transport will not send, as
+// the RoundTripper contract asks.
+func transportCloseBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}

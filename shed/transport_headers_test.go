@@ -1,0 +1,136 @@
+package shed
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestTransportRetryAfterParse(t *testing.T) {
+	date := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"3", 3 * time.Second, true},
+		{" 120 ", 2 * time.Minute, true},
+		{"0", 0, true},
+		{"Mon, 30 Nov 2026 12:00:07 GMT", 7 * time.Second, true},
+		{"Monday, 30-Nov-26 12:00:07 GMT", 7 * time.Second, true}, // RFC 850
+		{"Mon Nov 30 12:00:07 2026", 7 * time.Second, true},       // asctime
+		{"Mon, 30 Nov 2026 11:00:00 GMT", 0, true},                // in the past
+		{"99999999999999999999", transportMaxSeconds * time.Second, true},
+		{"", 0, false},
+		{"-1", 0, false},
+		{"+3", 0, false},
+		{"1.5", 0, false},
+		{"soon", 0, false},
+	} {
+		got, ok := transportRetryAfter(tc.in, date)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("transportRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestTransportQuotasParse(t *testing.T) {
+	date := time.Unix(1_800_000_000, 0)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Add(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want []transportQuota
+	}{
+		{"x-ratelimit delta", h("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "30"),
+			[]transportQuota{{remaining: 7, limit: 100, reset: 30 * time.Second}}},
+		{"x-ratelimit unix time", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000060"),
+			[]transportQuota{{remaining: 0, reset: 61 * time.Second}}},
+		{"x-ratelimit no reset", h("X-RateLimit-Remaining", "7"), nil},
+		{"x-ratelimit bad", h("X-RateLimit-Remaining", "-7", "X-RateLimit-Reset", "1"), nil},
+		{"ietf", h("RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`,
+			"RateLimit", `"burst";r=50;t=30, "daily";r=999;t=3600`),
+			[]transportQuota{{"burst", 50, 100, 30 * time.Second}, {"daily", 999, 1000, time.Hour}}},
+		{"ietf token names, repeated field lines", h("RateLimit", `burst;r=5;t=1`, "RateLimit", `day;r=9;t=9;pk=:cGsx:`),
+			[]transportQuota{{"burst", 5, 0, time.Second}, {"day", 9, 0, 9 * time.Second}}},
+		{"ietf beats x-ratelimit", h("RateLimit", `"a";r=1;t=2`, "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
+			[]transportQuota{{"a", 1, 0, 2 * time.Second}}},
+		{"ietf invalid falls back", h("RateLimit", `"a";r=1;t=2,`, "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
+			[]transportQuota{{"", 9, 0, 9 * time.Second}}},
+		{"ietf item without t skipped", h("RateLimit", `"a";r=1, "b";r=2;t=3`),
+			[]transportQuota{{"b", 2, 0, 3 * time.Second}}},
+		{"ietf decimal rejected", h("RateLimit", `"a";r=1.5;t=2`), nil},
+		{"none", h(), nil},
+	} {
+		got := transportQuotas(tc.h, date)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+// FuzzTransportQuotas feeds hostile header values to the parsers: they
+// never panic, and what they return is within bounds.
+func FuzzTransportQuotas(f *testing.F) {
+	f.Add(`"burst";r=50;t=30, "daily";r=999;t=3600`, `"burst";q=100;w=60`, "7", "30", "3")
+	f.Add(`a;r=1;t=2;pk=:cGsx:;x=?1;y="s\"q"`, `a;q=-1`, "0", "1800000060", "Mon, 30 Nov 2026 12:00:07 GMT")
+	f.Add(`"a";r=999999999999999;t=999999999999999`, ``, "99999999999999999999", "-1", "")
+	f.Add(`,,`, `"`, "x", "1e3", "1.5")
+	f.Fuzz(func(t *testing.T, rl, policy, remaining, reset, retryAfter string) {
+		h := http.Header{}
+		h.Set("RateLimit", rl)
+		h.Set("RateLimit-Policy", policy)
+		h.Set("X-RateLimit-Remaining", remaining)
+		h.Set("X-RateLimit-Reset", reset)
+		date := time.Unix(1_800_000_000, 0)
+		qs := transportQuotas(h, date)
+		if len(qs) > transportMaxQuotas {
+			t.Fatalf("%d quotas", len(qs))
+		}
+		for _, q := range qs {
+			if q.remaining < 0 || q.limit < 0 || q.reset < 0 || q.reset > (transportMaxSeconds+1)*time.Second {
+				t.Fatalf("out of bounds: %+v", q)
+			}
+		}
+		if d, ok := transportRetryAfter(retryAfter, date); d < 0 || d > transportMaxSeconds*time.Second || (!ok && d != 0) {
+			t.Fatalf("Retry-After %q: %v, %v", retryAfter, d, ok)
+		}
+	})
+}
+
+// TestTransportReadsShedHeaders: the Transport's parser reads the
+// RateLimit and RateLimit-Policy fields shed's own writers produce (names
+// with quotes and backslashes included), so a sluice client understands a
+// sluice server.
+func TestTransportReadsShedHeaders(t *testing.T) {
+	policies := []Policy{
+		{Name: "burst", Quota: 100, Window: time.Minute},
+		{Name: `odd "name" \ here`, Quota: 5000, Window: time.Hour, Unit: "requests"},
+	}
+	rl := appendRateLimitItem(nil, policies[0].Name, 42, 1500*time.Millisecond)
+	rl = append(rl, ", "...)
+	rl = appendRateLimitItem(rl, policies[1].Name, 0, 30*time.Minute)
+	h := http.Header{}
+	h.Set("RateLimit-Policy", policyField(policies))
+	h.Set("RateLimit", string(rl))
+	got := transportQuotas(h, time.Now())
+	want := []transportQuota{
+		{name: "burst", remaining: 42, limit: 100, reset: 2 * time.Second}, // rounded up
+		{name: `odd "name" \ here`, remaining: 0, limit: 5000, reset: 30 * time.Minute},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("RateLimit %q, RateLimit-Policy %q: got %+v, want %+v", h.Get("RateLimit"), h.Get("RateLimit-Policy"), got, want)
+	}
+}
