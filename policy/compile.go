@@ -17,7 +17,7 @@ func (p *Policy) Rules() ([]shed.Rule, error) {
 	for i, a := range p.adaptive {
 		lim, err := newLimiter(a)
 		if err != nil {
-			return nil, p.errAt(fmt.Sprintf("rules[%d].adaptive", i), err)
+			return nil, p.errAt(fmt.Sprintf("rules[%d].adaptive", p.origin[i]), err)
 		}
 		out[i].Limiter = lim
 	}
@@ -56,6 +56,9 @@ func newLimiter(a AdaptiveSpec) (*adaptive.Limiter, error) {
 // (WithPenalties) when the file asks for them.
 func (p *Policy) Options() ([]shed.Option, error) {
 	opts := []shed.Option{shed.WithCategory(p.CategoryFunc())}
+	if p.tiers != nil {
+		opts = append(opts, shed.WithDefaultTier(p.tiers.Default))
+	}
 	if p.file.DryRun {
 		opts = append(opts, shed.WithDryRun())
 	}
@@ -70,7 +73,8 @@ func (p *Policy) Options() ([]shed.Option, error) {
 }
 
 // New returns a shed.Controller enforcing the policy, with the policy's
-// options followed by opts (a store, a clock, a client func). An error of
+// options followed by opts (a store, a clock, a client func whose
+// Client.Tier is the client's tier), and the policy's overrides. An error of
 // shed, the store or the concurrency package is returned as an *Error
 // naming the rule's line and path.
 func (p *Policy) New(opts ...shed.Option) (*shed.Controller, error) {
@@ -86,6 +90,10 @@ func (p *Policy) New(opts ...shed.Option) (*shed.Controller, error) {
 	if err != nil {
 		return nil, p.attribute(rules, err)
 	}
+	if err := c.SetOverrides(p.overrides); err != nil {
+		_ = c.Close()
+		return nil, p.errAt("overrides", err)
+	}
 	return c, nil
 }
 
@@ -97,9 +105,10 @@ func (p *Policy) attribute(rules []shed.Rule, err error) error {
 		if r.Limiter != nil {
 			continue // a limiter serves one controller; its rule was built fine
 		}
+		r.Tier = "" // alone, a tier would need a default
 		c, e := shed.New([]shed.Rule{r})
 		if e != nil {
-			return p.errAt(fmt.Sprintf("rules[%d]", i), e)
+			return p.errAt(fmt.Sprintf("rules[%d]", p.origin[i]), e)
 		}
 		_ = c.Close()
 	}

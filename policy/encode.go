@@ -11,7 +11,9 @@ import (
 
 // FromRules writes rules as a policy document (version 1, no categories
 // declared: rule categories are method classes or names the caller
-// declares in File.Categories before marshalling). Parsing the marshalled
+// declares in File.Categories before marshalling). The rules' tiers are
+// declared in order of appearance, the first as the default tier (set
+// File.Tiers.Default to the Controller's). Parsing the marshalled
 // document gives back rules equal to these. It returns an error for an
 // Adaptive rule, whose Limiter is code rather than data (describe it with
 // RuleSpec.Adaptive instead), and for values outside shed's enumerations.
@@ -26,7 +28,7 @@ func FromRules(rules []shed.Rule) (File, error) {
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
 			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity,
-			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun}
+			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier}
 		if r.Failure != shed.FailOpen {
 			s.Failure = r.Failure.String()
 		}
@@ -37,6 +39,14 @@ func FromRules(rules []shed.Rule) (File, error) {
 		s.LeaseTTL = optDuration(r.LeaseTTL)
 		s.MaxWait = optDuration(r.MaxWait)
 		f.Rules[i] = s
+		if r.Tier != "" {
+			if f.Tiers == nil {
+				f.Tiers = &TiersSpec{Default: r.Tier}
+			}
+			if !slices.Contains(f.Tiers.Names, r.Tier) {
+				f.Tiers.Names = append(f.Tiers.Names, r.Tier)
+			}
+		}
 	}
 	return f, nil
 }
@@ -77,6 +87,24 @@ func cloneFile(f File) File {
 			r.Adaptive = &a
 		}
 	}
+	for i := range f.Rules {
+		if t := f.Rules[i].Tiers; t != nil {
+			f.Rules[i].Tiers = make(map[string]TierLimits, len(t))
+			for k, l := range t {
+				if l.Rate != nil {
+					rate := *l.Rate
+					l.Rate = &rate
+				}
+				f.Rules[i].Tiers[k] = l
+			}
+		}
+	}
+	if f.Tiers != nil {
+		t := *f.Tiers
+		t.Names = slices.Clone(t.Names)
+		f.Tiers = &t
+	}
+	f.Overrides = slices.Clone(f.Overrides)
 	if f.Penalties != nil {
 		p := *f.Penalties
 		p.Timeouts = slices.Clone(p.Timeouts)

@@ -17,6 +17,37 @@ type File struct {
 	Rules []RuleSpec `json:"rules"`
 	// Penalties configures the progressive penalty box; absent means none.
 	Penalties *PenaltySpec `json:"penalties,omitempty"`
+	// Tiers declares the client tiers that rules may depend on.
+	Tiers *TiersSpec `json:"tiers,omitempty"`
+	// Overrides scale one client's limit of a rule until an expiry.
+	Overrides []OverrideSpec `json:"overrides,omitempty"`
+}
+
+// TiersSpec declares the tiers: the attribute of the client they come
+// from (documentation for the caller's resolver: "plan", "client_type"),
+// their names, and the default tier that decides a client whose tier is
+// unknown or missing.
+type TiersSpec struct {
+	Attribute string   `json:"attribute,omitempty"`
+	Names     []string `json:"names"`
+	Default   string   `json:"default"`
+}
+
+// TierLimits are the limits of one tier of a rule; absent fields keep the
+// rule's own.
+type TierLimits struct {
+	Limit  int64     `json:"limit,omitempty"`
+	Rate   *RateSpec `json:"rate,omitempty"`
+	Window string    `json:"window,omitempty"`
+}
+
+// OverrideSpec is a shed.Override: Key's limits of Rule (every tier of
+// it) times Factor until Until (RFC 3339).
+type OverrideSpec struct {
+	Rule   string  `json:"rule"`
+	Key    string  `json:"key"`
+	Factor float64 `json:"factor"`
+	Until  string  `json:"until"`
 }
 
 // CategorySpec is one endpoint category: the requests whose route matches
@@ -58,6 +89,12 @@ type RuleSpec struct {
 	Failure   string  `json:"failure,omitempty"`
 	SoftLimit float64 `json:"soft_limit,omitempty"`
 	DryRun    bool    `json:"dry_run,omitempty"`
+	// Tier restricts the rule to one declared tier.
+	Tier string `json:"tier,omitempty"`
+	// Tiers makes the rule one rule per declared tier, named
+	// "name/tier": the rule's own limits for the tiers not listed (the
+	// default tier's, unless it is listed), these for the listed ones.
+	Tiers map[string]TierLimits `json:"tiers,omitempty"`
 }
 
 // RateSpec is a concurrency.Rate: Count events per Per.

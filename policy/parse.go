@@ -35,11 +35,17 @@ type Policy struct {
 	name  string
 	file  File
 	rules []shed.Rule // Limiter nil; see adaptive
-	// adaptive holds the limiter spec of each adaptive rule, by index.
-	adaptive map[int]AdaptiveSpec
-	cats     []category
-	pen      *penaltyConfig
-	loc      *locator
+	// origin is the index in File.Rules that each rule comes from (a rule
+	// with tiers gives one rule per tier).
+	origin []int
+	// adaptive holds the limiter spec of each adaptive rule, by index in
+	// rules.
+	adaptive  map[int]AdaptiveSpec
+	tiers     *TiersSpec
+	overrides []shed.Override
+	cats      []category
+	pen       *penaltyConfig
+	loc       *locator
 }
 
 // Load reads and parses the policy file at path (see Parse).
@@ -161,7 +167,11 @@ func (v *validator) policy(p *Policy) {
 	for _, c := range f.Categories {
 		names[c.Name] = true
 	}
-	p.rules = make([]shed.Rule, len(f.Rules))
+	tierNames := map[string]bool{}
+	if f.Tiers != nil {
+		p.tiers = f.Tiers
+		v.tierSpec("tiers", f.Tiers, tierNames)
+	}
 	ruleNames := make(map[string]bool, len(f.Rules))
 	for i := range f.Rules {
 		path := fmt.Sprintf("rules[%d]", i)
@@ -169,16 +179,31 @@ func (v *validator) policy(p *Policy) {
 			v.failf(path+".name", "rule name %q is used twice", f.Rules[i].Name)
 		}
 		ruleNames[f.Rules[i].Name] = true
-		p.rules[i] = v.rule(path, &f.Rules[i], names)
-		if f.Rules[i].Adaptive != nil {
-			if p.adaptive == nil {
-				p.adaptive = make(map[int]AdaptiveSpec)
+		r := v.rule(path, &f.Rules[i], names)
+		for _, tr := range v.tiered(path, &f.Rules[i], r, f.Tiers, tierNames) {
+			if f.Rules[i].Adaptive != nil {
+				if p.adaptive == nil {
+					p.adaptive = make(map[int]AdaptiveSpec)
+				}
+				p.adaptive[len(p.rules)] = *f.Rules[i].Adaptive
 			}
-			p.adaptive[i] = *f.Rules[i].Adaptive
+			p.rules = append(p.rules, tr)
+			p.origin = append(p.origin, i)
 		}
 		if v.err != nil {
 			return
 		}
+	}
+	seen := map[string]bool{}
+	for _, r := range p.rules {
+		if seen[r.Name] {
+			v.failf("rules", "two rules are named %q (a tiered rule is one rule per tier, named \"name/tier\")", r.Name)
+			return
+		}
+		seen[r.Name] = true
+	}
+	for i := range f.Overrides {
+		p.overrides = append(p.overrides, v.override(fmt.Sprintf("overrides[%d]", i), &f.Overrides[i], p)...)
 	}
 	if f.Penalties != nil {
 		p.pen = v.penalties("penalties", f.Penalties)

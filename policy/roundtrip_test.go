@@ -32,6 +32,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		Identity:  shed.Identity(rapid.IntRange(int(shed.Global), int(shed.Tenant)).Draw(t, "identity")),
 		Algorithm: shed.Algorithm(rapid.IntRange(int(shed.TokenBucket), int(shed.Concurrency)).Draw(t, "algorithm")),
 		DryRun:    rapid.Bool().Draw(t, "dry"),
+		Tier:      rapid.SampledFrom([]string{"", "", "free", "pro"}).Draw(t, "tier"),
 	}
 	if rapid.Bool().Draw(t, "soft") {
 		r.SoftLimit = rapid.Float64Range(0.01, 1).Draw(t, "soft-limit")
@@ -76,7 +77,14 @@ func TestRoundTrip(t *testing.T) {
 		for i := range rules {
 			rules[i] = genRule(t, i)
 		}
-		c1, err := shed.New(rules)
+		var opts []shed.Option
+		for _, r := range rules {
+			if r.Tier != "" {
+				opts = []shed.Option{shed.WithDefaultTier(r.Tier)} // FromRules' default: the first tier
+				break
+			}
+		}
+		c1, err := shed.New(rules, opts...)
 		if err != nil {
 			t.Skipf("shed rejects the drawn rules: %v", err) // rare: a window too short for its limit
 		}

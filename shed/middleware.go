@@ -41,9 +41,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.client != nil {
 		cl := c.client(r)
-		a.at.User, a.at.APIKey, a.at.Tenant = cl.User, cl.APIKey, cl.Tenant
+		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier = cl.User, cl.APIKey, cl.Tenant, cl.Tier
 	}
-	if len(c.plans) > 0 { // some rule names a category
+	if c.set.Load().categorized() { // some rule names a category
 		a.at.Category = c.cat(r)
 	}
 	ctx := r.Context()

@@ -30,7 +30,7 @@ const (
 	nGlobal
 )
 
-// Counters of each rule, at nGlobal + rule*nPerRule.
+// Counters of each rule, in its own counters.
 const (
 	rAllowed = iota
 	rRejected
@@ -121,9 +121,10 @@ type Stats struct {
 
 // RuleStats is one rule's part of Stats.
 type RuleStats struct {
-	// Name, Category, Identity and Algorithm repeat the rule.
+	// Name, Category, Tier, Identity and Algorithm repeat the rule.
 	Name      string
 	Category  string
+	Tier      string
 	Identity  Identity
 	Algorithm Algorithm
 	// Allowed counts attempts the rule admitted; Rejected those it
@@ -154,6 +155,7 @@ type tableStatser interface {
 // requests run may be mutually a little out of step.
 func (c *Controller) Stats() Stats {
 	u := func(i int) uint64 { return uint64(max(0, c.ctr.sum(i))) }
+	set := c.set.Load()
 	// Finished before admitted: every finish follows its admission on the
 	// same shard, so the difference is never negative.
 	finished := c.ctr.sum(cFinished)
@@ -163,18 +165,18 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		Rules: make([]RuleStats, len(c.rules)),
+		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if ps, ok := c.pen.(penaltyStatser); ok {
 		s.Penalty = ps.Stats()
 	}
 	ts, _ := c.store.(tableStatser)
-	for i := range c.rules {
-		r := &c.rules[i]
-		base := nGlobal + i*nPerRule
-		rs := RuleStats{Name: r.Name, Category: r.Category, Identity: r.Identity, Algorithm: r.Algorithm,
-			Allowed: u(base + rAllowed), Rejected: u(base + rRejected), WouldReject: u(base + rWouldReject),
-			FailOpen: u(base + rFailOpen), FailClosed: u(base + rFailClosed), Limit: r.Limit}
+	for i := range set.rules {
+		r := &set.rules[i]
+		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
+		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
+			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight = int64(r.lim.Limit()), int64(r.lim.Inflight())
