@@ -134,8 +134,11 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost = now, cost
-	s := c.set.Load()
-	a.set = s
+	s := a.set // the middleware's, when it chose the category
+	if s == nil {
+		s = c.set.Load()
+		a.set = s
+	}
 	p := s.planFor(a.at.Category, a.at.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 

@@ -161,6 +161,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	set.cat = c.cat
 	c.set.Store(set)
 	c.pool.New = func() any {
 		return &attempt{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}

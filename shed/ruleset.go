@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/queueing"
@@ -24,6 +25,10 @@ type ruleSet struct {
 	// key; nil when there are none. overrides is the list they came from.
 	over      []map[string]override
 	overrides []Override
+	// cat is the middleware's categorizer, swapped with the rules so that
+	// a request never meets the categories of one set and the rules of
+	// another.
+	cat func(*http.Request) string
 }
 
 // planFor returns the plan of category cat for an attempt of tier tier:
