@@ -177,6 +177,9 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		}
 		a.rated = append(a.rated, i)
 		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
 	}
 
 	// 3. Global concurrency and adaptive limits, in this process.
@@ -349,6 +352,9 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 			}
 			if a.set.rules[i].Algorithm.rate() {
 				c.consider(d, i, hr.Decision)
+				if r := &a.set.rules[i]; r.early > 0 {
+					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
+				}
 			}
 		}
 		break

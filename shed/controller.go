@@ -40,6 +40,9 @@ type rule struct {
 	// itemPrefix is the start of the rule's RateLimit item: `"name";r=`.
 	itemPrefix []byte
 	problem    []byte // the quota-exceeded body naming this rule
+	// early is the Window of a rule that raises early warnings (fixed
+	// and sliding windows, whose windows are aligned); 0 for none.
+	early int64
 	// ctr counts the rule's decisions (rAllowed...); a rule kept across a
 	// Reload keeps its counters with its state.
 	ctr *counters
@@ -95,10 +98,13 @@ type Controller struct {
 	// wall time of a decision is derived, never read again.
 	wallAnchor, monoAnchor int64
 
-	pool    sync.Pool // of *attempt
-	ctr     counters
-	failLog logGate
-	dryLog  logGate
+	pool     sync.Pool // of *attempt
+	ctr      counters
+	failLog  logGate
+	dryLog   logGate
+	early    func(EarlyWarning)
+	earlyG   burstGate
+	earlyLog logGate
 }
 
 // New returns a Controller over rules (copied). It returns an error
@@ -156,6 +162,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	c.monoAnchor, c.wallAnchor = c.now(), time.Now().UnixNano()
 
 	c.defTier = cfg.defTier
+	c.early = cfg.early
 	c.ctr = newCounters(nGlobal)
 	set, err := c.compile(rules, nil, cfg.dryRun)
 	if err != nil {

@@ -45,6 +45,7 @@ type config struct {
 	reject      func(http.ResponseWriter, *http.Request, Decision)
 	fields      HeaderFields
 	defTier     string
+	early       func(EarlyWarning)
 }
 
 // WithStore keeps the per-key rules' state in s (a shared store such as
@@ -231,6 +232,21 @@ func WithDefaultTier(tier string) Option {
 			return errors.New("shed: WithDefaultTier(\"\")")
 		}
 		c.defTier = tier
+		return nil
+	})
+}
+
+// WithEarlyWarning calls f when a key passes half its limit within the
+// first fifth of its window: a runaway client, caught before it hits the
+// wall. f gets at most EarlyWarningBurst warnings a second, like the log
+// line (at most one a second); Stats counts them all. f runs on the
+// request path, so it must be fast and safe for concurrent use.
+func WithEarlyWarning(f func(EarlyWarning)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithEarlyWarning(nil)")
+		}
+		c.early = f
 		return nil
 	})
 }

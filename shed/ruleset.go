@@ -202,6 +202,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		dst.itemPrefix = append(appendSFString(nil, r.Name), ";r="...)
 		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
 	}
+	if r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow {
+		dst.early = int64(r.Window)
+	}
 	ctr := newCounters(nPerRule)
 	dst.ctr = &ctr
 	return nil

@@ -27,6 +27,8 @@ const (
 	cDoubleDone
 	cPanics
 	cLeaseLost
+	cEarly
+	cEarlyHeld
 	nGlobal
 )
 
@@ -37,6 +39,7 @@ const (
 	rWouldReject
 	rFailOpen
 	rFailClosed
+	rEarly
 	nPerRule
 )
 
@@ -115,6 +118,11 @@ type Stats struct {
 	// LeasesLost counts store leases that had expired before their
 	// request finished (their permits had come back by themselves).
 	LeasesLost uint64
+	// EarlyWarnings counts keys that passed half their limit in the first
+	// fifth of their window (see WithEarlyWarning); EarlyWarningsHeld
+	// those not passed to the hook and the log because more than
+	// EarlyWarningBurst came in one second.
+	EarlyWarnings, EarlyWarningsHeld uint64
 	// Rules has one entry per rule, in the order given to New.
 	Rules []RuleStats
 }
@@ -133,6 +141,8 @@ type RuleStats struct {
 	// FailOpen and FailClosed count attempts decided by the rule's failure
 	// mode because the store failed.
 	FailOpen, FailClosed uint64
+	// EarlyWarnings counts the rule's early warnings (WithEarlyWarning).
+	EarlyWarnings uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -165,6 +175,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if ps, ok := c.pen.(penaltyStatser); ok {
@@ -176,7 +187,7 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight = int64(r.lim.Limit()), int64(r.lim.Inflight())
