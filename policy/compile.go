@@ -121,3 +121,21 @@ func (p *Policy) errAt(path string, err error) *Error {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+// Tiers returns the declared tiers and the default tier; none when the
+// policy declares no tiers.
+func (p *Policy) Tiers() (names []string, def string) {
+	if p.tiers == nil {
+		return nil, ""
+	}
+	return append([]string(nil), p.tiers.Names...), p.tiers.Default
+}
+
+// Penalties reports whether the policy has a penalty box, and the identity
+// it keys on.
+func (p *Policy) Penalties() (shed.Identity, bool) {
+	if p.pen == nil {
+		return 0, false
+	}
+	return p.pen.identity, true
+}
