@@ -126,3 +126,25 @@ func TestCategory(t *testing.T) {
 		t.Errorf("Category allocates %v times", n)
 	}
 }
+
+// Hostile documents are refused before they cost much: too large, too
+// deep, too many rules.
+func TestParseBounds(t *testing.T) {
+	big := make([]byte, policy.MaxSize+1)
+	if _, err := policy.Parse("big.json", big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("oversize: %v", err)
+	}
+	deep := `{"version": 1, "rules": ` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`
+	if _, err := policy.Parse("deep.json", []byte(deep)); err == nil || !strings.Contains(err.Error(), "nested too deep") {
+		t.Errorf("deep: %v", err)
+	}
+	rule := `{"name": "r%d", "identity": "ip", "algorithm": "sliding_log", "limit": 1, "window": "1m"}`
+	var rules []string
+	for i := range policy.MaxRules + 1 {
+		rules = append(rules, strings.Replace(rule, "%d", strings.Repeat("x", i%7)+string(rune('a'+i%26))+strings.Repeat("y", i/26), 1))
+	}
+	many := `{"version": 1, "rules": [` + strings.Join(rules, ",\n") + `]}`
+	if _, err := policy.Parse("many.json", []byte(many)); err == nil || !strings.Contains(err.Error(), "at most 1024 rules") {
+		t.Errorf("many: %v", err)
+	}
+}
