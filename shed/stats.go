@@ -65,6 +65,13 @@ func newCounters(n int) counters {
 	}
 	c := counters{shards: make([][]atomic.Int64, k), n: n}
 	for i := range c.shards {
+		if n <= padWords {
+			// A shard of one cache line's worth is an allocation of its
+			// own 128-byte size class: aligned, alone on its lines (the
+			// per-rule counters, one set per rule).
+			c.shards[i] = make([]atomic.Int64, padWords)[:n]
+			continue
+		}
 		// Padding on both sides: each shard is its own allocation, but
 		// neighbours in memory must not share its first or last line.
 		c.shards[i] = make([]atomic.Int64, n+2*padWords)[padWords : padWords+n]
@@ -123,7 +130,8 @@ type Stats struct {
 	// those not passed to the hook and the log because more than
 	// EarlyWarningBurst came in one second.
 	EarlyWarnings, EarlyWarningsHeld uint64
-	// Rules has one entry per rule, in the order given to New.
+	// Rules has one entry per rule in force, in the order given to New
+	// or the latest Reload.
 	Rules []RuleStats
 }
 

@@ -33,6 +33,10 @@ type ReplayReport struct {
 	// Skipped names the rules not replayed: concurrency and adaptive
 	// limits depend on service times, which a trace does not hold.
 	Skipped []string `json:",omitempty"`
+	// EarlyWarnings counts the keys that passed half a window rule's limit
+	// in the first fifth of its window (shed.WithEarlyWarning), rules
+	// together.
+	EarlyWarnings uint64
 	// Penalized lists the keys the penalty box put in a timeout, most
 	// penalized requests first (at most MaxPenalizedKeys).
 	Penalized []PenalizedKey `json:",omitempty"`
@@ -264,6 +268,7 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 		}
 	}
 	rep.Span = time.Duration(last - base)
+	rep.EarlyWarnings = all.Stats().EarlyWarnings
 	rep.Policy.finish()
 	for _, rr := range alone {
 		rr.finish()

@@ -14,7 +14,7 @@ func (r *ReplayReport) WriteTable(w io.Writer) error {
 	pct := func(f float64) string { return fmt.Sprintf("%.3f%%", 100*f) }
 	fmt.Fprintf(tw, "records\t%d\tspan\t%v\treordered\t%d\tlabelled\t%v\n", r.Records, r.Span.Round(time.Second), r.Reordered, r.Labelled)
 	p := r.Policy
-	fmt.Fprintf(tw, "policy\twould_reject\t%d\t(%s)\tfalse_positive\t%s\tcatch\t%s\n", p.WouldReject, pct(p.RejectRate), pct(p.FalsePositiveRate), pct(p.CatchRate))
+	fmt.Fprintf(tw, "policy\twould_reject\t%d\t(%s)\tfalse_positive\t%s\tcatch\t%s\tearly_warnings\t%d\n", p.WouldReject, pct(p.RejectRate), pct(p.FalsePositiveRate), pct(p.CatchRate), r.EarlyWarnings)
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "rule\tidentity\tcategory\ttier\tlimit/window\tapplied\twould_reject\treject_rate\tfalse_pos\tcatch\tkeys\tlegit_keys\tp50\tp95\tp99\tall_p99\trecommended")
 	for _, x := range r.Rules {

@@ -114,6 +114,9 @@ func TestReplayAbuse(t *testing.T) {
 	if reads.CatchRate < 0.5 || reads.FalsePositiveRate == 0 {
 		t.Errorf("reads: catch %.3f, false positives %.4f (CGNAT users must show)", reads.CatchRate, reads.FalsePositiveRate)
 	}
+	if rep.EarlyWarnings == 0 {
+		t.Error("the scraper (5 a second against 60 a minute) raised no early warning")
+	}
 	if len(rep.Penalized) == 0 || rep.Penalized[0].Key != "ip:100.64.0.1" {
 		t.Errorf("penalized %+v, want the scraper's address first", rep.Penalized)
 	}
