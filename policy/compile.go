@@ -139,3 +139,9 @@ func (p *Policy) Penalties() (shed.Identity, bool) {
 	}
 	return p.pen.identity, true
 }
+
+// Overrides returns the policy's overrides as shed applies them: one per
+// tier of a tiered rule.
+func (p *Policy) Overrides() []shed.Override {
+	return append([]shed.Override(nil), p.overrides...)
+}

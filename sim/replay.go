@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +29,7 @@ type ReplayReport struct {
 	// included).
 	Policy ReplayOutcome
 	// Rules is each rate rule's effect alone (a rule replayed on its own,
-	// so that its figures do not depend on the others).
+	// without overrides, so that its figures do not depend on the others).
 	Rules []RuleReplay
 	// Skipped names the rules not replayed: concurrency and adaptive
 	// limits depend on service times, which a trace does not hold.
@@ -158,11 +159,6 @@ func (k keyID) String(id shed.Identity) string {
 // rate rule alone on its own. Records should be in time order.
 func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 	quiet := shed.WithLogger(slog.New(slog.DiscardHandler))
-	all, err := p.New(quiet)
-	if err != nil {
-		return nil, err
-	}
-	defer all.Close()
 	rules, err := p.Rules()
 	if err != nil {
 		return nil, err
@@ -198,6 +194,7 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 	const base = int64(24 * time.Hour)
 	var rec Record
 	var t0, last int64
+	var all *shed.Controller
 	for {
 		if err := tr.Next(&rec); err == io.EOF {
 			break
@@ -206,6 +203,10 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 		}
 		if rep.Records == 0 {
 			t0 = rec.Time
+			if all, err = replayController(p, t0, base, &last, quiet); err != nil {
+				return nil, err
+			}
+			defer all.Close()
 		}
 		now := rec.Time - t0 + base
 		if now < last {
@@ -267,6 +268,9 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 			u.abusive = u.abusive || rec.Label == Abusive
 		}
 	}
+	if all == nil {
+		return nil, errors.New("sim: the trace is empty")
+	}
 	rep.Span = time.Duration(last - base)
 	rep.EarlyWarnings = all.Stats().EarlyWarnings
 	rep.Policy.finish()
@@ -290,6 +294,39 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 		rep.Penalized = rep.Penalized[:MaxPenalizedKeys]
 	}
 	return rep, nil
+}
+
+// replayController builds the whole policy on the trace's virtual clock
+// (*now), with its overrides moved onto that clock: an override is in
+// force for the records before its Until, in trace time.
+func replayController(p *policy.Policy, t0, base int64, now *int64, quiet shed.Option) (*shed.Controller, error) {
+	rules, err := p.Rules()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := p.Options()
+	if err != nil {
+		return nil, err
+	}
+	*now = base
+	c, err := shed.New(rules, append(opts, quiet, shed.WithClock(func() int64 { return *now }))...)
+	if err != nil {
+		return nil, err
+	}
+	// The controller maps wall time to its clock from the wall time it
+	// read at New (now, approximately) to base: shift each Until by the
+	// trace's distance from the present (an error of the microseconds
+	// between New and this line).
+	shift := time.Since(time.Unix(0, t0))
+	ov := p.Overrides()
+	for i := range ov {
+		ov[i].Until = ov[i].Until.Add(shift)
+	}
+	if err := c.SetOverrides(ov); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // finish computes the rule's distribution and recommendation.

@@ -237,3 +237,50 @@ func TestRoundUpNice(t *testing.T) {
 		}
 	}
 }
+
+// records is a TraceReader over a slice.
+type records []Record
+
+func (r *records) Next(rec *Record) error {
+	if len(*r) == 0 {
+		return io.EOF
+	}
+	*rec, *r = (*r)[0], (*r)[1:]
+	return nil
+}
+
+// Overrides are in force by trace time: until their Until, not until a
+// time of the machine that replays.
+func TestReplayOverridesOnTraceTime(t *testing.T) {
+	start := time.Date(2020, 1, 6, 0, 0, 0, 0, time.UTC)
+	p, err := policy.Parse("ov.json", []byte(`{"version": 1,
+ "rules": [{"name": "hourly", "identity": "user", "algorithm": "fixed_window", "limit": 5, "window": "1h"}],
+ "overrides": [{"rule": "hourly", "key": "big", "factor": 2, "until": "2020-01-06T00:30:00Z"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr records
+	for _, at := range []time.Duration{time.Minute, 40 * time.Minute} {
+		for i := range 10 {
+			tr = append(tr, Record{Time: start.Add(at + time.Duration(i)*time.Second).UnixNano(), User: "big",
+				Method: "GET", Route: "/", Label: Legit})
+		}
+	}
+	rep, err := Replay(p, &tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Minute 1: 10 of 10 under the override (limit 10). Minute 40: the
+	// override has ended, the rule's own state is fresh: 5 of 10.
+	if rep.Policy.WouldReject != 5 {
+		t.Fatalf("policy rejected %d, want 5", rep.Policy.WouldReject)
+	}
+	// The rule alone, without overrides: 5 of the first 10, none of the
+	// second 10 (the same hour).
+	if rep.Rules[0].WouldReject != 15 {
+		t.Fatalf("rule alone rejected %d, want 15", rep.Rules[0].WouldReject)
+	}
+	if _, err := Replay(p, new(records)); err == nil {
+		t.Fatal("an empty trace replayed")
+	}
+}
