@@ -22,6 +22,9 @@ const shedHint = time.Second
 type attempt struct {
 	c     *Controller
 	shard int
+	// set is the rule set the attempt was decided on: what it holds is
+	// given back to that set's rules even if the Controller's moved on.
+	set *ruleSet
 	// gen tells a live Token from a stale copy: Done moves it on once.
 	gen atomic.Uint64
 
@@ -58,6 +61,7 @@ const maxPooledBuf = 4 << 10
 // put returns a to the pool; it holds nothing.
 func (c *Controller) put(a *attempt) {
 	a.at = Attempt{}
+	a.set = nil
 	a.buf = a.buf[:0]
 	if cap(a.buf) > maxPooledBuf {
 		a.buf = make([]byte, 0, 256)
@@ -130,14 +134,19 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost = now, cost
-	p := c.planFor(a.at.Category)
+	s := a.set // the middleware's, when it chose the category
+	if s == nil {
+		s = c.set.Load()
+		a.set = s
+	}
+	p := s.planFor(a.at.Category, a.at.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 
 	// Identity keys first: the strings over buf are taken after the last
 	// append.
 	checkPenalty := c.pen != nil && a.buildKey(c.penID)
 	for _, i := range p.stored {
-		a.buildKey(c.rules[i].Identity)
+		a.buildKey(a.set.rules[i].Identity)
 	}
 
 	// 1. The penalty box.
@@ -154,12 +163,12 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 
 	// 2. Global rate rules, in this process.
 	for _, i := range p.rates {
-		r := &c.rules[i]
+		r := &a.set.rules[i]
 		rd := r.rate.AllowN(now, cost)
 		if !rd.Allowed {
 			if r.dry {
 				c.markDry(a, d, r.Name, r.kind)
-				c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
 				continue
 			}
 			c.rollback(a, d)
@@ -168,11 +177,14 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		}
 		a.rated = append(a.rated, i)
 		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
 	}
 
 	// 3. Global concurrency and adaptive limits, in this process.
 	for _, i := range p.concs {
-		r := &c.rules[i]
+		r := &a.set.rules[i]
 		ok, hint, err := c.acquire(ctx, a, r, i)
 		if err != nil {
 			c.rollback(a, d)
@@ -182,7 +194,7 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		if !ok {
 			if r.dry {
 				c.markDry(a, d, r.Name, r.kind)
-				c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
 				continue
 			}
 			c.rollback(a, d)
@@ -197,16 +209,16 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 	}
 
 	for _, i := range a.rated {
-		c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
 	}
 	for _, i := range a.sems {
-		c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
 	}
 	for _, i := range a.adaptives {
-		c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
 	}
 	if d.rule >= 0 {
-		d.Rule = c.rules[d.rule].Name
+		d.Rule = a.set.rules[d.rule].Name
 	}
 	a.rated = a.rated[:0]
 	a.active = true // counted by done as admitted: inflight is admitted - finished
@@ -294,12 +306,19 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *attempt, r *rule, req 
 func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *Decision) bool {
 	a.req.N, a.req.Now = 0, a.now
 	for _, i := range p.stored {
-		r := &c.rules[i]
+		r := &a.set.rules[i]
 		if !a.buildKey(r.Identity) {
 			continue // the attempt has no such identity
 		}
 		a.hitRule[a.req.N] = i
-		a.req.Add(r.id, a.keyString(r.Identity), a.cost)
+		key := a.keyString(r.Identity)
+		id := r.id
+		if a.set.over != nil { // a key of this rule may have an override
+			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
+				id = o.id
+			}
+		}
+		a.req.Add(id, key, a.cost)
 	}
 	for a.req.N > 0 {
 		err := c.store.Decide(ctx, &a.req, &a.res)
@@ -309,7 +328,7 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 		if !a.res.Allowed {
 			h := a.res.Decider
 			i := a.hitRule[h]
-			r := &c.rules[i]
+			r := &a.set.rules[i]
 			rd := a.res.Hits[h].Decision
 			if !r.dry {
 				c.rollback(a, d)
@@ -317,7 +336,7 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 				return false
 			}
 			c.markDry(a, d, r.Name, r.kind)
-			c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
 			// Decide the others again without it.
 			copy(a.req.Hits[h:a.req.N], a.req.Hits[h+1:a.req.N])
 			copy(a.hitRule[h:a.req.N], a.hitRule[h+1:a.req.N])
@@ -327,12 +346,15 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 		for j := range a.res.N {
 			i := a.hitRule[j]
 			hr := &a.res.Hits[j]
-			c.ctr.add(a.shard, nGlobal+i*nPerRule+rAllowed, 1)
+			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
 			if hr.Lease.Held() {
 				a.leases = append(a.leases, hr.Lease)
 			}
-			if c.rules[i].Algorithm.rate() {
+			if a.set.rules[i].Algorithm.rate() {
 				c.consider(d, i, hr.Decision)
+				if r := &a.set.rules[i]; r.early > 0 {
+					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
+				}
 			}
 		}
 		break
@@ -347,8 +369,8 @@ func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
 	c.ctr.add(a.shard, cStoreErrors, 1)
 	hits := a.hitRule[:a.req.N]
 	for _, i := range hits {
-		if r := &c.rules[i]; r.Failure == FailClosed && !r.dry {
-			c.ctr.add(a.shard, nGlobal+i*nPerRule+rFailClosed, 1)
+		if r := &a.set.rules[i]; r.Failure == FailClosed && !r.dry {
+			a.set.rules[i].ctr.add(a.shard, rFailClosed, 1)
 			c.rollback(a, d)
 			d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
 			d.Warning, d.WarningRule = false, ""
@@ -357,16 +379,16 @@ func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
 		}
 	}
 	for _, i := range hits {
-		r := &c.rules[i]
+		r := &a.set.rules[i]
 		if r.Failure == FailClosed { // in dry-run: it would have rejected
 			c.markDry(a, d, r.Name, Shedding)
-			c.ctr.add(a.shard, nGlobal+i*nPerRule+rWouldReject, 1)
+			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
 		}
-		c.ctr.add(a.shard, nGlobal+i*nPerRule+rFailOpen, 1)
+		a.set.rules[i].ctr.add(a.shard, rFailOpen, 1)
 	}
 	d.FailedOpen = true
 	c.ctr.add(a.shard, cFailedOpen, 1)
-	c.logFailOpen(a.now, c.rules[hits[0]].Name, err)
+	c.logFailOpen(a.now, a.set.rules[hits[0]].Name, err)
 	return true
 }
 
@@ -374,7 +396,7 @@ func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
 // the fewest remaining reports in the headers; the first past its soft
 // limit warns.
 func (c *Controller) consider(d *Decision, i int, rd concurrency.Decision) {
-	r := &c.rules[i]
+	r := &d.plan.rules[i]
 	if d.rule < 0 || rd.Remaining < d.Remaining {
 		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
 	}
@@ -395,8 +417,8 @@ func (c *Controller) markDry(a *attempt, d *Decision, name string, k Kind) {
 // rejectBy makes the rejection of rule i with its decision rd, after the
 // attempt gave back what it held.
 func (c *Controller) rejectBy(a *attempt, d *Decision, i int, rd concurrency.Decision) {
-	r := &c.rules[i]
-	c.ctr.add(a.shard, nGlobal+i*nPerRule+rRejected, 1)
+	r := &a.set.rules[i]
+	a.set.rules[i].ctr.add(a.shard, rRejected, 1)
 	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
 	d.Warning, d.WarningRule = false, ""
 	if r.Algorithm.rate() {
@@ -428,7 +450,7 @@ func (c *Controller) done(a *attempt, d *Decision) {
 // concurrency permits released.
 func (c *Controller) rollback(a *attempt, d *Decision) {
 	for _, i := range a.rated {
-		c.rules[i].rate.Refund(a.now, a.cost)
+		a.set.rules[i].rate.Refund(a.now, a.cost)
 		if d.rule == i {
 			d.Remaining = min(d.Limit, d.Remaining+a.cost)
 		}
@@ -462,7 +484,7 @@ func (c *Controller) releaseAt(a *attempt, now int64, o Outcome) {
 		a.tokens, a.leases, a.adaptives = a.tokens[:0], a.leases[:0], a.adaptives[:0]
 	}
 	for _, i := range a.sems {
-		r := &c.rules[i]
+		r := &a.set.rules[i]
 		if r.queue != nil {
 			r.queue.Release(a.cost)
 		} else {

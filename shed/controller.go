@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -40,6 +40,12 @@ type rule struct {
 	// itemPrefix is the start of the rule's RateLimit item: `"name";r=`.
 	itemPrefix []byte
 	problem    []byte // the quota-exceeded body naming this rule
+	// early is the Window of a rule that raises early warnings (fixed
+	// and sliding windows, whose windows are aligned); 0 for none.
+	early int64
+	// ctr counts the rule's decisions (rAllowed...); a rule kept across a
+	// Reload keeps its counters with its state.
+	ctr *counters
 }
 
 // plan is the rules of one category, cheapest first, with the header
@@ -51,6 +57,7 @@ type plan struct {
 	stored  []int    // per-key rules, decided by the store in one call
 	policyV []string // RateLimit-Policy, shared by every response; nil if no rate rule applies
 	fields  HeaderFields
+	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
 }
 
 // Controller decides admission for attempts against its rules, and is the
@@ -63,9 +70,10 @@ type plan struct {
 // sheds the requests waiting in its queues. The zero value is not usable;
 // call New.
 type Controller struct {
-	rules   []rule
-	plans   map[string]*plan
-	all     *plan // for categories no rule names
+	// set is the rule set in force: swapped whole by Reload and
+	// SetOverrides, read once per decision.
+	set     atomic.Pointer[ruleSet]
+	mu      sync.Mutex // serializes the writers of set
 	store   store.Store
 	now     func() int64
 	log     *slog.Logger
@@ -80,15 +88,23 @@ type Controller struct {
 	reject  func(http.ResponseWriter, *http.Request, Decision)
 	dryPen  bool
 	fields  HeaderFields
+	defTier string
+	storeN  int // store registrations, for unique store limit names
+	// scaledIDs are the store limits registered for overrides, by their
+	// parameters (under mu), so that overrides of equal scale share one.
+	scaledIDs map[store.Spec]store.LimitID
 
 	// wallAnchor is the Unix time in ns at monoAnchor on the clock: the
 	// wall time of a decision is derived, never read again.
 	wallAnchor, monoAnchor int64
 
-	pool    sync.Pool // of *attempt
-	ctr     counters
-	failLog logGate
-	dryLog  logGate
+	pool     sync.Pool // of *attempt
+	ctr      counters
+	failLog  logGate
+	dryLog   logGate
+	early    func(EarlyWarning)
+	earlyG   burstGate
+	earlyLog logGate
 }
 
 // New returns a Controller over rules (copied). It returns an error
@@ -145,149 +161,19 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	}
 	c.monoAnchor, c.wallAnchor = c.now(), time.Now().UnixNano()
 
-	names := make(map[string]bool, len(rules))
-	c.rules = make([]rule, len(rules))
-	for i := range rules {
-		if err := c.build(&c.rules[i], rules[i], cfg.dryRun, names); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	if err := c.makePlans(); err != nil {
-		c.Close()
+	c.defTier = cfg.defTier
+	c.early = cfg.early
+	c.ctr = newCounters(nGlobal)
+	set, err := c.compile(rules, nil, cfg.dryRun)
+	if err != nil {
 		return nil, err
 	}
-	c.ctr = newCounters(nGlobal + nPerRule*len(c.rules))
+	set.cat = c.cat
+	c.set.Store(set)
 	c.pool.New = func() any {
 		return &attempt{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}
 	}
 	return c, nil
-}
-
-// build validates r and makes what enforces it.
-func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool) error {
-	if err := r.validate(); err != nil {
-		return err
-	}
-	if names[r.Name] {
-		return fmt.Errorf("shed: rule name %q is used twice", r.Name)
-	}
-	names[r.Name] = true
-	*dst = rule{Rule: r, kind: OverLimit, dry: r.DryRun || dryAll}
-	if r.local() {
-		dst.kind = Shedding
-	}
-	var err error
-	switch {
-	case r.Algorithm == Adaptive:
-		dst.lim = r.Limiter
-	case r.local() && r.Algorithm == Concurrency:
-		if dst.sem, err = concurrency.NewSemaphore(r.Limit); err != nil {
-			return r.errorf("%w", err)
-		}
-		if r.MaxWait > 0 {
-			qopts := []queueing.Option{queueing.WithMaxWait(r.MaxWait)}
-			if r.QueueLength > 0 {
-				qopts = append(qopts, queueing.WithMaxLength(r.QueueLength))
-			}
-			if dst.queue, err = queueing.New(dst.sem, qopts...); err != nil {
-				return r.errorf("%w", err)
-			}
-		}
-	case r.local():
-		// The store validates the parameters (zero fields that do not
-		// apply included); the concurrency package builds the state.
-		if err := r.spec().Validate(); err != nil {
-			return r.errorf("%w", err)
-		}
-		switch r.Algorithm {
-		case TokenBucket:
-			dst.rate, err = concurrency.NewTokenBucket(r.Rate, r.Limit)
-		case FixedWindow:
-			dst.rate, err = concurrency.NewFixedWindowLimiter(r.Limit, r.Window)
-		case SlidingWindow:
-			dst.rate, err = concurrency.NewSlidingWindowLimiter(r.Limit, r.Window)
-		case SlidingLog:
-			dst.rate, err = concurrency.NewSlidingLogLimiter(r.Limit, r.Window)
-		}
-		if err != nil {
-			return r.errorf("%w", err)
-		}
-	default:
-		if dst.id, err = c.store.Register(context.Background(), r.spec()); err != nil {
-			return r.errorf("%w", err)
-		}
-	}
-	if r.Algorithm.rate() {
-		p := r.policy()
-		if err := p.validate(); err != nil {
-			return err
-		}
-		dst.softAt = int64(math.Ceil(r.softLimit() * float64(r.Limit)))
-		dst.limitV = []string{fmt.Sprint(r.Limit)}
-		dst.itemPrefix = append(appendSFString(nil, r.Name), ";r="...)
-		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
-	}
-	return nil
-}
-
-// makePlans groups the rules by category; rules of category "" join every
-// plan.
-func (c *Controller) makePlans() error {
-	c.plans = make(map[string]*plan)
-	for _, r := range c.rules {
-		if r.Category != "" {
-			c.plans[r.Category] = nil
-		}
-	}
-	var err error
-	if c.all, err = c.makePlan(""); err != nil {
-		return err
-	}
-	for cat := range c.plans {
-		if c.plans[cat], err = c.makePlan(cat); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *Controller) makePlan(cat string) (*plan, error) {
-	p := &plan{rules: c.rules, fields: c.fields}
-	var policies []Policy
-	for i := range c.rules {
-		r := &c.rules[i]
-		if r.Category != "" && r.Category != cat {
-			continue
-		}
-		switch {
-		case !r.local():
-			p.stored = append(p.stored, i)
-		case r.Algorithm.rate():
-			p.rates = append(p.rates, i)
-		default:
-			p.concs = append(p.concs, i)
-		}
-		if r.Algorithm.rate() {
-			policies = append(policies, r.policy())
-		}
-	}
-	if len(p.stored) > store.MaxHits {
-		return nil, fmt.Errorf("shed: category %q has %d per-key rules, more than the %d one store call decides",
-			cat, len(p.stored), store.MaxHits)
-	}
-	if len(policies) > 0 {
-		p.policyV = []string{policyField(policies)}
-	}
-	return p, nil
-}
-
-// planFor returns the plan of category cat.
-func (c *Controller) planFor(cat string) *plan {
-	if p, ok := c.plans[cat]; ok && cat != "" {
-		return p
-	}
-	return c.all
 }
 
 // Close sheds the requests waiting in the Controller's queues
@@ -295,8 +181,11 @@ func (c *Controller) planFor(cat string) *plan {
 // way. Permits held are still returned by their Tokens. Close is
 // idempotent.
 func (c *Controller) Close() error {
-	for i := range c.rules {
-		if q := c.rules[i].queue; q != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.set.Load()
+	for i := range s.rules {
+		if q := s.rules[i].queue; q != nil {
 			_ = q.Close() // only fails to remove its own hook
 		}
 	}

@@ -26,6 +26,10 @@ type Attempt struct {
 	// API key is hashed (keyed HMAC) before it reaches the store; user and
 	// tenant ids are used as given.
 	User, APIKey, Tenant string
+	// Tier is the client's tier (its plan, or its client type): it
+	// selects the rules of that tier (Rule.Tier). A tier no rule names,
+	// "" included, is decided as the Controller's default tier.
+	Tier string
 	// Cost is how many units the attempt takes from each rule; zero means
 	// 1, negative is an error.
 	Cost int64

@@ -34,4 +34,14 @@
 // decision hook (WithDecisionHook) sees every decision. Log lines go
 // through log/slog, at most one per kind per second. Errors start with
 // "shed: ".
+//
+// Limits can depend on who the client is: a rule with a Tier applies only
+// to attempts of that tier (Attempt.Tier, Client.Tier: a plan, a client
+// type), and an attempt whose tier no rule names is decided as the default
+// tier (WithDefaultTier), never as unlimited. SetOverrides scales one
+// client's limit of a per-key rule until an expiry. Reload replaces the
+// rules, overrides and categorizer of a running Controller atomically,
+// keeping the state of unchanged rules. WithEarlyWarning reports keys that
+// use half their limit in the first fifth of a window. The policy package
+// reads all of this from files.
 package shed

@@ -41,10 +41,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.client != nil {
 		cl := c.client(r)
-		a.at.User, a.at.APIKey, a.at.Tenant = cl.User, cl.APIKey, cl.Tenant
+		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier = cl.User, cl.APIKey, cl.Tenant, cl.Tier
 	}
-	if len(c.plans) > 0 { // some rule names a category
-		a.at.Category = c.cat(r)
+	// One rule set for the whole request: its categorizer and its rules.
+	a.set = c.set.Load()
+	if a.set.categorized() { // some rule names a category
+		a.at.Category = a.set.cat(r)
 	}
 	ctx := r.Context()
 	var d Decision

@@ -24,6 +24,9 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // not have. APIKey is hashed before it reaches a store key.
 type Client struct {
 	User, APIKey, Tenant string
+	// Tier is the client's tier (see Attempt.Tier), resolved by the
+	// caller from what it knows of the client (its plan, its key type).
+	Tier string
 }
 
 type config struct {
@@ -41,6 +44,8 @@ type config struct {
 	headers     func(http.Header, Decision)
 	reject      func(http.ResponseWriter, *http.Request, Decision)
 	fields      HeaderFields
+	defTier     string
+	early       func(EarlyWarning)
 }
 
 // WithStore keeps the per-key rules' state in s (a shared store such as
@@ -213,6 +218,35 @@ func WithHeaderFields(f HeaderFields) Option {
 			return fmt.Errorf("shed: header fields must be a non-empty set of DraftFields and LegacyFields, got %d", f)
 		}
 		c.fields = f
+		return nil
+	})
+}
+
+// WithDefaultTier names the tier whose rules decide an attempt whose tier
+// no rule names (an unknown plan, or none): a client is never unlimited for
+// lack of a tier. It is required when some rule has a Tier, and must be
+// one of the rules' tiers.
+func WithDefaultTier(tier string) Option {
+	return optionFunc(func(c *config) error {
+		if tier == "" {
+			return errors.New("shed: WithDefaultTier(\"\")")
+		}
+		c.defTier = tier
+		return nil
+	})
+}
+
+// WithEarlyWarning calls f when a key passes half its limit within the
+// first fifth of its window: a runaway client, caught before it hits the
+// wall. f gets at most EarlyWarningBurst warnings a second, like the log
+// line (at most one a second); Stats counts them all. f runs on the
+// request path, so it must be fast and safe for concurrent use.
+func WithEarlyWarning(f func(EarlyWarning)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithEarlyWarning(nil)")
+		}
+		c.early = f
 		return nil
 	})
 }

@@ -191,6 +191,12 @@ type Rule struct {
 	// DryRun makes the rule count and log the requests it would reject
 	// instead of rejecting them (see WithDryRun for every rule at once).
 	DryRun bool
+	// Tier limits the rule to attempts of one tier (Attempt.Tier: a plan
+	// such as "free" or "pro", a client type such as "automation"); ""
+	// applies to every tier. An attempt whose tier no rule names is
+	// decided as the default tier (WithDefaultTier), never as unlimited.
+	// A tiered limit is one rule per tier, each with its own name.
+	Tier string
 }
 
 // local reports whether the rule is decided in this process rather than by
@@ -211,6 +217,9 @@ func (r *Rule) validate() error {
 		if c := r.Name[i]; c < 0x20 || c > 0x7e {
 			return fmt.Errorf("shed: rule name %q has a byte outside printable ASCII", r.Name)
 		}
+	}
+	if len(r.Tier) > 64 {
+		return r.errorf("tier must be at most 64 bytes, got %d", len(r.Tier))
 	}
 	if r.Identity > Tenant {
 		return r.errorf("unknown identity %v", r.Identity)

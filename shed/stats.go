@@ -27,16 +27,19 @@ const (
 	cDoubleDone
 	cPanics
 	cLeaseLost
+	cEarly
+	cEarlyHeld
 	nGlobal
 )
 
-// Counters of each rule, at nGlobal + rule*nPerRule.
+// Counters of each rule, in its own counters.
 const (
 	rAllowed = iota
 	rRejected
 	rWouldReject
 	rFailOpen
 	rFailClosed
+	rEarly
 	nPerRule
 )
 
@@ -62,6 +65,13 @@ func newCounters(n int) counters {
 	}
 	c := counters{shards: make([][]atomic.Int64, k), n: n}
 	for i := range c.shards {
+		if n <= padWords {
+			// A shard of one cache line's worth is an allocation of its
+			// own 128-byte size class: aligned, alone on its lines (the
+			// per-rule counters, one set per rule).
+			c.shards[i] = make([]atomic.Int64, padWords)[:n]
+			continue
+		}
 		// Padding on both sides: each shard is its own allocation, but
 		// neighbours in memory must not share its first or last line.
 		c.shards[i] = make([]atomic.Int64, n+2*padWords)[padWords : padWords+n]
@@ -115,15 +125,22 @@ type Stats struct {
 	// LeasesLost counts store leases that had expired before their
 	// request finished (their permits had come back by themselves).
 	LeasesLost uint64
-	// Rules has one entry per rule, in the order given to New.
+	// EarlyWarnings counts keys that passed half their limit in the first
+	// fifth of their window (see WithEarlyWarning); EarlyWarningsHeld
+	// those not passed to the hook and the log because more than
+	// EarlyWarningBurst came in one second.
+	EarlyWarnings, EarlyWarningsHeld uint64
+	// Rules has one entry per rule in force, in the order given to New
+	// or the latest Reload.
 	Rules []RuleStats
 }
 
 // RuleStats is one rule's part of Stats.
 type RuleStats struct {
-	// Name, Category, Identity and Algorithm repeat the rule.
+	// Name, Category, Tier, Identity and Algorithm repeat the rule.
 	Name      string
 	Category  string
+	Tier      string
 	Identity  Identity
 	Algorithm Algorithm
 	// Allowed counts attempts the rule admitted; Rejected those it
@@ -132,6 +149,8 @@ type RuleStats struct {
 	// FailOpen and FailClosed count attempts decided by the rule's failure
 	// mode because the store failed.
 	FailOpen, FailClosed uint64
+	// EarlyWarnings counts the rule's early warnings (WithEarlyWarning).
+	EarlyWarnings uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -154,6 +173,7 @@ type tableStatser interface {
 // requests run may be mutually a little out of step.
 func (c *Controller) Stats() Stats {
 	u := func(i int) uint64 { return uint64(max(0, c.ctr.sum(i))) }
+	set := c.set.Load()
 	// Finished before admitted: every finish follows its admission on the
 	// same shard, so the difference is never negative.
 	finished := c.ctr.sum(cFinished)
@@ -163,18 +183,19 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		Rules: make([]RuleStats, len(c.rules)),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld),
+		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if ps, ok := c.pen.(penaltyStatser); ok {
 		s.Penalty = ps.Stats()
 	}
 	ts, _ := c.store.(tableStatser)
-	for i := range c.rules {
-		r := &c.rules[i]
-		base := nGlobal + i*nPerRule
-		rs := RuleStats{Name: r.Name, Category: r.Category, Identity: r.Identity, Algorithm: r.Algorithm,
-			Allowed: u(base + rAllowed), Rejected: u(base + rRejected), WouldReject: u(base + rWouldReject),
-			FailOpen: u(base + rFailOpen), FailClosed: u(base + rFailClosed), Limit: r.Limit}
+	for i := range set.rules {
+		r := &set.rules[i]
+		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
+		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
+			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight = int64(r.lim.Limit()), int64(r.lim.Inflight())

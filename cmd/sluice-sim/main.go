@@ -8,6 +8,17 @@
 // sheddable_goodput=.
 //
 //	go run ./cmd/sluice-sim [-quick] [-scenario NAME] [-controller NAME] [-seed N] [-csv DIR] [-svg DIR]
+//
+// Two subcommands calibrate policies on traffic traces:
+//
+//	go run ./cmd/sluice-sim gentrace [-duration 168h] [-users N] ... [-o trace.csv]
+//	go run ./cmd/sluice-sim replay -policy policy.json [-format csv|jsonl|accesslog] [-json] trace.csv
+//
+// gentrace writes a synthetic, seeded trace (legitimate users with a daily
+// cycle, automation clients, a credential-stuffing botnet, a scraper behind
+// CGNAT); replay plays a trace through a policy in virtual time and reports,
+// per rule, would-reject counts, false-positive rates, per-key peak
+// distributions and recommended limits.
 package main
 
 import (
@@ -19,6 +30,17 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "replay" || os.Args[1] == "gentrace") {
+		cmd := replayCmd
+		if os.Args[1] == "gentrace" {
+			cmd = gentraceCmd
+		}
+		if err := cmd(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "sluice-sim:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	quick := flag.Bool("quick", false, "shorter runs (15s of virtual time per scenario instead of 30s)")
 	scenario := flag.String("scenario", "", "run only this scenario (default: all)")
 	controller := flag.String("controller", "", "run only this controller (default: all)")

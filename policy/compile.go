@@ -1,0 +1,147 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/shed"
+)
+
+// Rules returns the policy's shed rules, in file order. Each adaptive
+// rule gets a new adaptive.Limiter (a limiter must not be shared between
+// rules or controllers). It returns an *Error for a limiter the adaptive
+// package rejects.
+func (p *Policy) Rules() ([]shed.Rule, error) {
+	out := make([]shed.Rule, len(p.rules))
+	copy(out, p.rules)
+	for i, a := range p.adaptive {
+		lim, err := newLimiter(a)
+		if err != nil {
+			return nil, p.errAt(fmt.Sprintf("rules[%d].adaptive", p.origin[i]), err)
+		}
+		out[i].Limiter = lim
+	}
+	return out, nil
+}
+
+// newLimiter builds the limiter an AdaptiveSpec describes.
+func newLimiter(a AdaptiveSpec) (*adaptive.Limiter, error) {
+	var opts []adaptive.Option
+	if a.InitialLimit > 0 {
+		opts = append(opts, adaptive.WithInitialLimit(a.InitialLimit))
+	}
+	if a.MaxLimit > 0 {
+		opts = append(opts, adaptive.WithLimits(a.MinLimit, a.MaxLimit))
+	}
+	var (
+		alg adaptive.Algorithm
+		err error
+	)
+	switch a.Algorithm {
+	case "aimd":
+		alg, err = adaptive.NewAIMD(opts...)
+	case "vegas":
+		alg, err = adaptive.NewVegas(opts...)
+	default:
+		alg, err = adaptive.NewGradient2(opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return adaptive.NewLimiter(alg)
+}
+
+// Options returns the shed options the policy implies: its categorizer
+// (WithCategory), dry-run for everything (WithDryRun) and a new penalty box
+// (WithPenalties) when the file asks for them.
+func (p *Policy) Options() ([]shed.Option, error) {
+	opts := []shed.Option{shed.WithCategory(p.CategoryFunc())}
+	if p.tiers != nil {
+		opts = append(opts, shed.WithDefaultTier(p.tiers.Default))
+	}
+	if p.file.DryRun {
+		opts = append(opts, shed.WithDryRun())
+	}
+	if p.pen != nil {
+		box, err := p.pen.box()
+		if err != nil {
+			return nil, p.errAt("penalties", err)
+		}
+		opts = append(opts, shed.WithPenalties(box, p.pen.identity))
+	}
+	return opts, nil
+}
+
+// New returns a shed.Controller enforcing the policy, with the policy's
+// options followed by opts (a store, a clock, a client func whose
+// Client.Tier is the client's tier), and the policy's overrides. An error of
+// shed, the store or the concurrency package is returned as an *Error
+// naming the rule's line and path.
+func (p *Policy) New(opts ...shed.Option) (*shed.Controller, error) {
+	rules, err := p.Rules()
+	if err != nil {
+		return nil, err
+	}
+	popts, err := p.Options()
+	if err != nil {
+		return nil, err
+	}
+	c, err := shed.New(rules, append(popts, opts...)...)
+	if err != nil {
+		return nil, p.attribute(rules, err)
+	}
+	if err := c.SetOverrides(p.overrides); err != nil {
+		_ = c.Close()
+		return nil, p.errAt("overrides", err)
+	}
+	return c, nil
+}
+
+// attribute finds the rule a shed error is about, by building each rule
+// alone, and places the error there; an error of the rules together (too
+// many per-key rules in one category) is placed on "rules".
+func (p *Policy) attribute(rules []shed.Rule, err error) error {
+	for i, r := range rules {
+		if r.Limiter != nil {
+			continue // a limiter serves one controller; its rule was built fine
+		}
+		r.Tier = "" // alone, a tier would need a default
+		c, e := shed.New([]shed.Rule{r})
+		if e != nil {
+			return p.errAt(fmt.Sprintf("rules[%d]", p.origin[i]), e)
+		}
+		_ = c.Close()
+	}
+	return p.errAt("rules", err)
+}
+
+// errAt places err at path of the policy's file.
+func (p *Policy) errAt(path string, err error) *Error {
+	return &Error{File: p.name, Line: p.loc.line(path), Path: path, Err: err}
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }
+
+// Tiers returns the declared tiers and the default tier; none when the
+// policy declares no tiers.
+func (p *Policy) Tiers() (names []string, def string) {
+	if p.tiers == nil {
+		return nil, ""
+	}
+	return append([]string(nil), p.tiers.Names...), p.tiers.Default
+}
+
+// Penalties reports whether the policy has a penalty box, and the identity
+// it keys on.
+func (p *Policy) Penalties() (shed.Identity, bool) {
+	if p.pen == nil {
+		return 0, false
+	}
+	return p.pen.identity, true
+}
+
+// Overrides returns the policy's overrides as shed applies them: one per
+// tier of a tiered rule.
+func (p *Policy) Overrides() []shed.Override {
+	return append([]shed.Override(nil), p.overrides...)
+}

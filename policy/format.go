@@ -1,0 +1,123 @@
+package policy
+
+// File is the JSON document of a policy file, field for field. Durations
+// are strings (see the package doc); enumerations are the lower-case names
+// of shed's String methods ("ip", "token_bucket", "fail_closed").
+type File struct {
+	// Version is the format version; 1 is the only one.
+	Version int `json:"version"`
+	// DryRun puts every rule and the penalty check in dry-run.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Categories map requests to endpoint categories, first match wins;
+	// a request no category matches falls in its method class ("read",
+	// "write", "other").
+	Categories []CategorySpec `json:"categories,omitempty"`
+	// Rules are the limits, layered: every rule of a request's category
+	// and every rule without a category apply to it, all or nothing.
+	Rules []RuleSpec `json:"rules"`
+	// Penalties configures the progressive penalty box; absent means none.
+	Penalties *PenaltySpec `json:"penalties,omitempty"`
+	// Tiers declares the client tiers that rules may depend on.
+	Tiers *TiersSpec `json:"tiers,omitempty"`
+	// Overrides scale one client's limit of a rule until an expiry.
+	Overrides []OverrideSpec `json:"overrides,omitempty"`
+}
+
+// TiersSpec declares the tiers: the attribute of the client they come
+// from (documentation for the caller's resolver: "plan", "client_type"),
+// their names, and the default tier that decides a client whose tier is
+// unknown or missing.
+type TiersSpec struct {
+	Attribute string   `json:"attribute,omitempty"`
+	Names     []string `json:"names"`
+	Default   string   `json:"default"`
+}
+
+// TierLimits are the limits of one tier of a rule; absent fields keep the
+// rule's own.
+type TierLimits struct {
+	Limit  int64     `json:"limit,omitempty"`
+	Rate   *RateSpec `json:"rate,omitempty"`
+	Window string    `json:"window,omitempty"`
+}
+
+// OverrideSpec is a shed.Override: Key's limits of Rule (every tier of
+// it) times Factor until Until (RFC 3339).
+type OverrideSpec struct {
+	Rule   string  `json:"rule"`
+	Key    string  `json:"key"`
+	Factor float64 `json:"factor"`
+	Until  string  `json:"until"`
+}
+
+// CategorySpec is one endpoint category: the requests whose route matches
+// one of Routes and whose method class is one of Methods.
+type CategorySpec struct {
+	Name string `json:"name"`
+	// Routes are patterns: an exact path ("/login"), a prefix ending in
+	// "*" ("/api/reports/*"), either optionally after a method as in
+	// http.ServeMux ("POST /login"). Empty matches every route.
+	Routes []string `json:"routes,omitempty"`
+	// Methods are method classes, "read", "write" or "other"; empty
+	// matches every method.
+	Methods []string `json:"methods,omitempty"`
+}
+
+// RuleSpec is one shed.Rule. Fields that do not apply to the algorithm
+// must be absent.
+type RuleSpec struct {
+	Name      string `json:"name"`
+	Category  string `json:"category,omitempty"`
+	Identity  string `json:"identity"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit,omitempty"`
+	// Rate is the refill of a token bucket.
+	Rate *RateSpec `json:"rate,omitempty"`
+	// Window is the window of the window algorithms.
+	Window string `json:"window,omitempty"`
+	// LeaseTTL is the lease of a per-key concurrency rule.
+	LeaseTTL string `json:"lease_ttl,omitempty"`
+	// Capacity bounds the keys kept for a per-key rule.
+	Capacity int `json:"capacity,omitempty"`
+	// Adaptive describes the limiter of an adaptive rule.
+	Adaptive *AdaptiveSpec `json:"adaptive,omitempty"`
+	// MaxWait and QueueLength let requests wait for a global concurrency
+	// or adaptive permit.
+	MaxWait     string `json:"max_wait,omitempty"`
+	QueueLength int    `json:"queue_length,omitempty"`
+	// Failure is "fail_open" (the default) or "fail_closed".
+	Failure   string  `json:"failure,omitempty"`
+	SoftLimit float64 `json:"soft_limit,omitempty"`
+	DryRun    bool    `json:"dry_run,omitempty"`
+	// Tier restricts the rule to one declared tier.
+	Tier string `json:"tier,omitempty"`
+	// Tiers makes the rule one rule per declared tier, named
+	// "name/tier": the rule's own limits for the tiers not listed (the
+	// default tier's, unless it is listed), these for the listed ones.
+	Tiers map[string]TierLimits `json:"tiers,omitempty"`
+}
+
+// RateSpec is a concurrency.Rate: Count events per Per.
+type RateSpec struct {
+	Count int64  `json:"count"`
+	Per   string `json:"per"`
+}
+
+// AdaptiveSpec is the adaptive.Limiter of an adaptive rule: an algorithm
+// ("aimd", "vegas", "gradient2") and its limit range.
+type AdaptiveSpec struct {
+	Algorithm    string `json:"algorithm"`
+	InitialLimit int    `json:"initial_limit,omitempty"`
+	MinLimit     int    `json:"min_limit,omitempty"`
+	MaxLimit     int    `json:"max_limit,omitempty"`
+}
+
+// PenaltySpec is a penalty.Box and the identity it keys on.
+type PenaltySpec struct {
+	Identity   string   `json:"identity"`
+	Capacity   int      `json:"capacity"`
+	Strikes    int      `json:"strikes,omitempty"`
+	Window     string   `json:"window,omitempty"`
+	Timeouts   []string `json:"timeouts,omitempty"`
+	LevelDecay string   `json:"level_decay,omitempty"`
+}

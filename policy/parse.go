@@ -1,0 +1,308 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/shed"
+)
+
+// Bounds of a policy file, so that a hostile or broken file cannot make
+// the parser, or the controller built from it, allocate without bound.
+const (
+	// MaxSize is the largest policy file, in bytes.
+	MaxSize = 1 << 20
+	// MaxRules is the most rules in a file.
+	MaxRules = 1024
+	// MaxCategories is the most categories, and MaxRoutes the most
+	// routes of one category.
+	MaxCategories = 256
+	MaxRoutes     = 256
+	// MaxCapacity is the most keys a rule or the penalty box may keep.
+	MaxCapacity = 1 << 24
+)
+
+// Policy is a parsed, validated policy file. It is immutable and safe for
+// concurrent use.
+type Policy struct {
+	name  string
+	file  File
+	rules []shed.Rule // Limiter nil; see adaptive
+	// origin is the index in File.Rules that each rule comes from (a rule
+	// with tiers gives one rule per tier).
+	origin []int
+	// adaptive holds the limiter spec of each adaptive rule, by index in
+	// rules.
+	adaptive  map[int]AdaptiveSpec
+	tiers     *TiersSpec
+	overrides []shed.Override
+	cats      []category
+	pen       *penaltyConfig
+	loc       *locator
+}
+
+// Load reads and parses the policy file at path (see Parse).
+func Load(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("policy: %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates the policy document data; name is the file
+// name its errors report. It returns an *Error naming the line and field
+// of the first problem: a syntax error, an unknown field, a value of the
+// wrong type or out of range, a field that does not apply to the rule's
+// algorithm, a category that is not declared. The checks of shed and the
+// concurrency package that need the rules built run in New.
+func Parse(name string, data []byte) (*Policy, error) {
+	if len(data) > MaxSize {
+		return nil, &Error{File: name, Line: 1, Err: fmt.Errorf("larger than %d bytes", MaxSize)}
+	}
+	loc, err := locate(data, reflect.TypeFor[File]())
+	if err != nil {
+		var se *schemaError
+		errors.As(err, &se)
+		return nil, &Error{File: name, Line: se.line, Path: se.path, Err: errors.New(se.msg)}
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		path, line, msg := loc.decodeError(err)
+		return nil, &Error{File: name, Line: line, Path: path, Err: errors.New(msg)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &Error{File: name, Line: loc.lineAt(dec.InputOffset()), Err: errors.New("data after the document")}
+	}
+	p := &Policy{name: name, file: f, loc: loc}
+	v := validator{file: name, loc: loc}
+	v.policy(p)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return p, nil
+}
+
+// Name returns the file name the policy was parsed under.
+func (p *Policy) Name() string { return p.name }
+
+// File returns a copy of the document the policy was parsed from.
+func (p *Policy) File() File { return cloneFile(p.file) }
+
+// validator collects the first problem of a document, with its place.
+type validator struct {
+	file string
+	loc  *locator
+	err  *Error
+}
+
+func (v *validator) failf(path, format string, args ...any) {
+	if v.err == nil {
+		v.err = &Error{File: v.file, Line: v.loc.line(path), Path: path, Err: fmt.Errorf(format, args...)}
+	}
+}
+
+// duration parses an optional duration field; "" is zero.
+func (v *validator) duration(path, s string) time.Duration {
+	if s == "" {
+		return 0
+	}
+	d, err := parseDuration(s)
+	if err != nil {
+		v.failf(path, "%v", err)
+		return 0
+	}
+	if d < 0 {
+		v.failf(path, "must not be negative, got %s", s)
+	}
+	return d
+}
+
+// positive parses a duration field that the rule requires.
+func (v *validator) positive(path, s string) time.Duration {
+	if s == "" {
+		v.failf(path, "is required")
+		return 0
+	}
+	d := v.duration(path, s)
+	if d == 0 && v.err == nil {
+		v.failf(path, "must be positive, got %s", s)
+	}
+	return d
+}
+
+func (v *validator) policy(p *Policy) {
+	f := &p.file
+	if f.Version != 1 {
+		v.failf("version", "must be 1, got %d", f.Version)
+	}
+	if len(f.Categories) > MaxCategories {
+		v.failf("categories", "at most %d categories, got %d", MaxCategories, len(f.Categories))
+	}
+	if len(f.Rules) == 0 {
+		v.failf("rules", "at least one rule is required")
+	}
+	if len(f.Rules) > MaxRules {
+		v.failf("rules", "at most %d rules, got %d", MaxRules, len(f.Rules))
+	}
+	if v.err != nil {
+		return
+	}
+	p.cats = v.categories(f.Categories)
+	names := map[string]bool{"read": true, "write": true, "other": true}
+	for _, c := range f.Categories {
+		names[c.Name] = true
+	}
+	tierNames := map[string]bool{}
+	if f.Tiers != nil {
+		p.tiers = f.Tiers
+		v.tierSpec("tiers", f.Tiers, tierNames)
+	}
+	ruleNames := make(map[string]bool, len(f.Rules))
+	for i := range f.Rules {
+		path := fmt.Sprintf("rules[%d]", i)
+		if ruleNames[f.Rules[i].Name] {
+			v.failf(path+".name", "rule name %q is used twice", f.Rules[i].Name)
+		}
+		ruleNames[f.Rules[i].Name] = true
+		r := v.rule(path, &f.Rules[i], names)
+		for _, tr := range v.tiered(path, &f.Rules[i], r, f.Tiers, tierNames) {
+			if f.Rules[i].Adaptive != nil {
+				if p.adaptive == nil {
+					p.adaptive = make(map[int]AdaptiveSpec)
+				}
+				p.adaptive[len(p.rules)] = *f.Rules[i].Adaptive
+			}
+			p.rules = append(p.rules, tr)
+			p.origin = append(p.origin, i)
+		}
+		if v.err != nil {
+			return
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range p.rules {
+		if seen[r.Name] {
+			v.failf("rules", "two rules are named %q (a tiered rule is one rule per tier, named \"name/tier\")", r.Name)
+			return
+		}
+		seen[r.Name] = true
+	}
+	for i := range f.Overrides {
+		p.overrides = append(p.overrides, v.override(fmt.Sprintf("overrides[%d]", i), &f.Overrides[i], p)...)
+	}
+	if f.Penalties != nil {
+		p.pen = v.penalties("penalties", f.Penalties)
+	}
+}
+
+// Enumerations of the format, by name.
+var (
+	identities = map[string]shed.Identity{"global": shed.Global, "ip": shed.IP, "user": shed.User,
+		"api_key": shed.APIKey, "tenant": shed.Tenant}
+	algorithms = map[string]shed.Algorithm{"token_bucket": shed.TokenBucket, "fixed_window": shed.FixedWindow,
+		"sliding_window": shed.SlidingWindow, "sliding_log": shed.SlidingLog, "concurrency": shed.Concurrency,
+		"adaptive": shed.Adaptive}
+	failures = map[string]shed.FailureMode{"": shed.FailOpen, "fail_open": shed.FailOpen, "fail_closed": shed.FailClosed}
+)
+
+func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Rule {
+	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, QueueLength: s.QueueLength,
+		SoftLimit: s.SoftLimit, DryRun: s.DryRun}
+	var ok bool
+	if s.Name == "" {
+		v.failf(path+".name", "is required")
+	}
+	if s.Category != "" && !cats[s.Category] {
+		v.failf(path+".category", "%q is neither a declared category nor a method class", s.Category)
+	}
+	if r.Identity, ok = identities[s.Identity]; !ok {
+		v.failf(path+".identity", "must be global, ip, user, api_key or tenant, got %q", s.Identity)
+	}
+	if r.Algorithm, ok = algorithms[s.Algorithm]; !ok {
+		v.failf(path+".algorithm", "must be token_bucket, fixed_window, sliding_window, sliding_log, concurrency or adaptive, got %q", s.Algorithm)
+	}
+	if r.Failure, ok = failures[s.Failure]; !ok {
+		v.failf(path+".failure", "must be fail_open or fail_closed, got %q", s.Failure)
+	}
+	if v.err != nil {
+		return r
+	}
+	adaptive := r.Algorithm == shed.Adaptive
+	switch {
+	case adaptive && s.Limit != 0:
+		v.failf(path+".limit", "an adaptive rule takes its limit from its limiter; leave it out")
+	case !adaptive && s.Limit <= 0:
+		v.failf(path+".limit", "must be positive, got %d", s.Limit)
+	}
+	r.Limit = s.Limit
+	switch {
+	case adaptive && s.Adaptive == nil:
+		v.failf(path+".adaptive", "is required for an adaptive rule")
+	case !adaptive && s.Adaptive != nil:
+		v.failf(path+".adaptive", "applies only to an adaptive rule")
+	case adaptive:
+		v.adaptiveSpec(path+".adaptive", s.Adaptive)
+	}
+	switch {
+	case r.Algorithm == shed.TokenBucket && s.Rate == nil:
+		v.failf(path+".rate", "is required for a token bucket")
+	case r.Algorithm != shed.TokenBucket && s.Rate != nil:
+		v.failf(path+".rate", "applies only to a token bucket")
+	case s.Rate != nil:
+		if s.Rate.Count <= 0 {
+			v.failf(path+".rate.count", "must be positive, got %d", s.Rate.Count)
+		}
+		r.Rate = concurrency.Rate{Count: s.Rate.Count, Per: v.positive(path+".rate.per", s.Rate.Per)}
+	}
+	window := r.Algorithm == shed.FixedWindow || r.Algorithm == shed.SlidingWindow || r.Algorithm == shed.SlidingLog
+	switch {
+	case window:
+		r.Window = v.positive(path+".window", s.Window)
+	case s.Window != "":
+		v.failf(path+".window", "applies only to fixed_window, sliding_window and sliding_log")
+	}
+	r.LeaseTTL = v.duration(path+".lease_ttl", s.LeaseTTL)
+	r.MaxWait = v.duration(path+".max_wait", s.MaxWait)
+	if s.Capacity < 0 || s.Capacity > MaxCapacity {
+		v.failf(path+".capacity", "must be in [0, %d], got %d", MaxCapacity, s.Capacity)
+	}
+	if s.QueueLength < 0 {
+		v.failf(path+".queue_length", "must not be negative, got %d", s.QueueLength)
+	}
+	if s.SoftLimit < 0 || s.SoftLimit > 1 {
+		v.failf(path+".soft_limit", "must be in (0, 1] (or absent for the default), got %v", s.SoftLimit)
+	}
+	return r
+}
+
+func (v *validator) adaptiveSpec(path string, a *AdaptiveSpec) {
+	switch a.Algorithm {
+	case "aimd", "vegas", "gradient2":
+	default:
+		v.failf(path+".algorithm", "must be aimd, vegas or gradient2, got %q", a.Algorithm)
+	}
+	if a.InitialLimit < 0 || a.MinLimit < 0 || a.MaxLimit < 0 {
+		v.failf(path, "limits must not be negative")
+	}
+	if (a.MinLimit == 0) != (a.MaxLimit == 0) {
+		v.failf(path, "min_limit and max_limit go together")
+	}
+	if a.MaxLimit > MaxCapacity {
+		v.failf(path+".max_limit", "must be at most %d, got %d", MaxCapacity, a.MaxLimit)
+	}
+}

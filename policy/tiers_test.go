@@ -1,0 +1,83 @@
+package policy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/shed"
+)
+
+const tiered = `{
+  "version": 1,
+  "tiers": {"attribute": "plan", "names": ["free", "pro", "automation"], "default": "free"},
+  "rules": [
+    {"name": "daily", "identity": "tenant", "algorithm": "fixed_window", "limit": 3, "window": "1d",
+     "tiers": {"pro": {"limit": 10}, "automation": {"limit": 20}}}
+  ],
+  "overrides": [{"rule": "daily", "key": "acme", "factor": 2, "until": "2999-01-01T00:00:00Z"}]
+}`
+
+// A tiered rule is one rule per tier; unknown tiers get the default
+// tier's limit; an override scales every tier of its rule for its key.
+func TestTieredPolicy(t *testing.T) {
+	p, err := policy.Parse("tiers.json", []byte(tiered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := p.Rules()
+	var names []string
+	for _, r := range rules {
+		names = append(names, r.Name+":"+r.Tier)
+	}
+	if got := strings.Join(names, " "); got != "daily/free:free daily/pro:pro daily/automation:automation" {
+		t.Fatalf("rules %s", got)
+	}
+	c, err := p.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	now := int64(time.Hour)
+	count := func(tenant, tier string) int {
+		n := 0
+		for range 50 {
+			d, tok, err := c.Decide(context.Background(), shed.Attempt{Tenant: tenant, Tier: tier, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				n++
+				tok.DoneAt(now, shed.Success)
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		tenant, tier string
+		want         int
+	}{{"a", "free", 3}, {"b", "pro", 10}, {"c", "automation", 20}, {"d", "platinum", 3}, {"e", "", 3},
+		{"acme", "pro", 20}} {
+		if got := count(tc.tenant, tc.tier); got != tc.want {
+			t.Errorf("%s (%q) admitted %d, want %d", tc.tenant, tc.tier, got, tc.want)
+		}
+	}
+}
+
+func TestTierErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{strings.Replace(tiered, `"default": "free"`, `"default": "gold"`, 1), "tiers.json:3: tiers.default: must be one of"},
+		{strings.Replace(tiered, `"pro": {"limit": 10}`, `"platinum": {"limit": 10}`, 1), "tiers.json:6: rules[0].tiers.platinum: \"platinum\" is not a declared tier"},
+		{strings.Replace(tiered, `"pro": {"limit": 10}`, `"pro": {"limit": -1}`, 1), "tiers.json:6: rules[0].tiers.pro.limit: must be positive"},
+		{strings.Replace(tiered, `"rule": "daily"`, `"rule": "weekly"`, 1), "tiers.json:8: overrides[0].rule: \"weekly\" is not a rule"},
+		{strings.Replace(tiered, `"2999-01-01T00:00:00Z"`, `"next week"`, 1), "tiers.json:8: overrides[0].until: must be an RFC 3339"},
+		{strings.Replace(tiered, `"factor": 2`, `"factor": 0`, 1), "tiers.json:8: overrides[0].factor: must be in (0, 1e6]"},
+	} {
+		_, err := policy.Parse("tiers.json", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}

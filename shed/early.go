@@ -1,0 +1,85 @@
+package shed
+
+import (
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// EarlyWarningBurst is the most early warnings passed to the hook in one
+// second; the rest are counted (Stats.EarlyWarningsHeld) and dropped, so
+// a flood of keys cannot flood a log.
+const EarlyWarningBurst = 10
+
+// EarlyWarning reports a key that passed half its limit within the first
+// fifth of its window. Only FixedWindow and SlidingWindow rules raise it:
+// their windows are aligned, so the time into the window is known without
+// keeping anything per key (a token bucket or a sliding log has no window
+// start). A key raises it at most once per window: on the decision that
+// takes it past half. Memory: none per key.
+type EarlyWarning struct {
+	// Rule is the rule's name.
+	Rule string
+	// Key is the client's store key ("ip:198.51.100.7", "user:42",
+	// "key:" and the API key's keyed hash, "tenant:acme"); "" for a
+	// Global rule.
+	Key string
+	// Used and Limit are the key's use of the window after the decision,
+	// and the rule's limit.
+	Used, Limit int64
+	// Elapsed is how far into its Window the key was.
+	Elapsed, Window time.Duration
+}
+
+// earlyCheck raises an early warning when rd, an admitted decision of r
+// (a window rule), took its key past half the limit early in the window.
+func (c *Controller) earlyCheck(a *attempt, r *rule, key string, rd concurrency.Decision) {
+	used := rd.Limit - rd.Remaining
+	half := (rd.Limit + 1) / 2
+	if used < half || used-a.cost >= half {
+		return // not the crossing
+	}
+	elapsed := a.now % r.early // windows are aligned at multiples of Window
+	if elapsed*5 > r.early {
+		return
+	}
+	r.ctr.add(a.shard, rEarly, 1)
+	c.ctr.add(a.shard, cEarly, 1)
+	if !c.earlyG.allow(a.now) {
+		c.ctr.add(a.shard, cEarlyHeld, 1)
+		return
+	}
+	w := EarlyWarning{Rule: r.Name, Key: strings.Clone(key), Used: used, Limit: rd.Limit,
+		Elapsed: time.Duration(elapsed), Window: time.Duration(r.early)}
+	if c.early != nil {
+		c.early(w)
+	}
+	if ok, n := c.earlyLog.allow(a.now); ok {
+		c.log.Warn("shed: key past half its limit early in its window", slog.String("rule", w.Rule),
+			slog.String("key", w.Key), slog.Int64("used", w.Used), slog.Int64("limit", w.Limit),
+			slog.Duration("elapsed", w.Elapsed), slog.Duration("window", w.Window), slog.Int64("suppressed", n))
+	}
+}
+
+// burstGate lets EarlyWarningBurst events through per second. Safe for
+// concurrent use; two atomics on the path.
+type burstGate struct {
+	start atomic.Int64 // the current second's start, on the clock
+	n     atomic.Int64 // events let through in it
+}
+
+func (g *burstGate) allow(now int64) bool {
+	start := g.start.Load()
+	if start == 0 || now-start >= int64(time.Second) {
+		// A new second: whoever swaps the start resets the count (a loser
+		// counts in the new second).
+		if g.start.CompareAndSwap(start, now) {
+			g.n.Store(1)
+			return true
+		}
+	}
+	return g.n.Add(1) <= EarlyWarningBurst
+}

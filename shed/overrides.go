@@ -1,0 +1,176 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// MaxOverrides is the most overrides a Controller holds at once.
+const MaxOverrides = 1024
+
+// Override scales one client's limit of one per-key rule until an expiry:
+// a tenant allowed ten times its quota for a migration week. The client
+// counts on its own state at the scaled limit while the override lasts,
+// and on the rule's state again after.
+type Override struct {
+	// Rule names a per-key rule (not Global).
+	Rule string
+	// Key is the client, as the rule's identity sees it: an IP address
+	// (the group the middleware keys on, such as the address itself or
+	// its /64), a user id, an API key (raw; it is hashed here as for
+	// requests) or a tenant id.
+	Key string
+	// Factor multiplies the rule's Limit and, for a token bucket, its
+	// refill count; the scaled values are rounded up to whole requests.
+	// It must be positive and finite.
+	Factor float64
+	// Until is when the override ends (wall clock).
+	Until time.Time
+}
+
+// override is a compiled Override: the store limit at the scaled
+// parameters and the end on the Controller's clock.
+type override struct {
+	id    store.LimitID
+	until int64
+}
+
+// SetOverrides replaces the Controller's overrides with list (nil clears
+// them). It returns an error, keeping the overrides in force, for more
+// than MaxOverrides, an unknown or Global rule, an empty or repeated key,
+// a factor that is not positive and finite, or scaled parameters the store
+// rejects. Overrides already expired are kept out. Safe for concurrent
+// use with decisions, which see the old overrides or the new, never a mix.
+func (c *Controller) SetOverrides(list []Override) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.set.Load()
+	over, err := c.compileOverrides(cur, list)
+	if err != nil {
+		return err
+	}
+	next := *cur
+	next.over, next.overrides = over, append([]Override(nil), list...)
+	c.set.Store(&next)
+	return nil
+}
+
+// compileOverrides builds the override tables of list against the rules
+// of s: one map by store key per rule that has overrides.
+func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string]override, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	if len(list) > MaxOverrides {
+		return nil, fmt.Errorf("shed: %d overrides, more than %d", len(list), MaxOverrides)
+	}
+	over := make([]map[string]override, len(s.rules))
+	for _, o := range list {
+		i := -1
+		for j := range s.rules {
+			if s.rules[j].Name == o.Rule {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("shed: override of unknown rule %q", o.Rule)
+		}
+		r := &s.rules[i]
+		if r.local() {
+			return nil, fmt.Errorf("shed: override of %q: a Global rule has no keys", o.Rule)
+		}
+		if math.IsNaN(o.Factor) || math.IsInf(o.Factor, 0) || o.Factor <= 0 {
+			return nil, fmt.Errorf("shed: override of %q for %q: factor must be positive and finite, got %v", o.Rule, o.Key, o.Factor)
+		}
+		key, err := c.overrideKey(r.Identity, o.Key)
+		if err != nil {
+			return nil, fmt.Errorf("shed: override of %q: %w", o.Rule, err)
+		}
+		if over[i] == nil {
+			over[i] = make(map[string]override)
+		}
+		if _, dup := over[i][key]; dup {
+			return nil, fmt.Errorf("shed: override of %q for %q is given twice", o.Rule, o.Key)
+		}
+		// Sub saturates, so a far expiry (past 2262) means never.
+		until := int64(math.MaxInt64)
+		if d := o.Until.Sub(time.Unix(0, c.wallAnchor)); d < time.Duration(math.MaxInt64-c.monoAnchor) {
+			until = c.monoAnchor + int64(d)
+		}
+		if until <= c.now() {
+			continue // expired already
+		}
+		id, err := c.scaled(r, o.Factor)
+		if err != nil {
+			return nil, fmt.Errorf("shed: override of %q for %q: %w", o.Rule, o.Key, err)
+		}
+		over[i][key] = override{id: id, until: until}
+	}
+	return over, nil
+}
+
+// overrideKey returns the store key of identity id for value v, as
+// buildKey makes it for a request.
+func (c *Controller) overrideKey(id Identity, v string) (string, error) {
+	if v == "" {
+		return "", errors.New("empty key")
+	}
+	switch id {
+	case IP:
+		ip, err := netip.ParseAddr(v)
+		if err != nil {
+			return "", fmt.Errorf("key %q is not an IP address", v)
+		}
+		return string(ip.AppendTo([]byte("ip:"))), nil
+	case User:
+		return "user:" + v, nil
+	case APIKey:
+		return string(c.hasher.AppendSumString([]byte("key:"), v)), nil
+	case Tenant:
+		return "tenant:" + v, nil
+	}
+	return "", fmt.Errorf("identity %v has no keys", id)
+}
+
+// scaled registers (once per distinct parameters) the store limit of r
+// scaled by factor. Caller holds c.mu.
+func (c *Controller) scaled(r *rule, factor float64) (store.LimitID, error) {
+	spec := r.spec()
+	up := func(v int64) (int64, error) {
+		f := math.Ceil(float64(v) * factor)
+		if f < 1 || f > math.MaxInt64/2 {
+			return 0, fmt.Errorf("scaled limit %v out of range", f)
+		}
+		return int64(f), nil
+	}
+	var err error
+	if spec.Limit, err = up(spec.Limit); err != nil {
+		return 0, err
+	}
+	if spec.Algorithm == store.TokenBucket {
+		if spec.Rate.Count, err = up(spec.Rate.Count); err != nil {
+			return 0, err
+		}
+	}
+	if c.scaledIDs == nil {
+		c.scaledIDs = make(map[store.Spec]store.LimitID)
+	}
+	if id, ok := c.scaledIDs[spec]; ok {
+		return id, nil
+	}
+	named := spec
+	c.storeN++
+	named.Name = fmt.Sprintf("%s#override-%d", r.Name, c.storeN)
+	id, err := c.store.Register(context.Background(), named)
+	if err != nil {
+		return 0, err
+	}
+	c.scaledIDs[spec] = id
+	return id, nil
+}

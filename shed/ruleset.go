@@ -1,0 +1,280 @@
+package shed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/store"
+)
+
+// ruleSet is a compiled set of rules: what one decision reads. It is
+// immutable once published; Reload and SetOverrides publish a new one.
+type ruleSet struct {
+	rules []rule
+	plans map[string]*plan // by category; each holds its tier plans
+	all   *plan            // for categories no rule names
+	// tiers are the distinct tiers of the rules, and def the index of the
+	// default tier among them; none when no rule has a tier.
+	tiers []string
+	def   int
+	// over holds, by rule index, the overrides of per-key rules by store
+	// key; nil when there are none. overrides is the list they came from.
+	over      []map[string]override
+	overrides []Override
+	// cat is the middleware's categorizer, swapped with the rules so that
+	// a request never meets the categories of one set and the rules of
+	// another.
+	cat func(*http.Request) string
+}
+
+// planFor returns the plan of category cat for an attempt of tier tier:
+// a tier no rule names is decided as the default tier.
+func (s *ruleSet) planFor(cat, tier string) *plan {
+	p, ok := s.plans[cat]
+	if !ok || cat == "" {
+		p = s.all
+	}
+	if len(s.tiers) == 0 {
+		return p
+	}
+	t := s.def
+	for i, name := range s.tiers {
+		if name == tier {
+			t = i
+			break
+		}
+	}
+	return p.byTier[t]
+}
+
+// categorized reports whether some rule names a category.
+func (s *ruleSet) categorized() bool { return len(s.plans) > 0 }
+
+// compile validates rules and builds a rule set. A rule equal to one of
+// prev (same name, same fields) is taken over whole: its state (counters,
+// store limit, semaphore, queue, local rate state) and its counters carry
+// on. New rules, and changed ones, get new state.
+func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet, error) {
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("shed: no rules")
+	}
+	old := map[string]*rule{}
+	if prev != nil {
+		for i := range prev.rules {
+			old[prev.rules[i].Name] = &prev.rules[i]
+		}
+	}
+	s := &ruleSet{rules: make([]rule, len(rules))}
+	names := make(map[string]bool, len(rules))
+	built := 0 // new rules built, to undo on an error
+	fail := func(err error) (*ruleSet, error) {
+		for i := range built {
+			if q := s.rules[i].queue; q != nil && (prev == nil || old[s.rules[i].Name] == nil || old[s.rules[i].Name].queue != q) {
+				_ = q.Close()
+			}
+		}
+		return nil, err
+	}
+	for i := range rules {
+		if o := old[rules[i].Name]; o != nil && o.Rule == rules[i] && o.dry == (rules[i].DryRun || dryAll) {
+			if names[rules[i].Name] {
+				return fail(fmt.Errorf("shed: rule name %q is used twice", rules[i].Name))
+			}
+			names[rules[i].Name] = true
+			s.rules[i] = *o
+			built++
+			continue
+		}
+		if err := c.build(&s.rules[i], rules[i], dryAll, names, prev != nil); err != nil {
+			return fail(err)
+		}
+		built++
+	}
+	for _, r := range s.rules {
+		if r.Tier != "" && !containsString(s.tiers, r.Tier) {
+			s.tiers = append(s.tiers, r.Tier)
+		}
+	}
+	switch {
+	case len(s.tiers) > 0 && c.defTier == "":
+		return fail(fmt.Errorf("shed: rules have tiers (%q...); WithDefaultTier must name the tier of clients whose tier no rule names", s.tiers[0]))
+	case len(s.tiers) > 0 && !containsString(s.tiers, c.defTier):
+		return fail(fmt.Errorf("shed: the default tier %q is no rule's tier (tiers: %q)", c.defTier, s.tiers))
+	case len(s.tiers) == 0 && c.defTier != "" && prev == nil:
+		return fail(fmt.Errorf("shed: WithDefaultTier(%q) but no rule has a tier", c.defTier))
+	}
+	for i, t := range s.tiers {
+		if t == c.defTier {
+			s.def = i
+		}
+	}
+	if err := s.makePlans(c.fields); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// build validates r and makes what enforces it. A per-key rule is
+// registered with the store under its name; on a reload (renamed), under
+// its name and a sequence number, since the store already holds a limit of
+// that name with other parameters.
+func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool, reload bool) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if names[r.Name] {
+		return fmt.Errorf("shed: rule name %q is used twice", r.Name)
+	}
+	names[r.Name] = true
+	*dst = rule{Rule: r, kind: OverLimit, dry: r.DryRun || dryAll}
+	if r.local() {
+		dst.kind = Shedding
+	}
+	var err error
+	switch {
+	case r.Algorithm == Adaptive:
+		dst.lim = r.Limiter
+	case r.local() && r.Algorithm == Concurrency:
+		if dst.sem, err = concurrency.NewSemaphore(r.Limit); err != nil {
+			return r.errorf("%w", err)
+		}
+		if r.MaxWait > 0 {
+			qopts := []queueing.Option{queueing.WithMaxWait(r.MaxWait)}
+			if r.QueueLength > 0 {
+				qopts = append(qopts, queueing.WithMaxLength(r.QueueLength))
+			}
+			if dst.queue, err = queueing.New(dst.sem, qopts...); err != nil {
+				return r.errorf("%w", err)
+			}
+		}
+	case r.local():
+		// The store validates the parameters (zero fields that do not
+		// apply included); the concurrency package builds the state.
+		if err := r.spec().Validate(); err != nil {
+			return r.errorf("%w", err)
+		}
+		switch r.Algorithm {
+		case TokenBucket:
+			dst.rate, err = concurrency.NewTokenBucket(r.Rate, r.Limit)
+		case FixedWindow:
+			dst.rate, err = concurrency.NewFixedWindowLimiter(r.Limit, r.Window)
+		case SlidingWindow:
+			dst.rate, err = concurrency.NewSlidingWindowLimiter(r.Limit, r.Window)
+		case SlidingLog:
+			dst.rate, err = concurrency.NewSlidingLogLimiter(r.Limit, r.Window)
+		}
+		if err != nil {
+			return r.errorf("%w", err)
+		}
+	default:
+		spec := r.spec()
+		if err := spec.Validate(); err != nil {
+			return r.errorf("%w", err)
+		}
+		if reload {
+			c.storeN++
+			spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
+		}
+		if dst.id, err = c.store.Register(context.Background(), spec); err != nil {
+			return r.errorf("%w", err)
+		}
+	}
+	if r.Algorithm.rate() {
+		p := r.policy()
+		if err := p.validate(); err != nil {
+			return err
+		}
+		dst.softAt = int64(math.Ceil(r.softLimit() * float64(r.Limit)))
+		dst.limitV = []string{fmt.Sprint(r.Limit)}
+		dst.itemPrefix = append(appendSFString(nil, r.Name), ";r="...)
+		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
+	}
+	if r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow {
+		dst.early = int64(r.Window)
+	}
+	ctr := newCounters(nPerRule)
+	dst.ctr = &ctr
+	return nil
+}
+
+// makePlans groups the rules by category, and within each by tier; rules
+// of category "" join every category's plans, rules of tier "" every
+// tier's.
+func (s *ruleSet) makePlans(fields HeaderFields) error {
+	s.plans = make(map[string]*plan)
+	for _, r := range s.rules {
+		if r.Category != "" {
+			s.plans[r.Category] = nil
+		}
+	}
+	var err error
+	if s.all, err = s.makeTiered("", fields); err != nil {
+		return err
+	}
+	for cat := range s.plans {
+		if s.plans[cat], err = s.makeTiered(cat, fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeTiered returns the plan of category cat: with tiers, a plan per tier
+// in byTier.
+func (s *ruleSet) makeTiered(cat string, fields HeaderFields) (*plan, error) {
+	if len(s.tiers) == 0 {
+		return s.makePlan(cat, "", fields)
+	}
+	p := &plan{rules: s.rules, fields: fields}
+	for _, t := range s.tiers {
+		tp, err := s.makePlan(cat, t, fields)
+		if err != nil {
+			return nil, err
+		}
+		p.byTier = append(p.byTier, tp)
+	}
+	return p, nil
+}
+
+func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error) {
+	p := &plan{rules: s.rules, fields: fields}
+	var policies []Policy
+	for i := range s.rules {
+		r := &s.rules[i]
+		if r.Category != "" && r.Category != cat || r.Tier != "" && r.Tier != tier {
+			continue
+		}
+		switch {
+		case !r.local():
+			p.stored = append(p.stored, i)
+		case r.Algorithm.rate():
+			p.rates = append(p.rates, i)
+		default:
+			p.concs = append(p.concs, i)
+		}
+		if r.Algorithm.rate() {
+			policies = append(policies, r.policy())
+		}
+	}
+	if len(p.stored) > store.MaxHits {
+		return nil, fmt.Errorf("shed: category %q (tier %q) has %d per-key rules, more than the %d one store call decides",
+			cat, tier, len(p.stored), store.MaxHits)
+	}
+	if len(policies) > 0 {
+		p.policyV = []string{policyField(policies)}
+	}
+	return p, nil
+}
