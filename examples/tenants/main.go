@@ -8,6 +8,12 @@
 //
 //	go run ./examples/tenants              # serve on 127.0.0.1:8084
 //	go run ./examples/tenants -selftest    # drive two tenants against itself
+//
+// With -redis ADDR the quotas live in Redis, so several instances share
+// them: run two, on -addr 127.0.0.1:8084 and -addr 127.0.0.1:8085, both with
+// -redis 127.0.0.1:6379, and a tenant's 10-request burst is spent across
+// both. When Redis stops answering, each instance falls back to its share of
+// the quota (half of it with two instances), never to no limit.
 package main
 
 import (
@@ -18,12 +24,35 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/redisstore"
 )
+
+// redisQuotas returns a store that keeps the quotas in Redis at addr, with
+// the fallback to this instance's share of each quota (instances counted
+// through heartbeats) while Redis is down or slow, and a func to close it.
+func redisQuotas(addr string) (store.Store, func(), error) {
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	s, err := redisstore.New(client, redisstore.WithPrefix("sluice-tenants"))
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	f, err := redisstore.NewFallback(s)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return f, func() { f.Close(); client.Close() }, nil
+}
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8084", "listen address")
+	redisAddr := flag.String("redis", "", "keep the quotas in the Redis server at this address (shared by every instance), falling back to this instance's share when it is down")
 	selftest := flag.Bool("selftest", false, "serve on 127.0.0.1:0, drive two tenants against itself (on a simulated clock), print what happened and exit")
 	flag.Parse()
 	if *selftest {
@@ -32,7 +61,16 @@ func main() {
 		}
 		return
 	}
-	var opts []shed.Option // a -redis flag would add shed.WithStore here, to share quotas across instances
+	var opts []shed.Option
+	if *redisAddr != "" {
+		st, closeStore, err := redisQuotas(*redisAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer closeStore()
+		opts = append(opts, shed.WithStore(st))
+		fmt.Printf("quotas shared through Redis at %s\n", *redisAddr)
+	}
 	h, err := newHandler(opts...)
 	if err != nil {
 		log.Fatal(err)
