@@ -67,6 +67,28 @@ func overloadGuards() []overloadGuard {
 				next.ServeHTTP(w, r)
 			})
 		}},
+		// sluice-runtime adds the Go runtime signals (scheduler latency, GC,
+		// heap): a CPU-bound server starves its goroutines before its handler
+		// latency says so, since requests queue for the CPU in front of it.
+		{"sluice-runtime", func(b *testing.B, next http.Handler) http.Handler {
+			alg, err := adaptive.NewDefault(adaptive.WithRuntimeThresholds(5*time.Millisecond, 0.25, 0.9))
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := adaptive.NewLimiter(alg, adaptive.WithRuntimeSignals())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tok, err := l.TryAcquireAt(clock.Now(), adaptive.Request{})
+				if err != nil {
+					shedWith503(w)
+					return
+				}
+				defer tok.Done(adaptive.Success)
+				next.ServeHTTP(w, r)
+			})
+		}},
 		{"gozero", func(_ *testing.B, next http.Handler) http.Handler {
 			load.DisableLog()
 			s := load.NewAdaptiveShedder()
