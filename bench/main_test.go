@@ -1,16 +1,25 @@
 package bench
 
 import (
+	"context"
 	"os"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/zeromicro/go-zero/core/logx"
 )
 
-// TestMain silences go-zero's once-a-minute usage report, which its stat
-// package starts at import and which would otherwise land in the middle of
-// benchmark output lines and break their parsing.
+// quietRedis drops go-redis's log lines (failed dials while the benchmark's
+// Redis is down on purpose), which would land inside benchmark lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// TestMain silences the libraries that write into benchmark output: go-zero's
+// once-a-minute usage report (started by its stat package at import) and
+// go-redis's logger. Either would break the lines that benchstat parses.
 func TestMain(m *testing.M) {
 	logx.DisableStat()
+	redis.SetLogger(quietRedis{})
 	os.Exit(m.Run())
 }
