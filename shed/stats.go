@@ -110,9 +110,9 @@ type Stats struct {
 	// penalty.Box does.
 	Strikes uint64
 	Penalty penalty.Stats
-	// QueueWaits counts attempts that waited for a concurrency permit,
-	// QueueWait their total wait, QueueShed those the wait ended in a
-	// rejection.
+	// QueueWaits counts attempts that went to a concurrency rule's queue,
+	// QueueWait their total wait, QueueShed those the queue rejected: full
+	// on arrival (a wait of zero), timed out, or shed by its discipline.
 	QueueWaits uint64
 	QueueWait  time.Duration
 	QueueShed  uint64
