@@ -62,7 +62,7 @@ func keyedImpls() []keyedImpl {
 				}
 				d := g.AllowN(r.Value(), now, 1)
 				r.Release()
-				return d.Allowed
+				return d.Allowed()
 			}, t.Len, func() {}
 		}},
 		{"golimiter", func(b *testing.B) (func(string) bool, func() int, func()) {

@@ -53,7 +53,7 @@ func BenchmarkTokenBucketAllow(b *testing.B) {
 				b.Fatal(err)
 			}
 			start := int64(1) << 62 // where clock.Now starts
-			return func(elapsed int64) bool { return tb.AllowN(start+elapsed, 1).Allowed }, func(int) {}
+			return func(elapsed int64) bool { return tb.AllowN(start+elapsed, 1).Allowed() }, func(int) {}
 		}},
 		{"xtimerate", func(b *testing.B) (func(int64) bool, func(int)) {
 			lim := rate.NewLimiter(rate.Limit(tbRate), tbBurst)

@@ -53,7 +53,7 @@ func (s *retryableLimiterServer) ServeHTTP(w http.ResponseWriter, r *http.Reques
 	}
 	d := b.AllowN(clock.Now(), 1)
 	status := http.StatusOK
-	if !d.Allowed {
+	if !d.Allowed() {
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.RetryAfter.Seconds())), 10))
 	}

@@ -30,7 +30,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 				b.Fatal(err)
 			}
 			now := int64(time.Minute)
-			return func() bool { return w.AllowN(now, 1).Allowed }
+			return func() bool { return w.AllowN(now, 1).Allowed() }
 		}},
 		{"sluice-single", func() func() bool {
 			w, err := concurrency.NewShardedWindow(limit, time.Hour, concurrency.WithShardCount(1))
@@ -38,7 +38,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 				b.Fatal(err)
 			}
 			now := int64(time.Minute)
-			return func() bool { return w.AllowN(now, 1).Allowed }
+			return func() bool { return w.AllowN(now, 1).Allowed() }
 		}},
 		{"xtimerate", func() func() bool {
 			l := rate.NewLimiter(rate.Limit(1e9), limit)

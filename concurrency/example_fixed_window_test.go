@@ -15,11 +15,11 @@ func ExampleFixedWindowLimiter() {
 	}
 	now := int64(50 * time.Second)
 	d := exports.AllowN(now, 3)
-	fmt.Printf("3 at 0:50: allowed=%v remaining=%d reset-after=%v\n", d.Allowed, d.Remaining, d.ResetAfter)
+	fmt.Printf("3 at 0:50: allowed=%v remaining=%d reset-after=%v\n", d.Allowed(), d.Remaining, d.ResetAfter)
 	d = exports.AllowN(now, 1)
-	fmt.Printf("1 more: allowed=%v retry-after=%v\n", d.Allowed, d.RetryAfter)
+	fmt.Printf("1 more: allowed=%v retry-after=%v\n", d.Allowed(), d.RetryAfter)
 	now = int64(time.Minute) // a new window: the count starts again
-	fmt.Println("at 1:00:", exports.AllowN(now, 3).Allowed)
+	fmt.Println("at 1:00:", exports.AllowN(now, 3).Allowed())
 	// Output:
 	// 3 at 0:50: allowed=true remaining=0 reset-after=10s
 	// 1 more: allowed=false retry-after=10s

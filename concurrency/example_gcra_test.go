@@ -16,11 +16,11 @@ func ExampleTokenBucket() {
 	now := int64(0) // Allow reads the clock; AllowN takes now explicitly.
 	for i := 1; i <= 4; i++ {
 		d := bucket.AllowN(now, 1)
-		fmt.Printf("request %d: allowed=%v remaining=%d retry-after=%v\n", i, d.Allowed, d.Remaining, d.RetryAfter)
+		fmt.Printf("request %d: allowed=%v remaining=%d retry-after=%v\n", i, d.Allowed(), d.Remaining, d.RetryAfter)
 	}
 	now += int64(500 * time.Millisecond) // one token refilled
-	fmt.Println("after 500ms:", bucket.AllowN(now, 1).Allowed)
-	fmt.Println("more than the burst:", bucket.AllowN(now, 4).Reason)
+	fmt.Println("after 500ms:", bucket.AllowN(now, 1).Allowed())
+	fmt.Println("more than the burst:", bucket.AllowN(now, 4).Reason())
 	// Output:
 	// request 1: allowed=true remaining=2 retry-after=0s
 	// request 2: allowed=true remaining=1 retry-after=0s
@@ -41,11 +41,11 @@ func ExampleGCRA() {
 	now := int64(0)
 	for _, name := range []string{"alice", "alice", "alice", "bob"} {
 		d := perClient.AllowN(clients[name], now, 1)
-		fmt.Printf("%s: allowed=%v retry-after=%v\n", name, d.Allowed, d.RetryAfter)
+		fmt.Printf("%s: allowed=%v retry-after=%v\n", name, d.Allowed(), d.RetryAfter)
 	}
 	// A later limit rejected alice's request: give her token back.
 	perClient.Refund(clients["alice"], now, 1)
-	fmt.Println("alice after refund:", perClient.AllowN(clients["alice"], now, 1).Allowed)
+	fmt.Println("alice after refund:", perClient.AllowN(clients["alice"], now, 1).Allowed())
 	// Output:
 	// alice: allowed=true retry-after=0s
 	// alice: allowed=true retry-after=0s

@@ -35,7 +35,7 @@ func ExampleShardedWindow() {
 	start := int64(10 * time.Second) // now, in monotonic nanoseconds
 	for i, at := range []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, time.Second} {
 		d := searches.AllowN(start+int64(at), 1)
-		fmt.Printf("search %d at +%v: allowed=%v remaining=%d retry after %v\n", i+1, at, d.Allowed, d.Remaining, d.RetryAfter)
+		fmt.Printf("search %d at +%v: allowed=%v remaining=%d retry after %v\n", i+1, at, d.Allowed(), d.Remaining, d.RetryAfter)
 	}
 	// Output:
 	// search 1 at +0s: allowed=true remaining=1 retry after 0s

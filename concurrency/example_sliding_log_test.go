@@ -16,11 +16,11 @@ func ExampleSlidingLogLimiter() {
 	minute := int64(time.Minute)
 	for _, at := range []int64{0, 1, 2, 3} {
 		d := logins.AllowN(at*minute, 1)
-		fmt.Printf("attempt at %dm: allowed=%v retry-after=%v\n", at, d.Allowed, d.RetryAfter)
+		fmt.Printf("attempt at %dm: allowed=%v retry-after=%v\n", at, d.Allowed(), d.RetryAfter)
 	}
 	// The first attempt leaves the window at 10m, the next at 11m.
-	fmt.Println("at 10m:", logins.AllowN(10*minute, 1).Allowed)
-	fmt.Println("again at 10m:", logins.AllowN(10*minute, 1).Allowed)
+	fmt.Println("at 10m:", logins.AllowN(10*minute, 1).Allowed())
+	fmt.Println("again at 10m:", logins.AllowN(10*minute, 1).Allowed())
 	// Output:
 	// attempt at 0m: allowed=true retry-after=0s
 	// attempt at 1m: allowed=true retry-after=0s

@@ -19,7 +19,7 @@ func ExampleSlidingWindowLimiter() {
 	d := searches.AllowN(now, 0)
 	fmt.Printf("at 1:30: remaining=%d\n", d.Remaining)
 	d = searches.AllowN(now, 6)
-	fmt.Printf("6 at 1:30: allowed=%v retry-after=%v\n", d.Allowed, d.RetryAfter)
+	fmt.Printf("6 at 1:30: allowed=%v retry-after=%v\n", d.Allowed(), d.RetryAfter)
 	// Output:
 	// at 1:30: remaining=5
 	// 6 at 1:30: allowed=false retry-after=6s
@@ -33,7 +33,7 @@ func ExampleSlidingWindow() {
 	}
 	var client concurrency.SlidingWindowState // the zero value is fresh
 	d := perClient.AllowN(&client, int64(250*time.Millisecond), 1)
-	fmt.Printf("allowed=%v remaining=%d\n", d.Allowed, d.Remaining)
+	fmt.Printf("allowed=%v remaining=%d\n", d.Allowed(), d.Remaining)
 	// Output:
 	// allowed=true remaining=99
 }

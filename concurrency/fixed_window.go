@@ -100,11 +100,11 @@ func (f *FixedWindow) AllowN(s *FixedWindowState, now, n int64) Decision {
 		idx, cnt, back := f.view(old, now)
 		if n > f.limit || back || cnt+n > f.limit {
 			d := f.decision(idx, cnt, back, now)
-			d.Allowed, d.Reason = false, ReasonLimited
 			switch {
 			case n > f.limit:
-				d.Reason, d.RetryAfter = ReasonExceedsCapacity, Never
+				d.RetryAfter = Never
 			case back && cnt+n <= f.limit:
+				// back: now is before window idx starts, so the wait is > 0.
 				d.RetryAfter = time.Duration(idx*f.window - now)
 			default:
 				d.RetryAfter = time.Duration((idx+1)*f.window - now)
@@ -163,7 +163,7 @@ func (f *FixedWindow) view(w uint64, now int64) (idx, cnt int64, back bool) {
 }
 
 func (f *FixedWindow) decision(idx, cnt int64, back bool, now int64) Decision {
-	d := Decision{Allowed: true, Limit: f.limit}
+	d := Decision{Limit: f.limit}
 	if !back {
 		d.Remaining = f.limit - cnt
 	}

@@ -26,7 +26,7 @@ func (m *fixedModel) allowN(now, n int64) Decision {
 	}
 	cnt := m.counts[idx]
 	report := func(cnt int64) Decision {
-		d := Decision{Allowed: true, Limit: m.limit}
+		d := Decision{Limit: m.limit}
 		if !back {
 			d.Remaining = m.limit - cnt
 		}
@@ -42,15 +42,14 @@ func (m *fixedModel) allowN(now, n int64) Decision {
 	switch {
 	case n == 0:
 	case n > m.limit:
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+		d.RetryAfter = Never
 	case back:
-		d.Allowed, d.Reason = false, ReasonLimited
 		d.RetryAfter = time.Duration((idx+1)*m.window - now)
 		if cnt+n <= m.limit {
 			d.RetryAfter = time.Duration(idx*m.window - now)
 		}
 	case cnt+n > m.limit:
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration((idx+1)*m.window-now)
+		d.RetryAfter = time.Duration((idx+1)*m.window - now)
 	default:
 		m.counts[idx] += n
 		m.latest = idx
@@ -103,7 +102,7 @@ func TestFixedWindowOldStateIsNotCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s FixedWindowState
-	if !f.AllowN(&s, 5, 3).Allowed || f.AllowN(&s, 5, 1).Allowed {
+	if !f.AllowN(&s, 5, 3).Allowed() || f.AllowN(&s, 5, 1).Allowed() {
 		t.Fatal("first window should hold exactly 3")
 	}
 	for _, later := range []int64{1 << 32 * 1000, 1 << 40 * 1000, 1<<62 + 5} {
@@ -120,7 +119,7 @@ func TestFixedWindowBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := int64(time.Second) - 1
-	if !l.AllowN(end, 10).Allowed || !l.AllowN(end+1, 10).Allowed {
+	if !l.AllowN(end, 10).Allowed() || !l.AllowN(end+1, 10).Allowed() {
 		t.Fatal("a fixed window admits a full limit on each side of a boundary")
 	}
 }

@@ -99,7 +99,6 @@ func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
 		// recomputes from the winner's tat.
 		if s.tat.CompareAndSwap(tat, next) {
 			return Decision{ // next-now is in (0, tau]
-				Allowed:    true,
 				Limit:      g.burst,
 				Remaining:  g.perToken.div(g.tau - (next - now)),
 				ResetAfter: time.Duration(next - now),
@@ -114,7 +113,7 @@ func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
 //go:noinline
 func (g *GCRA) limited(tat, now, allowAt int64) Decision {
 	d := g.view(tat, now)
-	d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(allowAt-now)
+	d.RetryAfter = time.Duration(allowAt - now) // > 0: AllowN rejects only when allowAt > now
 	return d
 }
 
@@ -125,7 +124,7 @@ func (g *GCRA) outOfRange(s *GCRAState, now, n int64) Decision {
 	}
 	d := g.view(s.tat.Load(), now)
 	if n > 0 {
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+		d.RetryAfter = Never
 	}
 	return d
 }
@@ -164,7 +163,6 @@ func (g *GCRA) Recovered(s *GCRAState, now int64) bool {
 func (g *GCRA) view(tat, now int64) Decision {
 	debt := max(0, tat-now) // how far the bucket is from full, in ns
 	return Decision{
-		Allowed:    true,
 		Limit:      g.burst,
 		Remaining:  g.perToken.div(max(0, g.tau-debt)),
 		ResetAfter: time.Duration(debt),

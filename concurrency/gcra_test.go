@@ -25,7 +25,6 @@ func (m *gcraModel) level(now int64) int64 { return min(m.tau, m.c+now-m.a) }
 
 func (m *gcraModel) report(level int64) Decision {
 	return Decision{
-		Allowed:    true,
 		Limit:      m.burst,
 		Remaining:  max(0, level/m.interval),
 		ResetAfter: time.Duration(m.tau - level),
@@ -38,12 +37,12 @@ func (m *gcraModel) allowN(now, n int64) Decision {
 	switch {
 	case n == 0:
 	case n > m.burst:
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+		d.RetryAfter = Never
 	case level >= n*m.interval:
 		m.c, m.a = level-n*m.interval, now
 		d = m.report(m.c)
 	default:
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(n*m.interval-level)
+		d.RetryAfter = time.Duration(n*m.interval - level)
 	}
 	return d
 }
@@ -94,7 +93,7 @@ func TestGCRAIntervalRoundsUp(t *testing.T) {
 	var s GCRAState
 	admitted := 0
 	for now := int64(0); now < 30; now++ {
-		if g.AllowN(&s, now, 1).Allowed {
+		if g.AllowN(&s, now, 1).Allowed() {
 			admitted++
 		}
 	}
@@ -113,25 +112,25 @@ func TestGCRADecisionNumbers(t *testing.T) {
 	}
 	now := int64(1) << 62
 	for i, want := range []Decision{
-		{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Second},
-		{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 2 * time.Second},
-		{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * time.Second},
-		{Reason: ReasonLimited, Limit: 3, Remaining: 0, RetryAfter: time.Second, ResetAfter: 3 * time.Second},
+		{Limit: 3, Remaining: 2, ResetAfter: time.Second},
+		{Limit: 3, Remaining: 1, ResetAfter: 2 * time.Second},
+		{Limit: 3, Remaining: 0, ResetAfter: 3 * time.Second},
+		{Limit: 3, Remaining: 0, RetryAfter: time.Second, ResetAfter: 3 * time.Second},
 	} {
 		if got := b.AllowN(now, 1); got != want {
 			t.Fatalf("request %d: got %+v, want %+v", i, got, want)
 		}
 	}
 	now += int64(1500 * time.Millisecond)
-	if got, want := b.AllowN(now, 2), (Decision{Reason: ReasonLimited, Limit: 3, Remaining: 1,
+	if got, want := b.AllowN(now, 2), (Decision{Limit: 3, Remaining: 1,
 		RetryAfter: 500 * time.Millisecond, ResetAfter: 1500 * time.Millisecond}); got != want {
 		t.Fatalf("two tokens after 1.5s: got %+v, want %+v", got, want)
 	}
 	b.Refund(now, 10) // more than was ever taken: the bucket is full, not fuller
-	if d := b.AllowN(now, 3); !d.Allowed || d.Remaining != 0 {
+	if d := b.AllowN(now, 3); !d.Allowed() || d.Remaining != 0 {
 		t.Fatalf("after an oversized refund: %+v", d)
 	}
-	if d := b.AllowN(now, 1); d.Allowed {
+	if d := b.AllowN(now, 1); d.Allowed() {
 		t.Fatalf("refund overfilled the bucket: %+v", d)
 	}
 }

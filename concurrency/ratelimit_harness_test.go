@@ -247,22 +247,22 @@ func TestRateRejectsBadInput(t *testing.T) {
 					f()
 				}()
 			}
-			if s.AllowN(now, 0) != s.AllowN(now, 0) || !s.AllowN(now, 0).Allowed {
+			if s.AllowN(now, 0) != s.AllowN(now, 0) || !s.AllowN(now, 0).Allowed() {
 				t.Error("AllowN(0) is not a stable read-only peek")
 			}
 			before := s.AllowN(now, 0)
 			d := s.AllowN(now, 5)
-			if d.Allowed || d.Reason != ReasonExceedsCapacity || d.RetryAfter != Never {
+			if d.Allowed() || d.Reason() != ReasonExceedsCapacity || d.RetryAfter != Never {
 				t.Errorf("n above the limit: got %+v, want a permanent rejection", d)
 			}
 			if after := s.AllowN(now, 0); after != before {
 				t.Errorf("a rejected request changed the state: %+v -> %+v", before, after)
 			}
-			if d := s.AllowN(now, 4); !d.Allowed || d.Remaining != 0 || d.Limit != 4 {
+			if d := s.AllowN(now, 4); !d.Allowed() || d.Remaining != 0 || d.Limit != 4 {
 				t.Errorf("the whole limit at once on a fresh state: %+v", d)
 			}
 			s.Refund(now, 0)
-			if s.AllowN(now, 1).Allowed {
+			if s.AllowN(now, 1).Allowed() {
 				t.Error("Refund(0) gave something back")
 			}
 		})
@@ -282,8 +282,8 @@ func TestRateStartingGun(t *testing.T) {
 			}
 			const now = int64(1) << 62 // where clock.Now starts
 			for name, allow := range map[string]func() bool{
-				"state":  func() bool { return s.AllowN(now, 1).Allowed },
-				"single": func() bool { return single.AllowN(now, 1).Allowed },
+				"state":  func() bool { return s.AllowN(now, 1).Allowed() },
+				"single": func() bool { return single.AllowN(now, 1).Allowed() },
 			} {
 				var admitted atomic.Int64
 				var wg sync.WaitGroup
@@ -314,7 +314,7 @@ func TestRateSingleReadsTheClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := single.Allow(); !d.Allowed || d.Remaining != 2 {
+		if d := single.Allow(); !d.Allowed() || d.Remaining != 2 {
 			t.Errorf("%s: first Allow: %+v", impl.name, d)
 		}
 	}
@@ -340,14 +340,14 @@ func TestRateModel(t *testing.T) {
 					if got != want {
 						t.Fatalf("%s AllowN(%d, %d):\n got %+v\nwant %+v", what, now, n, got, want)
 					}
-					if got.Reason != ReasonLimited {
+					if got.Reason() != ReasonLimited {
 						return
 					}
 					at := now + int64(got.RetryAfter)
-					if d := s.clone().AllowN(at-1, n); d.Allowed {
+					if d := s.clone().AllowN(at-1, n); d.Allowed() {
 						t.Fatalf("admitted 1 ns before now+RetryAfter (%d+%v)", now, got.RetryAfter)
 					}
-					if d := s.clone().AllowN(at, n); !d.Allowed {
+					if d := s.clone().AllowN(at, n); !d.Allowed() {
 						t.Fatalf("rejected at now+RetryAfter (%d+%v): %+v", now, got.RetryAfter, d)
 					}
 				}
@@ -407,7 +407,7 @@ func TestRateBound(t *testing.T) {
 				t.Repeat(map[string]func(*rapid.T){
 					"allow": func(t *rapid.T) {
 						n := rapid.Int64Range(1, limit).Draw(t, "n")
-						if s.AllowN(now, n).Allowed {
+						if s.AllowN(now, n).Allowed() {
 							log = append(log, rateAdmission{now, n})
 						}
 					},
@@ -467,7 +467,7 @@ func TestRateBoundConcurrent(t *testing.T) {
 					for range iters {
 						now := clk.Add(r.Int64N(20)) - r.Int64N(30) // read a little stale
 						n := 1 + r.Int64N(2)
-						if s.AllowN(now, n).Allowed {
+						if s.AllowN(now, n).Allowed() {
 							logs[w] = append(logs[w], rateAdmission{now, n})
 						}
 						if r.IntN(4) == 0 {
@@ -510,10 +510,10 @@ func TestRateDoesNotAllocate(t *testing.T) {
 		}); a != 0 {
 			t.Errorf("%s: admit + refund allocates %v per run", impl.name, a)
 		}
-		for s.AllowN(now, 1).Allowed {
+		for s.AllowN(now, 1).Allowed() {
 		}
 		if a := testing.AllocsPerRun(1000, func() {
-			if s.AllowN(now, 1).Allowed {
+			if s.AllowN(now, 1).Allowed() {
 				t.Fatal("admitted past the limit")
 			}
 		}); a != 0 {
@@ -557,10 +557,10 @@ func TestRateRecoveredMeansFresh(t *testing.T) {
 	l, _ := NewSlidingLog(2, time.Second)
 	const now = 1 << 40
 	allow := []func() bool{
-		func() bool { return g.AllowN(states[0].(*GCRAState), now, 2).Allowed },
-		func() bool { return f.AllowN(states[1].(*FixedWindowState), now, 2).Allowed },
-		func() bool { return sw.AllowN(states[2].(*SlidingWindowState), now, 2).Allowed },
-		func() bool { return l.AllowN(states[3].(*SlidingLogState), now, 2).Allowed },
+		func() bool { return g.AllowN(states[0].(*GCRAState), now, 2).Allowed() },
+		func() bool { return f.AllowN(states[1].(*FixedWindowState), now, 2).Allowed() },
+		func() bool { return sw.AllowN(states[2].(*SlidingWindowState), now, 2).Allowed() },
+		func() bool { return l.AllowN(states[3].(*SlidingLogState), now, 2).Allowed() },
 	}
 	for i, st := range states {
 		if !allow[i]() || allow[i]() {

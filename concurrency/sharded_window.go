@@ -125,7 +125,7 @@ func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
 	w := windowIndex(now, sw.window)
 	tag := uint32(w)
 	if n > sw.limit {
-		return Decision{Reason: ReasonExceedsCapacity, Limit: sw.limit, RetryAfter: Never, ResetAfter: sw.untilNext(w, now)}
+		return Decision{Limit: sw.limit, RetryAfter: Never, ResetAfter: sw.untilNext(w, now)}
 	}
 	home := &sw.shards[pickShard(sw.mask)]
 	g := sw.central.Load()
@@ -152,7 +152,7 @@ func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
 	// other goroutines do, so the retries end.
 	for {
 		d, transit := sw.slow(home, now, w, n)
-		if d.Allowed || !transit {
+		if d.Allowed() || !transit {
 			return d
 		}
 		runtime.Gosched()
@@ -160,7 +160,7 @@ func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
 }
 
 func (sw *ShardedWindow) allowed(w, now, remaining int64) Decision {
-	return Decision{Allowed: true, Reason: ReasonAllowed, Limit: sw.limit, Remaining: remaining, ResetAfter: sw.untilNext(w, now)}
+	return Decision{Limit: sw.limit, Remaining: remaining, ResetAfter: sw.untilNext(w, now)}
 }
 
 func (sw *ShardedWindow) untilNext(w, now int64) time.Duration {
@@ -234,8 +234,8 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) (Decision, boo
 		}
 		sw.deposit(home, tag, got)
 	}
-	rest := sw.untilNext(w, now)
-	return Decision{Reason: ReasonLimited, Limit: sw.limit, Remaining: sw.remaining(home, tag), RetryAfter: rest, ResetAfter: rest}, sw.transit.Load() > 0
+	rest := sw.untilNext(w, now) // > 0: window w holds now, so it ends after now
+	return Decision{Limit: sw.limit, Remaining: sw.remaining(home, tag), RetryAfter: rest, ResetAfter: rest}, sw.transit.Load() > 0
 }
 
 // raiseLatest raises latest to w before w's window opens, so that latest is

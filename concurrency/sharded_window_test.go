@@ -38,35 +38,35 @@ func TestShardedWindowBasics(t *testing.T) {
 	for _, shards := range []int{1, 8} {
 		sw, _ := NewShardedWindow(3, time.Second, WithShardCount(shards))
 		for i := range 3 {
-			if d := sw.AllowN(100, 1); !d.Allowed || d.Limit != 3 || d.ResetAfter != time.Duration(sec-100) {
+			if d := sw.AllowN(100, 1); !d.Allowed() || d.Limit != 3 || d.ResetAfter != time.Duration(sec-100) {
 				t.Fatalf("request %d: %+v", i, d)
 			}
 		}
 		d := sw.AllowN(200, 1)
-		if d.Allowed || d.Reason != ReasonLimited || d.RetryAfter != time.Duration(sec-200) || d.Remaining != 0 {
+		if d.Allowed() || d.Reason() != ReasonLimited || d.RetryAfter != time.Duration(sec-200) || d.Remaining != 0 {
 			t.Fatalf("4th request: %+v", d)
 		}
-		if d := sw.AllowN(sec-1, 1); d.Allowed {
+		if d := sw.AllowN(sec-1, 1); d.Allowed() {
 			t.Fatal("admitted 1 ns before RetryAfter")
 		}
-		if d := sw.AllowN(200, 0); !d.Allowed || d.Remaining != 0 {
+		if d := sw.AllowN(200, 0); !d.Allowed() || d.Remaining != 0 {
 			t.Fatalf("n=0 must be an allowed no-op: %+v", d)
 		}
-		if d := sw.AllowN(sec, 3); !d.Allowed || d.Remaining != 0 {
+		if d := sw.AllowN(sec, 3); !d.Allowed() || d.Remaining != 0 {
 			t.Fatalf("new window at RetryAfter: %+v", d)
 		}
-		if d := sw.AllowN(sec-5, 1); d.Allowed || d.RetryAfter != time.Duration(sec+5) {
+		if d := sw.AllowN(sec-5, 1); d.Allowed() || d.RetryAfter != time.Duration(sec+5) {
 			t.Fatalf("a late caller must be charged to the current window: %+v", d)
 		}
-		if d := sw.AllowN(5*sec, 4); d.Allowed || d.Reason != ReasonExceedsCapacity || d.RetryAfter != Never {
+		if d := sw.AllowN(5*sec, 4); d.Allowed() || d.Reason() != ReasonExceedsCapacity || d.RetryAfter != Never {
 			t.Fatalf("n > limit: %+v", d)
 		}
-		if d := sw.AllowN(5*sec, -3); !d.Allowed || d.Remaining != 3 {
+		if d := sw.AllowN(5*sec, -3); !d.Allowed() || d.Remaining != 3 {
 			t.Fatalf("negative n must charge nothing: %+v", d)
 		}
 	}
 	sw, _ := NewShardedWindow(5, time.Second)
-	if d := sw.Allow(); !d.Allowed || d.Remaining != 4 {
+	if d := sw.Allow(); !d.Allowed() || d.Remaining != 4 {
 		t.Fatalf("Allow on a fresh window: %+v", d)
 	}
 }
@@ -83,7 +83,7 @@ func TestShardedWindowStartingGun(t *testing.T) {
 			for range 50 {
 				wg.Go(func() {
 					<-start
-					if sw.AllowN(42, 1).Allowed {
+					if sw.AllowN(42, 1).Allowed() {
 						admitted.Add(1)
 					}
 				})
@@ -115,7 +115,7 @@ func TestShardedWindowNeverOverAdmits(t *testing.T) {
 					if now >= windows*window {
 						return
 					}
-					if d := sw.AllowN(now, n); d.Allowed {
+					if d := sw.AllowN(now, n); d.Allowed() {
 						counts[(now+int64(d.ResetAfter))/window-1].Add(n)
 					}
 				}
@@ -155,7 +155,7 @@ func TestShardedWindowModel(t *testing.T) {
 				var d Decision
 				atDepth(rapid.IntRange(0, 8).Draw(rt, "depth"), func() { d = sw.AllowN(now, n) })
 				if n > limit {
-					if d.Allowed || d.Reason != ReasonExceedsCapacity || d.RetryAfter != Never {
+					if d.Allowed() || d.Reason() != ReasonExceedsCapacity || d.RetryAfter != Never {
 						rt.Fatalf("n=%d > limit: %+v", n, d)
 					}
 					return
@@ -167,7 +167,7 @@ func TestShardedWindowModel(t *testing.T) {
 				if want && n > 0 {
 					used += n
 				}
-				if d.Allowed != want {
+				if d.Allowed() != want {
 					rt.Fatalf("AllowN(%d, %d) window %d used %d: %+v", now, n, cur, used, d)
 				}
 				next := time.Duration((cur+1)*window - now)
@@ -201,10 +201,10 @@ func TestShardedWindowDoesNotAllocate(t *testing.T) {
 func TestShardedWindowIdleGap(t *testing.T) {
 	sw, _ := NewShardedWindow(2, time.Nanosecond, WithShardCount(1))
 	for _, now := range []int64{5, 5 + 3<<30, 5 + 3<<30 + 1<<32, 5 + 3<<30 + 1<<33 + 1<<31} {
-		if d := sw.AllowN(now, 2); !d.Allowed {
+		if d := sw.AllowN(now, 2); !d.Allowed() {
 			t.Fatalf("fresh window at %d refused: %+v", now, d)
 		}
-		if d := sw.AllowN(now, 1); d.Allowed {
+		if d := sw.AllowN(now, 1); d.Allowed() {
 			t.Fatalf("window at %d admitted more than its limit", now)
 		}
 	}

@@ -183,7 +183,7 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 		r, h := l.load(s)
 		d := l.decision(r, h, now)
 		if n > 0 {
-			d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+			d.RetryAfter = Never
 		}
 		return d
 	}
@@ -201,7 +201,7 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 		}
 		if blockedUntil > now {
 			d := l.decision(r, h, now)
-			d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(blockedUntil-now)
+			d.RetryAfter = time.Duration(blockedUntil - now) // > 0: blockedUntil > now
 			return d
 		}
 		// The slots read above can change only after the head passes h, so a
@@ -266,7 +266,7 @@ func (l *SlidingLog) Recovered(s *SlidingLogState, now int64) bool {
 // free slots the next admissions would reuse, ResetAfter the time until
 // every one of the last limit admissions stops counting.
 func (l *SlidingLog) decision(r *logRing, h, now int64) Decision {
-	d := Decision{Allowed: true, Limit: l.limit}
+	d := Decision{Limit: l.limit}
 	first := h - l.limit
 	if first < 0 {
 		d.Remaining = -first // slots never used

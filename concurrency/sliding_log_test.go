@@ -37,7 +37,7 @@ func (m *logModel) freeAt(c int64) int64 {
 }
 
 func (m *logModel) report(now int64) Decision {
-	d := Decision{Allowed: true, Limit: m.limit}
+	d := Decision{Limit: m.limit}
 	h := int64(len(m.claims))
 	for c := h - m.limit; c < h && m.freeAt(c) <= now; c++ {
 		d.Remaining++
@@ -54,14 +54,14 @@ func (m *logModel) allowN(now, n int64) Decision {
 	switch {
 	case n == 0:
 	case n > m.limit:
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+		d.RetryAfter = Never
 	default:
 		var until int64
 		for c := h - m.limit; c < h+n-m.limit; c++ {
 			until = max(until, m.freeAt(c))
 		}
 		if until > now {
-			d.Allowed, d.Reason, d.RetryAfter = false, ReasonLimited, time.Duration(until-now)
+			d.RetryAfter = time.Duration(until - now)
 			return d
 		}
 		for range n {
@@ -121,10 +121,10 @@ func TestSlidingLogIsTheSlidingWindow(t *testing.T) {
 				n := rapid.Int64Range(1, limit).Draw(t, "n")
 				k := counting()
 				d := l.AllowN(&s, now, n)
-				if want := k+n <= limit; d.Allowed != want {
-					t.Fatalf("%d counting in the window, n=%d: allowed=%v", k, n, d.Allowed)
+				if want := k+n <= limit; d.Allowed() != want {
+					t.Fatalf("%d counting in the window, n=%d: allowed=%v", k, n, d.Allowed())
 				}
-				if d.Allowed {
+				if d.Allowed() {
 					for range n {
 						admitted = append(admitted, event{at: now})
 					}
@@ -165,7 +165,7 @@ func TestSlidingLogPendingEntryIsRecent(t *testing.T) {
 	r.slots[1].ts.Store(500)
 	r.slots[1].seq.Store(2 << 1) // lap 1, published
 	// Admission 4 would reuse slot 0, whose entry (number 2) is pending.
-	if d := l.AllowN(&s, 10_000, 1); d.Allowed || d.RetryAfter != 100 {
+	if d := l.AllowN(&s, 10_000, 1); d.Allowed() || d.RetryAfter != 100 {
 		t.Fatalf("admitted over a pending entry: %+v", d)
 	}
 	if l.Recovered(&s, 10_000) {
@@ -173,7 +173,7 @@ func TestSlidingLogPendingEntryIsRecent(t *testing.T) {
 	}
 	r.slots[0].ts.Store(500)
 	r.slots[0].seq.Store(2 << 1)
-	if d := l.AllowN(&s, 10_000, 1); !d.Allowed {
+	if d := l.AllowN(&s, 10_000, 1); !d.Allowed() {
 		t.Fatalf("rejected after the entry was published: %+v", d)
 	}
 }
@@ -190,7 +190,7 @@ func TestSlidingLogHammer(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for range 50 {
-				if l.AllowN(&s, 1<<40, 1).Allowed {
+				if l.AllowN(&s, 1<<40, 1).Allowed() {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
@@ -238,7 +238,7 @@ func TestSlidingLogBoundWithRefunds(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"allow": func(t *rapid.T) {
 				n := rapid.Int64Range(1, limit).Draw(t, "n")
-				if l.AllowN(&s, now, n).Allowed {
+				if l.AllowN(&s, now, n).Allowed() {
 					for range n {
 						claims = append(claims, logClaim{at: now})
 					}

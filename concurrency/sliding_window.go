@@ -159,11 +159,13 @@ func (sw *SlidingWindow) AllowN(s *SlidingWindowState, now, n int64) Decision {
 		v := sw.view(old, now)
 		if n > sw.limit || v.back || v.cur+n+sw.weighted(v.prev, v.e) > sw.limit {
 			d := sw.decision(v, now)
-			d.Allowed, d.Reason = false, ReasonLimited
 			if n > sw.limit {
-				d.Reason, d.RetryAfter = ReasonExceedsCapacity, Never
+				d.RetryAfter = Never
 			} else {
-				d.RetryAfter = time.Duration(sw.earliest(v, n) - now)
+				// earliest is exact and the request does not fit at now, so
+				// the wait is > 0; at least 1 ns guards the encoding of a
+				// rejection (Decision.Allowed is RetryAfter == 0).
+				d.RetryAfter = time.Duration(max(1, sw.earliest(v, n)-now))
 			}
 			return d
 		}
@@ -236,7 +238,7 @@ func (sw *SlidingWindow) Recovered(s *SlidingWindowState, now int64) bool {
 }
 
 func (sw *SlidingWindow) decision(v swView, now int64) Decision {
-	d := Decision{Allowed: true, Limit: sw.limit}
+	d := Decision{Limit: sw.limit}
 	if !v.back {
 		d.Remaining = max(0, sw.limit-v.cur-sw.weighted(v.prev, v.e))
 	}

@@ -56,7 +56,7 @@ func (m *slidingModel) first(now int64, ok func(int64) bool) int64 {
 }
 
 func (m *slidingModel) report(now int64) Decision {
-	d := Decision{Allowed: true, Limit: m.limit, Remaining: max(0, m.room(now))}
+	d := Decision{Limit: m.limit, Remaining: max(0, m.room(now))}
 	d.ResetAfter = time.Duration(m.first(now, m.recovered) - now)
 	return d
 }
@@ -66,9 +66,8 @@ func (m *slidingModel) allowN(now, n int64) Decision {
 	switch {
 	case n == 0:
 	case n > m.limit:
-		d.Allowed, d.Reason, d.RetryAfter = false, ReasonExceedsCapacity, Never
+		d.RetryAfter = Never
 	case m.room(now) < n:
-		d.Allowed, d.Reason = false, ReasonLimited
 		d.RetryAfter = time.Duration(m.first(now, func(t int64) bool { return m.room(t) >= n }) - now)
 	default:
 		idx := now / m.window
@@ -124,11 +123,11 @@ func TestSlidingWindowWorstCase(t *testing.T) {
 	}
 	var s SlidingWindowState
 	admitted := int64(0)
-	if sw.AllowN(&s, 999, limit).Allowed {
+	if sw.AllowN(&s, 999, limit).Allowed() {
 		admitted += limit
 	}
 	// At 1900 the previous window weighs 10·(100/1000) = 1, leaving 9.
-	for sw.AllowN(&s, 1900, 1).Allowed {
+	for sw.AllowN(&s, 1900, 1).Allowed() {
 		admitted++
 	}
 	bound := int64(limit + limit*(window-1)/window)
@@ -144,7 +143,7 @@ func TestSlidingWindowEvenTrafficIsExact(t *testing.T) {
 	sw, _ := NewSlidingWindow(limit, window)
 	var s SlidingWindowState
 	for i := range int64(limit) {
-		if !sw.AllowN(&s, i*window/limit+50, 1).Allowed { // 50, 150, ..., 950
+		if !sw.AllowN(&s, i*window/limit+50, 1).Allowed() { // 50, 150, ..., 950
 			t.Fatalf("request %d of an evenly spread window rejected", i)
 		}
 	}

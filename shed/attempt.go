@@ -165,7 +165,7 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 	for _, i := range p.rates {
 		r := &a.set.rules[i]
 		rd := r.rate.AllowN(now, cost)
-		if !rd.Allowed {
+		if !rd.Allowed() {
 			if r.dry {
 				c.markDry(a, d, r.Name, r.kind)
 				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
@@ -198,7 +198,7 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 				continue
 			}
 			c.rollback(a, d)
-			c.rejectBy(a, d, i, concurrency.Decision{Reason: concurrency.ReasonLimited, RetryAfter: hint})
+			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
 			return nil
 		}
 	}

@@ -268,7 +268,7 @@ func (r *RetryTransport) withdraw() bool {
 			return true
 		}
 	}
-	return r.floor != nil && r.floor.AllowN(clock.Now(), 1).Allowed
+	return r.floor != nil && r.floor.AllowN(clock.Now(), 1).Allowed()
 }
 
 // backoff returns the wait before retry n (1, 2, ...).

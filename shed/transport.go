@@ -329,17 +329,17 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 		// which the bucket holds a token. Charging the bucket at a future
 		// instant makes the turns exact and first come, first served.
 		at := from
-		if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed {
-			if d.Reason != concurrency.ReasonLimited {
+		if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed() {
+			if d.Reason() != concurrency.ReasonLimited {
 				k.mu.Unlock()
-				return 0, waited, fmt.Errorf("shed: transport: bucket cannot grant a request: %v", d.Reason)
+				return 0, waited, fmt.Errorf("shed: transport: bucket cannot grant a request: %v", d.Reason())
 			}
 			at = from + int64(d.RetryAfter)
 			if err := t.check(b, now, at); err != nil {
 				k.mu.Unlock()
 				return 0, waited, err
 			}
-			if d := t.gcra.AllowN(&k.bucket, at, 1); !d.Allowed {
+			if d := t.gcra.AllowN(&k.bucket, at, 1); !d.Allowed() {
 				// Under k.mu nobody charged the bucket in between.
 				k.mu.Unlock()
 				panic("shed: transport: reserved token refused")

@@ -138,7 +138,7 @@ func transportPropertyRun(perSecond, burst int64, maxWait int, script []transpor
 		return err.Error()
 	}
 	for i, at := range arrivals {
-		if !b.AllowN(at+int64(i), 1).Allowed {
+		if !b.AllowN(at+int64(i), 1).Allowed() {
 			return fmt.Sprintf("arrival %d at %v exceeds %d/s*0.9 with burst %d: %v", i, time.Duration(at-arrivals[0]), perSecond, localBurst, arrivals)
 		}
 	}

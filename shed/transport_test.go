@@ -264,7 +264,7 @@ func transportConforms(t *testing.T, times []int64, rate concurrency.Rate, burst
 		t.Fatal(err)
 	}
 	for i, at := range times {
-		if d := b.AllowN(at+int64(i), 1); !d.Allowed {
+		if d := b.AllowN(at+int64(i), 1); !d.Allowed() {
 			t.Fatalf("request %d at %v exceeds %v with a burst of %d (%d requests in all)",
 				i, time.Duration(at-times[0]), rate, burst, len(times))
 		}

@@ -75,7 +75,7 @@ func (u *transportLimitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Requ
 	}
 	d := b.AllowN(now, 1)
 	u.times = append(u.times, now)
-	if d.Allowed {
+	if d.Allowed() {
 		u.ok++
 	} else {
 		u.r429++
@@ -101,7 +101,7 @@ func (u *transportLimitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Requ
 	if u.latency > 0 {
 		time.Sleep(u.latency) // virtual: these upstreams run inside a synctest bubble
 	}
-	if !d.Allowed {
+	if !d.Allowed() {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.RetryAfter.Seconds())), 10))
 		w.WriteHeader(http.StatusTooManyRequests)
 		return

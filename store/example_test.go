@@ -36,7 +36,7 @@ func Example() {
 			fmt.Printf("attempt %d: allowed, %d left on hit %d\n", attempt, d.Remaining, res.Decider)
 			_ = m.Release(ctx, res.Hits[2].Lease, now) // the work is done
 		} else {
-			fmt.Printf("attempt %d: rejected by hit %d (%v), retry in %v\n", attempt, res.Decider, d.Reason, d.RetryAfter)
+			fmt.Printf("attempt %d: rejected by hit %d (%v), retry in %v\n", attempt, res.Decider, d.Reason(), d.RetryAfter)
 		}
 		now += int64(time.Minute)
 	}
@@ -44,7 +44,7 @@ func Example() {
 	req = store.Request{Now: now}
 	req.Add(perIP, "ip:203.0.113.7", 0)
 	_ = m.Decide(ctx, &req, &res)
-	fmt.Println("ip remaining:", res.Hits[0].Decision.Remaining, res.Hits[0].Decision.Reason == concurrency.ReasonAllowed)
+	fmt.Println("ip remaining:", res.Hits[0].Decision.Remaining, res.Hits[0].Decision.Reason() == concurrency.ReasonAllowed)
 	// Output:
 	// attempt 1: allowed, 1 left on hit 1
 	// attempt 2: allowed, 0 left on hit 1

@@ -101,7 +101,7 @@ func (l *leaseLimit) reclaim(s *leaseState, now int64) {
 
 // view reports s at now (under the lock, after reclaim).
 func (l *leaseLimit) view(s *leaseState, now int64) concurrency.Decision {
-	d := concurrency.Decision{Allowed: true, Limit: l.limit, Remaining: l.limit - s.inflight}
+	d := concurrency.Decision{Limit: l.limit, Remaining: l.limit - s.inflight}
 	if s.tail != 0 {
 		d.ResetAfter = time.Duration(max(0, l.at(s, s.tail).expires-now))
 	}
@@ -119,10 +119,12 @@ func (l *leaseLimit) acquire(s *leaseState, now, cost int64, shared bool) (concu
 	case cost == 0:
 		return d, 0, 0
 	case cost > l.limit:
-		d.Allowed, d.Reason, d.RetryAfter = false, concurrency.ReasonExceedsCapacity, concurrency.Never
+		d.RetryAfter = concurrency.Never
 		return d, 0, 0
 	case s.inflight+cost > l.limit:
-		d.Allowed, d.Reason = false, concurrency.ReasonLimited
+		// A rejection must carry RetryAfter > 0 (Decision.Allowed is
+		// RetryAfter == 0): 1 ns unless the walk below finds the wait.
+		d.RetryAfter = 1
 		// The wait until enough of the live leases expire, if none is
 		// released earlier: walk the list in expiry order.
 		free := l.limit - s.inflight

@@ -13,13 +13,13 @@ func TestLeaseReclaimBounded(t *testing.T) {
 	s.Reset()
 	now := int64(1000)
 	for range limit {
-		if d, id, _ := cfg.acquire(&s, now, 1, false); !d.Allowed || id == 0 {
+		if d, id, _ := cfg.acquire(&s, now, 1, false); !d.Allowed() || id == 0 {
 			t.Fatalf("acquire: %+v", d)
 		}
 	}
 	now += 10 // all expired, none released
 	d, id, _ := cfg.acquire(&s, now, 3, false)
-	if !d.Allowed || id == 0 {
+	if !d.Allowed() || id == 0 {
 		t.Fatalf("acquire after expiry: %+v", d)
 	}
 	if s.inflight != 3 || d.Remaining != limit-3 {
@@ -30,7 +30,7 @@ func TestLeaseReclaimBounded(t *testing.T) {
 		now += 10
 		for {
 			d, _, _ := cfg.acquire(&s, now, 1, false)
-			if !d.Allowed {
+			if !d.Allowed() {
 				break
 			}
 		}
@@ -73,7 +73,7 @@ func TestLeaseOrderAndIDs(t *testing.T) {
 	// At 145 the leases of 40 and 45 have expired; 8 permits are free once
 	// the leases of 50 and 60 expire too, at 160.
 	d, _, _ := cfg.acquire(&s, 145, 8, false)
-	if d.Allowed || d.RetryAfter != 15 || d.Remaining != 6 {
+	if d.Allowed() || d.RetryAfter != 15 || d.Remaining != 6 {
 		t.Fatalf("cost 8 with 6 free at 145: %+v", d)
 	}
 }

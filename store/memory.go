@@ -155,7 +155,7 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 		h, out := &hits[i], &res.Hits[i]
 		*out = HitResult{}
 		ls[h.Limit-1].decide(h, now, out)
-		if !out.Decision.Allowed {
+		if !out.Decision.Allowed() {
 			// All or nothing: give back what the earlier hits took, latest
 			// first.
 			for j := i - 1; j >= 0; j-- {
@@ -210,10 +210,9 @@ func (m *Memory) TableStats(id LimitID) concurrency.TableStats {
 // fresh key.
 func overflowed(limit, cost int64, b built) concurrency.Decision {
 	if cost == 0 {
-		return concurrency.Decision{Allowed: true, Limit: limit, Remaining: limit}
+		return concurrency.Decision{Limit: limit, Remaining: limit}
 	}
 	return concurrency.Decision{
-		Reason:     concurrency.ReasonLimited,
 		Limit:      limit,
 		RetryAfter: max(1, b.recoverAfter),
 		ResetAfter: b.recoverAfter,

@@ -184,7 +184,7 @@ func TestMemoryProperties(t *testing.T) {
 					t.Fatalf("Decide: %v", err)
 				}
 				if !res.Allowed {
-					if res.N != res.Decider+1 || res.Hits[res.Decider].Decision.Allowed {
+					if res.N != res.Decider+1 || res.Hits[res.Decider].Decision.Allowed() {
 						t.Fatalf("rejection shape: %+v", res)
 					}
 					for i, x := range targets {

@@ -166,7 +166,7 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := b.Allow()
 	c := a.counts[key]
 	c[0]++
-	if !d.Allowed {
+	if !d.Allowed() {
 		c[1]++
 	}
 	a.counts[key] = c
@@ -175,7 +175,7 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(d.ResetAfter.Seconds())), 10))
-	if !d.Allowed {
+	if !d.Allowed() {
 		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.RetryAfter.Seconds())), 10))
 		http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
 		return

@@ -66,7 +66,7 @@ func newHandler(now func() int64) (http.Handler, error) {
 func capped(sw *concurrency.ShardedWindow, now func() int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := sw.AllowN(now(), 1)
-		if !d.Allowed {
+		if !d.Allowed() {
 			// Delta-seconds, rounded up: never earlier than the next window.
 			w.Header().Set("Retry-After", strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10))
 			http.Error(w, "search is at capacity, retry later", http.StatusServiceUnavailable)

@@ -331,7 +331,6 @@ func (f *Fallback) rejectAt(ctx context.Context, l *localStore, req *store.Reque
 		}
 	}
 	res.Hits[j] = store.HitResult{Decision: concurrency.Decision{
-		Reason:     concurrency.ReasonLimited,
 		Limit:      f.load()[req.Hits[j].Limit-1].spec.Limit,
 		RetryAfter: f.cfg.probe,
 		ResetAfter: f.cfg.probe,

@@ -146,7 +146,7 @@ func TestFallbackFailClosed(t *testing.T) {
 		if res.Allowed != tc.allowed || res.Decider != tc.decider || (!res.Allowed && res.N != tc.decider+1) {
 			t.Errorf("%s: allowed %v decider %d N %d, want %v %d", tc.name, res.Allowed, res.Decider, res.N, tc.allowed, tc.decider)
 		}
-		if d := res.Decision(); !res.Allowed && (d.Reason != concurrency.ReasonLimited || d.RetryAfter <= 0) {
+		if d := res.Decision(); !res.Allowed && (d.Reason() != concurrency.ReasonLimited || d.RetryAfter <= 0) {
 			t.Errorf("%s: rejection %+v", tc.name, d)
 		}
 	}

@@ -238,18 +238,20 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 		}
 		l, h := lim[i], &req.Hits[i]
 		d := concurrency.Decision{
-			Allowed:    f[0] == 1,
 			Limit:      l.spec.Limit,
 			Remaining:  f[2],
 			ResetAfter: time.Duration(f[4]) * l.unit,
 		}
 		switch {
-		case d.Allowed:
-			d.Reason = concurrency.ReasonAllowed
+		case f[0] == 1:
+			// Admitted: RetryAfter stays 0.
 		case f[1] == 2:
-			d.Reason, d.RetryAfter = concurrency.ReasonExceedsCapacity, concurrency.Never
+			d.RetryAfter = concurrency.Never
 		default:
-			d.Reason, d.RetryAfter = concurrency.ReasonLimited, time.Duration(f[3])*l.unit
+			// At least 1 ns: a rejection must not read as an admission
+			// (Decision.Allowed is RetryAfter == 0), whatever the script
+			// returned.
+			d.RetryAfter = max(1, time.Duration(f[3])*l.unit)
 		}
 		out := &res.Hits[i]
 		*out = store.HitResult{Decision: d}
@@ -257,7 +259,7 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 			out.Lease = store.Lease{Limit: h.Limit, Key: h.Key, ID: uint64(f[5]), Cost: h.Cost,
 				Expires: now + int64(l.spec.LeaseTTL)}
 		}
-		if !d.Allowed {
+		if !d.Allowed() {
 			if i != res.N-1 {
 				return errReply
 			}

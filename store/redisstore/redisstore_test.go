@@ -256,7 +256,7 @@ func TestSameAsMemory(t *testing.T) {
 			rd, md := rr.Hits[i].Decision, mr.Hits[i].Decision
 			retryOK := rd.RetryAfter == md.RetryAfter ||
 				(rd.RetryAfter > md.RetryAfter && rd.RetryAfter-md.RetryAfter < time.Microsecond)
-			if rd.Allowed != md.Allowed || rd.Reason != md.Reason || rd.Limit != md.Limit ||
+			if rd.Allowed() != md.Allowed() || rd.Reason() != md.Reason() || rd.Limit != md.Limit ||
 				rd.Remaining != md.Remaining || rd.ResetAfter != md.ResetAfter || !retryOK {
 				t.Fatalf("step %d hit %d (%+v): Redis %+v, Memory %+v", step, i, req.Hits[:req.N], rd, md)
 			}
@@ -290,7 +290,7 @@ func TestSlidingWindowRetryBound(t *testing.T) {
 			t.Fatalf("request %d: allowed %v", i+1, res.Allowed)
 		}
 	}
-	if d := res.Decision(); d.Reason != concurrency.ReasonLimited || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Hour || d.Remaining != 0 {
+	if d := res.Decision(); d.Reason() != concurrency.ReasonLimited || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Hour || d.Remaining != 0 {
 		t.Fatalf("6th request: %+v", d)
 	}
 }

@@ -160,7 +160,7 @@ func (h *harness) checkShape(req *store.Request, res *store.Result) {
 		}
 		for i := range res.Hits[:res.N] {
 			d := res.Hits[i].Decision
-			if !d.Allowed || d.Reason != concurrency.ReasonAllowed || d.RetryAfter != 0 {
+			if !d.Allowed() || d.Reason() != concurrency.ReasonAllowed || d.RetryAfter != 0 {
 				h.t.Fatalf("allowed request, hit %d: %+v", i, d)
 			}
 			if d.Remaining < res.Decision().Remaining {
@@ -173,14 +173,14 @@ func (h *harness) checkShape(req *store.Request, res *store.Result) {
 		h.t.Fatalf("rejected with N = %d and Decider %d, want N = Decider+1", res.N, res.Decider)
 	}
 	d := res.Decision()
-	if d.Allowed || d.Reason == concurrency.ReasonAllowed || d.RetryAfter <= 0 {
+	if d.Allowed() || d.Reason() == concurrency.ReasonAllowed || d.RetryAfter <= 0 {
 		h.t.Fatalf("rejected request, deciding hit: %+v", d)
 	}
 	for i := range res.Hits[:res.N] {
 		if res.Hits[i].Lease.Held() {
 			h.t.Fatalf("rejected request holds a lease on hit %d: %+v", i, res.Hits[i].Lease)
 		}
-		if i < res.Decider && !res.Hits[i].Decision.Allowed {
+		if i < res.Decider && !res.Hits[i].Decision.Allowed() {
 			h.t.Fatalf("hit %d before the decider %d rejected: %+v", i, res.Decider, res.Hits[i].Decision)
 		}
 	}
@@ -255,7 +255,7 @@ func testLimit(h *harness, alg store.Algorithm) {
 	}
 	res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
 	d := res.Decision()
-	if res.Allowed || d.Reason != concurrency.ReasonLimited || res.Decider != 0 {
+	if res.Allowed || d.Reason() != concurrency.ReasonLimited || res.Decider != 0 {
 		h.t.Fatalf("request %d: %+v, want a rejection with ReasonLimited", limit+1, res)
 	}
 	// A sliding-window counter full early in its window admits again only
@@ -289,7 +289,7 @@ func testCost(h *harness, alg store.Algorithm) {
 	if alg == store.Concurrency && a.Hits[0].Lease.Cost != 3 {
 		h.t.Fatalf("lease of cost 3: %+v", a.Hits[0].Lease)
 	}
-	if r := hit(3); r.Allowed || r.Decision().Reason != concurrency.ReasonLimited {
+	if r := hit(3); r.Allowed || r.Decision().Reason() != concurrency.ReasonLimited {
 		h.t.Fatalf("cost 3 with 2 left: %+v", r.Decision())
 	}
 	if d := h.peek(id, "k"); d.Remaining != 2 {
@@ -300,7 +300,7 @@ func testCost(h *harness, alg store.Algorithm) {
 		h.t.Fatalf("cost 2 with 2 left: %+v", b.Decision())
 	}
 	over := h.decide(store.Hit{Limit: id, Key: "fresh", Cost: 6})
-	if d := over.Decision(); over.Allowed || d.Reason != concurrency.ReasonExceedsCapacity || d.RetryAfter != concurrency.Never {
+	if d := over.Decision(); over.Allowed || d.Reason() != concurrency.ReasonExceedsCapacity || d.RetryAfter != concurrency.Never {
 		h.t.Fatalf("cost 6 of 5: %+v, want ReasonExceedsCapacity and Never", d)
 	}
 	if d := h.peek(id, "fresh"); d.Remaining != 5 {
@@ -377,7 +377,7 @@ func testAllOrNothing(h *harness, first, second store.Algorithm) {
 	if res.Allowed || res.Decider != 1 || res.N != 2 {
 		h.t.Fatalf("third layered request: Allowed %v Decider %d N %d, want a rejection by hit 1", res.Allowed, res.Decider, res.N)
 	}
-	if !res.Hits[0].Decision.Allowed {
+	if !res.Hits[0].Decision.Allowed() {
 		h.t.Fatalf("first limit rejected: %+v", res.Hits[0].Decision)
 	}
 	if d := h.peek(a, "ka"); d.Remaining != 8 {
