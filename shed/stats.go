@@ -110,6 +110,11 @@ type Stats struct {
 	// penalty.Box does.
 	Strikes uint64
 	Penalty penalty.Stats
+	// StoreReports says whether the store reports its health
+	// (store.HealthReporter, as redisstore.Fallback does); Store is that
+	// report: degraded mode, the local share, fallback decisions.
+	StoreReports bool
+	Store        store.Health
 	// QueueWaits counts attempts that went to a concurrency rule's queue,
 	// QueueWait their total wait, QueueShed those the queue rejected: full
 	// on arrival (a wait of zero), timed out, or shed by its discipline.
@@ -185,6 +190,9 @@ func (c *Controller) Stats() Stats {
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
 		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld),
 		Rules: make([]RuleStats, len(set.rules)),
+	}
+	if hr, ok := c.store.(store.HealthReporter); ok {
+		s.StoreReports, s.Store = true, hr.Health()
 	}
 	if ps, ok := c.pen.(penaltyStatser); ok {
 		s.Penalty = ps.Stats()

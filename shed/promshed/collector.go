@@ -44,7 +44,8 @@ func (col *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect takes one Stats snapshot and sends its metrics. Metrics that do
-// not apply are left out rather than sent as zero: the penalty box's when
+// not apply are left out rather than sent as zero: the store's health when
+// the store does not report it (store.HealthReporter), the penalty box's when
 // the Controller has none that reports them, a rule's inflight and queue
 // when it is not a Global Concurrency or Adaptive rule, a rule's key table
 // when the store does not report one.
@@ -69,6 +70,20 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descDoubleDone, s.DoubleDone)
 	e.counter(descPanics, s.Panics)
 	e.counter(descStrikes, s.Strikes)
+	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
+		h := s.Store
+		degraded := 0.0
+		if h.Degraded {
+			degraded = 1
+		}
+		e.gauge(descStoreDegraded, degraded)
+		e.gauge(descStoreShare, h.Share)
+		e.gauge(descStoreInstances, float64(h.Instances))
+		e.counter(descStoreFallbacks, h.FallbackDecisions)
+		e.counter(descStoreBackendErrors, h.BackendErrors)
+		e.counter(descStoreTrips, h.Trips, "degraded")
+		e.counter(descStoreTrips, h.Recoveries, "shared")
+	}
 	if p := s.Penalty; p.Capacity > 0 { // a box that reports its table
 		e.gauge(descPenaltyKeys, float64(p.Entries))
 		e.gauge(descPenaltyCapacity, float64(p.Capacity))

@@ -61,7 +61,20 @@ var (
 	descRuleOverflows = prometheus.NewDesc("sluice_rule_overflows_total",
 		"New keys of a per-key rule that did not fit the store's table.", []string{"rule"}, nil)
 
+	descStoreDegraded = prometheus.NewDesc("sluice_store_degraded",
+		"1 while the shared store is bypassed and decisions are made locally on this instance's share, else 0.", nil, nil)
+	descStoreShare = prometheus.NewDesc("sluice_store_share",
+		"Fraction of each limit this instance enforces while the shared store is bypassed.", nil, nil)
+	descStoreInstances = prometheus.NewDesc("sluice_store_instances",
+		"Instances sharing each limit, as the store counts them.", nil, nil)
+	descStoreFallbacks = prometheus.NewDesc("sluice_store_fallback_decisions_total",
+		"Decisions made locally because the shared store was bypassed.", nil, nil)
+	descStoreBackendErrors = prometheus.NewDesc("sluice_store_backend_errors_total",
+		"Calls from the store to its shared backend that failed (decisions, releases, heartbeats).", nil, nil)
+	descStoreTrips = prometheus.NewDesc("sluice_store_degraded_transitions_total",
+		"Changes of the store's mode, to degraded (to=\"degraded\") and back (to=\"shared\").", []string{"to"}, nil)
 	allDescs = []*prometheus.Desc{
+		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
 		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,

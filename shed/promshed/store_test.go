@@ -69,3 +69,64 @@ sluice_store_failed_open_total 2
 		t.Error(err)
 	}
 }
+
+// healthyStore is a memory store that reports a health, as a store with a
+// shared backend and a local fallback does.
+type healthyStore struct {
+	*store.Memory
+	h store.Health
+}
+
+func (s healthyStore) Health() store.Health { return s.h }
+
+// A store that reports its health exports its mode, share and fallback
+// counts; one that does not exports none of them.
+func TestStoreHealthMetrics(t *testing.T) {
+	h := store.Health{Degraded: true, Instances: 4, Share: 0.25, FallbackDecisions: 7, BackendErrors: 3, Trips: 2, Recoveries: 1}
+	c, err := shed.New([]shed.Rule{
+		{Name: "per-user", Identity: shed.User, Algorithm: shed.FixedWindow, Limit: 5, Window: time.Minute},
+	}, shed.WithStore(healthyStore{store.NewMemory(), h}), shed.WithClock(fixedClock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := promshed.New(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP sluice_store_degraded 1 while the shared store is bypassed and decisions are made locally on this instance's share, else 0.
+# TYPE sluice_store_degraded gauge
+sluice_store_degraded 1
+# HELP sluice_store_degraded_transitions_total Changes of the store's mode, to degraded (to="degraded") and back (to="shared").
+# TYPE sluice_store_degraded_transitions_total counter
+sluice_store_degraded_transitions_total{to="degraded"} 2
+sluice_store_degraded_transitions_total{to="shared"} 1
+# HELP sluice_store_fallback_decisions_total Decisions made locally because the shared store was bypassed.
+# TYPE sluice_store_fallback_decisions_total counter
+sluice_store_fallback_decisions_total 7
+# HELP sluice_store_share Fraction of each limit this instance enforces while the shared store is bypassed.
+# TYPE sluice_store_share gauge
+sluice_store_share 0.25
+`
+	if err := testutil.CollectAndCompare(col, strings.NewReader(want),
+		"sluice_store_degraded", "sluice_store_degraded_transitions_total", "sluice_store_fallback_decisions_total", "sluice_store_share"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(col, "sluice_store_instances", "sluice_store_backend_errors_total"); n != 2 {
+		t.Fatalf("instances and backend errors: %d series, want 2", n)
+	}
+
+	plain, err := shed.New([]shed.Rule{
+		{Name: "per-user", Identity: shed.User, Algorithm: shed.FixedWindow, Limit: 5, Window: time.Minute},
+	}, shed.WithClock(fixedClock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcol, err := promshed.New(nil, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(pcol, "sluice_store_degraded", "sluice_store_share"); n != 0 {
+		t.Fatalf("a store without a health report exported %d store health series", n)
+	}
+}

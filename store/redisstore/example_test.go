@@ -51,8 +51,11 @@ func ExampleFallback() {
 	}
 	st := f.Stats()
 	fmt.Println("degraded:", st.Degraded, "share:", st.Share, "admitted:", admitted)
+	h := f.Health() // what shed.Controller.Stats and promshed read
+	fmt.Println("health: degraded:", h.Degraded, "instances:", h.Instances, "local decisions:", h.FallbackDecisions)
 	// Output:
 	// degraded: true share: 0.25 admitted: 25
+	// health: degraded: true instances: 4 local decisions: 100
 }
 
 // New wraps the go-redis client the service already has. One Decide is

@@ -176,6 +176,22 @@ func (f *Fallback) Stats() FallbackStats {
 	}
 }
 
+// Health reports Stats as a store.Health, for shed's Stats and its metrics.
+func (f *Fallback) Health() store.Health {
+	s := f.Stats()
+	return store.Health{
+		Degraded:          s.Degraded,
+		Instances:         s.Instances,
+		Share:             s.Share,
+		FallbackDecisions: s.FallbackDecisions,
+		BackendErrors:     s.RedisErrors,
+		Trips:             s.Trips,
+		Recoveries:        s.Recoveries,
+	}
+}
+
+var _ store.HealthReporter = (*Fallback)(nil)
+
 // Register registers spec with the Redis store (no I/O) and, while a
 // local store exists, its share there. It returns the Store's errors.
 func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID, error) {
