@@ -63,6 +63,14 @@ func WithPercentile(p float64) LimiterOption {
 // (runtime/metrics: scheduler latency, GC CPU fraction, memory against
 // GOMEMLIMIT) at each window boundary and hand them to the Algorithm in
 // Window.Runtime. The read costs microseconds, once per window.
+//
+// Use it, with Default's WithRuntimeThresholds, for CPU-bound servers: when
+// requests queue for the CPU in front of the limited code (in the HTTP
+// server, in other goroutines), the latency of the limited work never
+// reaches the limit, and only the scheduler latency shows the overload.
+// bench's OverloadHTTP measures it: on a CPU-bound handler at 5x capacity
+// the latency-only limit kept 0.14 of capacity, with runtime signals 0.82 to
+// 0.90. Leave it off in simulations: the signals are the real process's.
 func WithRuntimeSignals() LimiterOption {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		c.runtime = true
