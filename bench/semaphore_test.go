@@ -22,6 +22,13 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			}
 			return func() bool { return s.TryAcquire(1) }, func() { s.Release(1) }
 		}},
+		{"sluice-sharded", func() (func() bool, func()) {
+			s, err := concurrency.NewShardedSemaphore(limit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() bool { return s.TryAcquire(1) }, func() { s.Release(1) }
+		}},
 		{"xsync", func() (func() bool, func()) {
 			s := semaphore.NewWeighted(limit)
 			return func() bool { return s.TryAcquire(1) }, func() { s.Release(1) }

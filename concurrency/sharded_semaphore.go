@@ -41,7 +41,7 @@ import (
 // this was developed on (shared with other jobs, so noisy), Semaphore's
 // TryAcquire plus Release was 1.2 to 2.3 times as fast as this one's, both
 // serially and with b.RunParallel (medians of -count 5 in three runs of the
-// bench module's BenchmarkShardedTryAcquireRelease; in the last, 29 ns
+// bench module's BenchmarkTryAcquireRelease/sluice-sharded; in the last, 29 ns
 // against 36 ns serially and 21 ns against 35 ns in parallel). The sharded form is built for
 // many cores hammering one limit, where the single word's cache line
 // bounces between them; it has not been measured on such a machine yet, so
