@@ -38,6 +38,43 @@ func normalizePrefix(p netip.Prefix) netip.Prefix {
 // dropped before parsing (so no zone string is interned). It allocates
 // nothing and returns the normalised address.
 func parseNode(s string) (netip.Addr, bool) {
+	// The common case first: a.b.c.d:port, as net/http fills RemoteAddr for
+	// an IPv4 peer. Anything else takes the general path, which accepts the
+	// same strings the same way (FuzzParseNode checks both agree).
+	if a, rest, ok := parseIPv4(s); ok && (rest == "" || rest[0] == ':' && isPort(rest[1:])) {
+		return a, true
+	}
+	return parseNodeGeneral(s)
+}
+
+// parseIPv4 parses the dotted quad at the start of s as netip.ParseAddr
+// does (four decimal fields of 0..255, no leading zeros) and returns the
+// address and what follows it.
+func parseIPv4(s string) (netip.Addr, string, bool) {
+	var ip [4]byte
+	i := 0
+	for f := range ip {
+		if f > 0 {
+			if i == len(s) || s[i] != '.' {
+				return netip.Addr{}, "", false
+			}
+			i++
+		}
+		start, v := i, 0
+		for i < len(s) && i-start < 4 && s[i] >= '0' && s[i] <= '9' {
+			v = v*10 + int(s[i]-'0')
+			i++
+		}
+		if n := i - start; n == 0 || n > 3 || v > 255 || n > 1 && s[start] == '0' {
+			return netip.Addr{}, "", false
+		}
+		ip[f] = byte(v)
+	}
+	return netip.AddrFrom4(ip), s[i:], true
+}
+
+// parseNodeGeneral is parseNode for every form.
+func parseNodeGeneral(s string) (netip.Addr, bool) {
 	if s == "" {
 		return netip.Addr{}, false
 	}

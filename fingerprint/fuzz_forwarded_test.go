@@ -60,3 +60,22 @@ func FuzzForwarded(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string) { fuzzResolve(t, r, "Forwarded", v) })
 }
+
+// FuzzParseNode checks that parseNode's IPv4 fast path answers every input
+// as the general parser does.
+func FuzzParseNode(f *testing.F) {
+	for _, s := range []string{
+		"1.2.3.4:80", "1.2.3.4", "255.255.255.255:65535", "01.2.3.4:1", "1.2.3.4:", "1.2.3.4:123456",
+		"1.2.3.4.5", "256.1.1.1:1", "1.2.3:4", "0.0.0.0:0", "1.2.3.4%eth0", "[::1]:80", "::ffff:1.2.3.4",
+		"1.2.3.4:80:90", "1.2.3.0004:1", "", ":80",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, ok := parseNode(s)
+		b, okb := parseNodeGeneral(s)
+		if a != b || ok != okb {
+			t.Fatalf("parseNode(%q) = %v, %v; the general parser says %v, %v", s, a, ok, b, okb)
+		}
+	})
+}

@@ -153,9 +153,6 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	if c.cat == nil {
 		c.cat = methodCategory
 	}
-	if c.headers == nil {
-		c.headers = func(h http.Header, d Decision) { d.WriteHeaders(h) }
-	}
 	if c.reject == nil {
 		c.reject = func(w http.ResponseWriter, _ *http.Request, d Decision) { d.WriteRejection(w) }
 	}

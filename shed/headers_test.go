@@ -1,9 +1,14 @@
 package shed
 
 import (
+	"math"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestCeilSecondsNeverEarly(t *testing.T) {
@@ -59,6 +64,34 @@ func TestPolicyValidate(t *testing.T) {
 	for _, p := range bad {
 		if err := p.validate(); err == nil || !strings.HasPrefix(err.Error(), "shed: ") {
 			t.Errorf("%+v: got %v, want a shed: error", p, err)
+		}
+	}
+}
+
+// TestAppendDecimal checks the hot path's integer and IP key formatting
+// against strconv and netip, on the edges and on random values.
+func TestAppendDecimal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v := rapid.OneOf(rapid.Int64Range(0, 1000), rapid.Int64Min(0)).Draw(t, "v")
+		prefix := rapid.SliceOfN(rapid.Byte(), 0, 70).Draw(t, "prefix")
+		got := string(appendDecimal(append([]byte(nil), prefix...), v))
+		if want := string(prefix) + strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendDecimal(%d) = %q, want %q", v, got, want)
+		}
+		ip := netip.AddrFrom4([4]byte(rapid.SliceOfN(rapid.Byte(), 4, 4).Draw(t, "ip")))
+		if got, want := string(appendIPKey(nil, ip)), "ip:"+ip.String(); got != want {
+			t.Fatalf("appendIPKey(%v) = %q, want %q", ip, got, want)
+		}
+	})
+	for _, v := range []int64{0, 9, 10, 99, 100, 999_999_999_999_999_999, math.MaxInt64} {
+		if got, want := string(appendDecimal(nil, v)), strconv.FormatInt(v, 10); got != want {
+			t.Errorf("appendDecimal(%d) = %q, want %q", v, got, want)
+		}
+	}
+	for _, s := range []string{"2001:db8::1", "::ffff:1.2.3.4", "fe80::1%eth0", "0.0.0.0", "255.255.255.255"} {
+		ip := netip.MustParseAddr(s)
+		if got, want := string(appendIPKey(nil, ip)), "ip:"+ip.String(); got != want {
+			t.Errorf("appendIPKey(%v) = %q, want %q", ip, got, want)
 		}
 	}
 }

@@ -54,7 +54,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The client went away while waiting: nobody reads this answer.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
 	}
-	c.headers(w.Header(), d)
+	if c.headers == nil {
+		d.writeHeaders(w.Header(), &a.slab)
+	} else {
+		c.headers(w.Header(), d)
+	}
 	if !d.Allowed {
 		c.put(a)
 		c.reject(w, r, d)

@@ -127,7 +127,7 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("key %q is not an IP address", v)
 		}
-		return string(ip.AppendTo([]byte("ip:"))), nil
+		return string(appendIPKey(nil, ip)), nil
 	case User:
 		return "user:" + v, nil
 	case APIKey:

@@ -23,13 +23,38 @@ const (
 )
 
 // headerBlock holds the header values of one response that vary: the
-// value slices and their bytes, in one allocation (112 bytes, a size
-// class). The strings point into buf; nothing writes to a block after it
-// is filled. Values that do not fit (a long rule name, a warning,
-// Retry-After) go to the heap as append grows b.
+// value slices and their bytes (112 bytes). The strings point into buf;
+// nothing writes to a block after it is filled. Values that do not fit (a
+// long rule name, a warning, Retry-After) go to the heap as append grows
+// the buffer.
 type headerBlock struct {
 	vals [3]string // RateLimit, X-RateLimit-Remaining, X-RateLimit-Reset
 	buf  [64]byte
+}
+
+// headerSlab hands out headerBlocks carved from one allocation of
+// slabBlocks, so that the header values of a response cost an allocation
+// only every slabBlocks responses. A block is never handed out twice, and
+// the slab stays alive while any response still refers to one of its
+// blocks. A headerSlab is owned by one attempt: not safe for concurrent
+// use. The zero value is ready.
+type headerSlab struct{ free []headerBlock }
+
+// slabBlocks is how many blocks one slab allocation holds (4 KiB, less 64 bytes): the
+// most memory one retained header value can keep alive.
+const slabBlocks = 36
+
+// next returns a fresh block; nil s allocates one block alone.
+func (s *headerSlab) next() *headerBlock {
+	if s == nil {
+		return new(headerBlock)
+	}
+	if len(s.free) == 0 {
+		s.free = make([]headerBlock, slabBlocks)
+	}
+	b := &s.free[0]
+	s.free = s.free[1:]
+	return b
 }
 
 // HeaderFields selects which rate-limit header fields Decision.WriteHeaders
@@ -59,68 +84,78 @@ const (
 // It allocates once. The RateLimit-Policy and X-RateLimit-Limit values
 // are computed once per rule set and shared by every response: replace
 // them (Header.Set, Header.Add) rather than write into their slices.
-func (d Decision) WriteHeaders(h http.Header) {
-	if d.plan == nil {
+func (d Decision) WriteHeaders(h http.Header) { d.writeHeaders(h, nil) }
+
+// writeHeaders is WriteHeaders without copying d. All values are appended
+// to one buffer first and the strings taken after the last append, so
+// that none of them sees the buffer move. The varying values go to a block
+// from slab (a new block of their own when slab is nil).
+func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
+	p := d.plan
+	if p == nil {
 		return
 	}
-	draft, legacy := d.plan.fields&DraftFields != 0, d.plan.fields&LegacyFields != 0
-	if draft && d.plan.policyV != nil {
-		h[hRateLimitPolicy] = d.plan.policyV
+	draft, legacy := p.fields&DraftFields != 0, p.fields&LegacyFields != 0
+	if draft && p.policyV != nil {
+		h[hRateLimitPolicy] = p.policyV
 	}
-	var (
-		blk *headerBlock
-		b   []byte
-		n   int
-	)
-	// set gives key the value b[from:], a string sharing b's memory: b only
-	// grows past it from here on (into a new array if it must, which the
-	// earlier strings do not see).
-	set := func(key string, from int) {
-		v := unsafe.String(&b[from], len(b)-from) // never empty: digits or a name
-		if n == len(blk.vals) {                   // the rare fields: a warning, Retry-After
-			h[key] = []string{v}
-			return
-		}
-		blk.vals[n] = v
-		h[key] = blk.vals[n : n+1 : n+1]
-		n++
+	retry := !d.Allowed && d.RetryAfter != concurrency.Never
+	if d.rule < 0 && !d.Warning && !retry {
+		return
 	}
-	if d.rule >= 0 || d.Warning || !d.Allowed {
-		blk = new(headerBlock)
-		b = blk.buf[:0]
-	}
+	blk := slab.next()
+	b := blk.buf[:0]
+	// Offsets into b: the RateLimit item [0, item) holds the remaining
+	// count at [rem, remEnd); then the reset time [item, reset), the
+	// warning [reset, warn), Retry-After [warn, len(b)).
+	var rem, remEnd, item int
+	var r *rule
 	if d.rule >= 0 {
-		r := &d.plan.rules[d.rule]
+		r = &p.rules[d.rule]
 		b = append(b, r.itemPrefix...)
-		b = strconv.AppendInt(b, max(0, d.Remaining), 10)
-		end := len(b)
+		rem = len(b)
+		b = appendDecimal(b, max(0, d.Remaining))
+		remEnd = len(b)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.Reset), 10)
-		if draft {
-			set(hRateLimit, 0)
-		}
+		b = appendDecimal(b, ceilSeconds(d.Reset))
+		item = len(b)
 		if legacy {
-			h[hXLimit] = r.limitV
-			// X-RateLimit-Remaining is the r of the item: the same bytes.
-			blk.vals[n] = unsafe.String(&b[len(r.itemPrefix)], end-len(r.itemPrefix))
-			h[hXRemaining] = blk.vals[n : n+1 : n+1]
-			n++
-			from := len(b)
-			b = strconv.AppendInt(b, ceilSeconds(time.Duration(d.wall+int64(d.Reset))), 10)
-			set(hXReset, from)
+			b = appendDecimal(b, ceilSeconds(time.Duration(max(0, d.wall+int64(d.Reset)))))
 		}
 	}
+	reset := len(b)
 	if d.Warning {
-		from := len(b)
 		b = append(b, "quota "...)
 		b = appendSFString(b, d.WarningRule)
 		b = append(b, " is past its soft limit"...)
-		set(hXWarning, from)
 	}
-	if !d.Allowed && d.RetryAfter != concurrency.Never {
-		from := len(b)
-		b = strconv.AppendInt(b, max(1, ceilSeconds(d.RetryAfter)), 10)
-		set(hRetryAfter, from)
+	warn := len(b)
+	if retry {
+		b = appendDecimal(b, max(1, ceilSeconds(d.RetryAfter)))
+	}
+	// b no longer grows: take the strings.
+	str := func(from, to int) string { return unsafe.String(&b[from], to-from) } // never empty
+	if r != nil {
+		n := 0
+		if draft {
+			blk.vals[n] = str(0, item)
+			h[hRateLimit] = blk.vals[n : n+1 : n+1]
+			n++
+		}
+		if legacy {
+			h[hXLimit] = r.limitV
+			blk.vals[n] = str(rem, remEnd) // the r of the item: the same bytes
+			h[hXRemaining] = blk.vals[n : n+1 : n+1]
+			n++
+			blk.vals[n] = str(item, reset)
+			h[hXReset] = blk.vals[n : n+1 : n+1]
+		}
+	}
+	if d.Warning {
+		h[hXWarning] = []string{str(reset, warn)}
+	}
+	if retry {
+		h[hRetryAfter] = []string{str(warn, len(b))}
 	}
 }
 
