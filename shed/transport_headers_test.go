@@ -134,3 +134,34 @@ func TestTransportReadsShedHeaders(t *testing.T) {
 		t.Fatalf("RateLimit %q, RateLimit-Policy %q: got %+v, want %+v", h.Get("RateLimit"), h.Get("RateLimit-Policy"), got, want)
 	}
 }
+
+// BenchmarkTransportQuotas measures reading the quota fields of one
+// upstream response, per shape of header the Transport meets.
+func BenchmarkTransportQuotas(b *testing.B) {
+	date := time.Unix(1_800_000_000, 0)
+	for _, bc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"ietf", []string{"RateLimit", `"burst";r=50;t=30`}},
+		{"ietf-policy", []string{
+			"RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`,
+			"RateLimit", `"burst";r=50;t=30, "daily";r=999;t=3600`}},
+		{"ietf-invalid", []string{"RateLimit", `"burst";r=50;t=30,`, "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "30"}},
+		{"x-ratelimit", []string{"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "30"}},
+	} {
+		h := http.Header{}
+		for i := 0; i < len(bc.kv); i += 2 {
+			h.Add(bc.kv[i], bc.kv[i+1])
+		}
+		if len(transportQuotas(h, date)) == 0 {
+			b.Fatalf("%s: no quota read from %v", bc.name, h)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				transportQuotas(h, date)
+			}
+		})
+	}
+}
