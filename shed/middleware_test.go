@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -218,35 +219,35 @@ func TestHeaders(t *testing.T) {
 			t.Fatalf("request %d: %d", i, w.Code)
 		}
 		hd := w.Header()
-		policies, err := parseSFList(hd.Get("RateLimit-Policy"))
+		policies, err := parseSFList(hd.Get("RateLimit-Policy"), math.MaxInt)
 		if err != nil || len(policies) != 2 {
 			t.Fatalf("RateLimit-Policy %q: %v", hd.Get("RateLimit-Policy"), err)
 		}
-		if q, _ := policies[0].param("q"); q != int64(3) {
+		if q, _ := policies[0].param("q"); q != sfInt(3) {
 			t.Fatalf("burst q = %v", q)
 		}
-		if wnd, _ := policies[0].param("w"); wnd != int64(30) {
+		if wnd, _ := policies[0].param("w"); wnd != sfInt(30) {
 			t.Fatalf("burst w = %v", wnd)
 		}
-		items, err := parseSFList(hd.Get("RateLimit"))
-		if err != nil || len(items) != 1 || items[0].val != "burst" {
+		items, err := parseSFList(hd.Get("RateLimit"), math.MaxInt)
+		if err != nil || len(items) != 1 || items[0].sfValue != sfStr("burst") {
 			t.Fatalf("RateLimit %q: %v", hd.Get("RateLimit"), err)
 		}
-		r, _ := items[0].param("r")
-		tt, _ := items[0].param("t")
+		r, okR := items[0].intParam("r")
+		tt, okT := items[0].intParam("t")
 		rem, _ := strconv.ParseInt(hd.Get("X-RateLimit-Remaining"), 10, 64)
 		reset, _ := strconv.ParseInt(hd.Get("X-RateLimit-Reset"), 10, 64)
-		if r != rem || rem != int64(2-i) || (prev >= 0 && rem != prev-1) {
+		if !okR || r != rem || rem != int64(2-i) || (prev >= 0 && rem != prev-1) {
 			t.Fatalf("request %d: r=%v remaining=%d prev=%d", i, r, rem, prev)
 		}
 		prev = rem
 		if hd.Get("X-RateLimit-Limit") != "3" {
 			t.Fatalf("X-RateLimit-Limit %q", hd.Get("X-RateLimit-Limit"))
 		}
-		if reset*int64(time.Second) <= wallNow() || tt.(int64) <= 0 {
+		if reset*int64(time.Second) <= wallNow() || !okT || tt <= 0 {
 			t.Fatalf("reset %d (t=%v) is not in the future of %d", reset, tt, wallNow()/1e9)
 		}
-		if reset > wallNow()/int64(time.Second)+tt.(int64)+1 {
+		if reset > wallNow()/int64(time.Second)+tt+1 {
 			t.Fatalf("reset %d disagrees with t=%v", reset, tt)
 		}
 	}
@@ -381,12 +382,12 @@ func TestHeadersLongName(t *testing.T) {
 		if w.Code != want {
 			t.Fatalf("request %d: %d", i, w.Code)
 		}
-		items, err := parseSFList(w.Header().Get("RateLimit"))
-		if err != nil || len(items) != 1 || items[0].val != name {
+		items, err := parseSFList(w.Header().Get("RateLimit"), math.MaxInt)
+		if err != nil || len(items) != 1 || items[0].sfValue != sfStr(name) {
 			t.Fatalf("RateLimit %q: %v", w.Header().Get("RateLimit"), err)
 		}
-		r, _ := items[0].param("r")
-		if r != int64(max(0, 1-i)) || w.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(max(0, 1-i)) {
+		r, ok := items[0].intParam("r")
+		if !ok || r != int64(max(0, 1-i)) || w.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(max(0, 1-i)) {
 			t.Fatalf("request %d: r=%v, remaining %q", i, r, w.Header().Get("X-RateLimit-Remaining"))
 		}
 		if (w.Header().Get("X-RateLimit-Warning") != "") != (i < 2) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"sync/atomic"
@@ -178,19 +179,19 @@ func TestHeadersParse(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "requests") {
 			w := send(h, "192.0.2.1")
 			hd := w.Header()
-			pol, err := parseSFList(hd.Get("RateLimit-Policy"))
-			if err != nil || len(pol) != 1 || pol[0].val != name {
+			pol, err := parseSFList(hd.Get("RateLimit-Policy"), math.MaxInt)
+			if err != nil || len(pol) != 1 || pol[0].sfValue != sfStr(name) {
 				t.Fatalf("RateLimit-Policy %q: %v", hd.Get("RateLimit-Policy"), err)
 			}
-			if q, _ := pol[0].param("q"); q != limit {
+			if q, _ := pol[0].param("q"); q != sfInt(limit) {
 				t.Fatalf("q %v, limit %d", q, limit)
 			}
-			items, err := parseSFList(hd.Get("RateLimit"))
-			if err != nil || len(items) != 1 || items[0].val != name {
+			items, err := parseSFList(hd.Get("RateLimit"), math.MaxInt)
+			if err != nil || len(items) != 1 || items[0].sfValue != sfStr(name) {
 				t.Fatalf("RateLimit %q: %v", hd.Get("RateLimit"), err)
 			}
-			rem, _ := items[0].param("r")
-			if fmt.Sprint(rem) != hd.Get("X-RateLimit-Remaining") || rem.(int64) > limit {
+			rem, ok := items[0].intParam("r")
+			if !ok || fmt.Sprint(rem) != hd.Get("X-RateLimit-Remaining") || rem > limit {
 				t.Fatalf("r=%v, X-RateLimit-Remaining %q", rem, hd.Get("X-RateLimit-Remaining"))
 			}
 			if w.Code == http.StatusTooManyRequests && hd.Get("Retry-After") == "" {
