@@ -75,16 +75,8 @@ func transportDeltaSeconds(v string) (int64, bool) {
 // skipped, since neither alone says how long the count holds.
 func transportQuotas(h http.Header, date time.Time) []transportQuota {
 	if v := h.Values("RateLimit"); len(v) > 0 {
-		items, ok := transportParseSFList(strings.Join(v, ","))
-		if ok {
-			limits := map[string]int64{}
-			if p, ok := transportParseSFList(strings.Join(h.Values("RateLimit-Policy"), ",")); ok {
-				for _, it := range p {
-					if q, ok := it.intParam("q"); ok && q > 0 {
-						limits[it.name] = q
-					}
-				}
-			}
+		if items, ok := transportRateLimitList(strings.Join(v, ",")); ok {
+			policies, _ := transportRateLimitList(strings.Join(h.Values("RateLimit-Policy"), ","))
 			var qs []transportQuota
 			for _, it := range items {
 				r, okR := it.intParam("r")
@@ -93,9 +85,9 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 					continue
 				}
 				qs = append(qs, transportQuota{
-					name:      it.name,
+					name:      it.s,
 					remaining: r,
-					limit:     limits[it.name],
+					limit:     transportPolicyLimit(policies, it.s),
 					reset:     time.Duration(min(t, transportMaxSeconds)) * time.Second,
 				})
 				if len(qs) == transportMaxQuotas {
@@ -130,250 +122,45 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 	return []transportQuota{{remaining: rem, limit: limit, reset: d}}
 }
 
-// transportSFItem is one member of a Structured Field list as the RateLimit
-// fields use it: a string or token naming the policy, with parameters.
-// Parameters whose value is not an integer keep only their presence.
-type transportSFItem struct {
-	name   string
-	params []transportSFParam
-}
-
-type transportSFParam struct {
-	key   string
-	value int64
-	isInt bool
-}
-
-// intParam returns the integer parameter key, the last one if repeated
-// (RFC 9651: later keys overwrite earlier ones).
-func (it transportSFItem) intParam(key string) (int64, bool) {
-	for i := len(it.params) - 1; i >= 0; i-- {
-		if it.params[i].key == key {
-			return it.params[i].value, it.params[i].isInt
-		}
-	}
-	return 0, false
-}
-
-// transportMaxSFMembers caps the members read from one list, so that a
-// hostile header costs bounded work and memory.
+// transportMaxSFMembers caps the members kept of one list, and the
+// parameters kept of one member, so that a hostile header costs bounded
+// memory; the rest are checked, then ignored.
 const transportMaxSFMembers = 16
 
-// transportParseSFList parses the subset of an RFC 9651 list the RateLimit
-// fields use: members that are strings or tokens, each with parameters whose
-// values are integers, strings, tokens, byte sequences or booleans. It
-// reports false when the value is not such a list (the whole field is then
-// ignored, as RFC 9651 asks). Inner lists, decimals and other exotic values
-// are rejected.
-func transportParseSFList(s string) ([]transportSFItem, bool) {
-	p := transportSFParser{s: s}
-	p.skipSP()
-	if p.done() {
-		return nil, true
+// transportRateLimitList parses a RateLimit or RateLimit-Policy field
+// value: a Structured Field List of Strings or Tokens naming policies, with
+// parameters whose values are Integers, Strings, Tokens, Byte Sequences or
+// Booleans. It reports false for a value that is not a valid List, or a
+// List of another shape (an Inner List, a number as a member, a Decimal
+// parameter): the whole field is then ignored, as RFC 9651 asks. The shape
+// is judged on what is kept: the first transportMaxSFMembers members, and
+// as many parameters of each.
+func transportRateLimitList(v string) ([]sfItem, bool) {
+	items, err := parseSFList(v, transportMaxSFMembers)
+	if err != nil {
+		return nil, false
 	}
-	var items []transportSFItem
-	for {
-		it, ok := p.item()
-		if !ok {
+	for _, it := range items {
+		if it.kind != sfString && it.kind != sfToken {
 			return nil, false
 		}
-		if len(items) < transportMaxSFMembers {
-			items = append(items, it)
-		}
-		p.skipOWS()
-		if p.done() {
-			return items, true
-		}
-		if p.s[p.i] != ',' {
-			return nil, false
-		}
-		p.i++
-		p.skipOWS()
-		if p.done() {
-			return nil, false // trailing comma
-		}
-	}
-}
-
-type transportSFParser struct {
-	s string
-	i int
-}
-
-func (p *transportSFParser) done() bool { return p.i >= len(p.s) }
-
-func (p *transportSFParser) skipSP() {
-	for p.i < len(p.s) && p.s[p.i] == ' ' {
-		p.i++
-	}
-}
-
-func (p *transportSFParser) skipOWS() {
-	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t') {
-		p.i++
-	}
-}
-
-func (p *transportSFParser) item() (transportSFItem, bool) {
-	var it transportSFItem
-	if p.done() {
-		return it, false
-	}
-	var ok bool
-	switch c := p.s[p.i]; {
-	case c == '"':
-		it.name, ok = p.str()
-	case transportIsAlpha(c) || c == '*':
-		it.name, ok = p.token()
-	default:
-		return it, false
-	}
-	if !ok {
-		return it, false
-	}
-	for p.i < len(p.s) && p.s[p.i] == ';' {
-		p.i++
-		p.skipSP()
-		key, ok := p.key()
-		if !ok {
-			return it, false
-		}
-		prm := transportSFParam{key: key}
-		if p.i < len(p.s) && p.s[p.i] == '=' {
-			p.i++
-			if prm.value, prm.isInt, ok = p.bareValue(); !ok {
-				return it, false
+		for _, p := range it.params {
+			switch p.kind {
+			case sfDecimal, sfDate, sfDisplayString:
+				return nil, false
 			}
 		}
-		if len(it.params) < transportMaxSFMembers {
-			it.params = append(it.params, prm)
-		}
 	}
-	return it, true
+	return items, true
 }
 
-// bareValue parses a parameter value; it returns the value when it is an
-// integer.
-func (p *transportSFParser) bareValue() (int64, bool, bool) {
-	if p.done() {
-		return 0, false, false
-	}
-	switch c := p.s[p.i]; {
-	case c == '-' || (c >= '0' && c <= '9'):
-		n, ok := p.integer()
-		return n, true, ok
-	case c == '"':
-		_, ok := p.str()
-		return 0, false, ok
-	case transportIsAlpha(c) || c == '*':
-		_, ok := p.token()
-		return 0, false, ok
-	case c == ':':
-		j := strings.IndexByte(p.s[p.i+1:], ':')
-		if j < 0 {
-			return 0, false, false
-		}
-		for _, b := range []byte(p.s[p.i+1 : p.i+1+j]) {
-			if !transportIsAlpha(b) && !(b >= '0' && b <= '9') && b != '+' && b != '/' && b != '=' {
-				return 0, false, false
-			}
-		}
-		p.i += j + 2
-		return 0, false, true
-	case c == '?':
-		if p.i+1 < len(p.s) && (p.s[p.i+1] == '0' || p.s[p.i+1] == '1') {
-			p.i += 2
-			return 0, false, true
+// transportPolicyLimit returns the quota q of the policy named name, from
+// the last such policy with a positive q; 0 when there is none.
+func transportPolicyLimit(policies []sfItem, name string) int64 {
+	for i := len(policies) - 1; i >= 0; i-- {
+		if q, ok := policies[i].intParam("q"); ok && q > 0 && policies[i].s == name {
+			return q
 		}
 	}
-	return 0, false, false
-}
-
-// integer parses an sf-integer: an optional minus and 1 to 15 digits.
-func (p *transportSFParser) integer() (int64, bool) {
-	neg := false
-	if p.s[p.i] == '-' {
-		neg = true
-		p.i++
-	}
-	start := p.i
-	var n int64
-	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-		if p.i-start == 15 {
-			return 0, false
-		}
-		n = n*10 + int64(p.s[p.i]-'0')
-		p.i++
-	}
-	if p.i == start || (p.i < len(p.s) && p.s[p.i] == '.') {
-		return 0, false // no digits, or a decimal
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
-// str parses an sf-string.
-func (p *transportSFParser) str() (string, bool) {
-	p.i++ // opening quote
-	var b strings.Builder
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		p.i++
-		switch {
-		case c == '\\':
-			if p.i >= len(p.s) || (p.s[p.i] != '"' && p.s[p.i] != '\\') {
-				return "", false
-			}
-			b.WriteByte(p.s[p.i])
-			p.i++
-		case c == '"':
-			return b.String(), true
-		case c < 0x20 || c > 0x7e:
-			return "", false
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", false // unterminated
-}
-
-// token parses an sf-token.
-func (p *transportSFParser) token() (string, bool) {
-	start := p.i
-	p.i++
-	for p.i < len(p.s) && transportIsTChar(p.s[p.i]) {
-		p.i++
-	}
-	return p.s[start:p.i], true
-}
-
-// key parses a parameter key: lower-case alpha or '*' first, then
-// lower-case alphanumerics and _-.*
-func (p *transportSFParser) key() (string, bool) {
-	if p.done() || !((p.s[p.i] >= 'a' && p.s[p.i] <= 'z') || p.s[p.i] == '*') {
-		return "", false
-	}
-	start := p.i
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' || c == '*' {
-			p.i++
-			continue
-		}
-		break
-	}
-	return p.s[start:p.i], true
-}
-
-func transportIsAlpha(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
-
-// transportIsTChar reports whether c may continue an sf-token (tchar, ':'
-// and '/').
-func transportIsTChar(c byte) bool {
-	if transportIsAlpha(c) || (c >= '0' && c <= '9') {
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
+	return 0
 }

@@ -66,6 +66,15 @@ func TestTransportQuotasParse(t *testing.T) {
 		{"ietf item without t skipped", h("RateLimit", `"a";r=1, "b";r=2;t=3`),
 			[]transportQuota{{"b", 2, 0, 3 * time.Second}}},
 		{"ietf decimal rejected", h("RateLimit", `"a";r=1.5;t=2`), nil},
+		{"ietf other shapes ignored", h("RateLimit", `"a";r=1;t=2, (1 2)`, "RateLimit", `"b";r=1;t=2;d=@1`,
+			"X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
+			[]transportQuota{{"", 9, 0, 9 * time.Second}}},
+		{"ietf byte sequence not base64", h("RateLimit", `"a";r=1;t=2;pk=:A:`, "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
+			[]transportQuota{{"", 9, 0, 9 * time.Second}}},
+		{"ietf invalid policy ignored", h("RateLimit-Policy", `"a";q=5,`, "RateLimit", `"a";r=1;t=2`),
+			[]transportQuota{{"a", 1, 0, 2 * time.Second}}},
+		{"ietf last positive q wins", h("RateLimit-Policy", `a;q=5, b;q=6, "a";q=7, a;q=0`, "RateLimit", `"a";r=1;t=2`),
+			[]transportQuota{{"a", 1, 7, 2 * time.Second}}},
 		{"none", h(), nil},
 	} {
 		got := transportQuotas(tc.h, date)
