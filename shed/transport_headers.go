@@ -74,9 +74,11 @@ func transportDeltaSeconds(v string) (int64, bool) {
 // fields are ignored; items without a remaining count or a reset time are
 // skipped, since neither alone says how long the count holds.
 func transportQuotas(h http.Header, date time.Time) []transportQuota {
-	if v := h.Values("RateLimit"); len(v) > 0 {
+	// The field names are written in canonical form (as http.Header keeps
+	// them), which spares Get and Values a copy of each.
+	if v := h.Values("Ratelimit"); len(v) > 0 {
 		if items, ok := transportRateLimitList(strings.Join(v, ",")); ok {
-			policies, _ := transportRateLimitList(strings.Join(h.Values("RateLimit-Policy"), ","))
+			policies, _ := transportRateLimitList(strings.Join(h.Values("Ratelimit-Policy"), ","))
 			var qs []transportQuota
 			for _, it := range items {
 				r, okR := it.intParam("r")
@@ -99,11 +101,11 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 			}
 		}
 	}
-	rem, ok := transportDeltaSeconds(strings.TrimSpace(h.Get("X-RateLimit-Remaining")))
+	rem, ok := transportDeltaSeconds(strings.TrimSpace(h.Get("X-Ratelimit-Remaining")))
 	if !ok {
 		return nil
 	}
-	rv := strings.TrimSpace(h.Get("X-RateLimit-Reset"))
+	rv := strings.TrimSpace(h.Get("X-Ratelimit-Reset"))
 	if rv == "" || len(rv) > 15 || strings.Trim(rv, "0123456789") != "" {
 		return nil
 	}
@@ -118,7 +120,7 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 	} else {
 		d = time.Duration(min(reset, transportMaxSeconds)) * time.Second
 	}
-	limit, _ := transportDeltaSeconds(strings.TrimSpace(h.Get("X-RateLimit-Limit")))
+	limit, _ := transportDeltaSeconds(strings.TrimSpace(h.Get("X-Ratelimit-Limit")))
 	return []transportQuota{{remaining: rem, limit: limit, reset: d}}
 }
 
