@@ -78,19 +78,20 @@ type sfError struct {
 
 func (e *sfError) Error() string {
 	// Quote the field, or for a long one the stretch around the fault.
-	from, to := 0, len(e.field)
-	if to > 64 {
-		from, to = max(0, e.at-24), min(len(e.field), e.at+24)
+	if len(e.field) > 64 {
+		from, to := max(0, e.at-24), min(len(e.field), e.at+24)
+		return fmt.Sprintf("shed: structured field ...%q...: byte %d: %s", e.field[from:to], e.at, e.msg)
 	}
-	return fmt.Sprintf("shed: structured field %q: byte %d: %s", e.field[from:to], e.at, e.msg)
+	return fmt.Sprintf("shed: structured field %q: byte %d: %s", e.field, e.at, e.msg)
 }
 
 // parseSFList parses s, a List field value, by the rules of RFC 9651
 // (sections 4.2 and 4.2.1), all its types included. It keeps the first keep
-// members of the list, and of each member the first keep parameters and
-// inner-list members; the rest are checked, then dropped, so that a hostile
-// field costs bounded memory. A blank s is the empty List. For a value that
-// is not a valid List it returns an *sfError that says what is wrong where.
+// (at least 1) members of the list, and of each member the first keep
+// parameters and inner-list members; the rest are checked, then dropped, so
+// that a hostile field costs bounded memory. A blank s is the empty List.
+// For a value that is not a valid List it returns an *sfError that says
+// what is wrong where.
 func parseSFList(s string, keep int) ([]sfItem, error) {
 	p := sfParser{s: s, keep: keep}
 	p.skipSP()
@@ -98,7 +99,8 @@ func parseSFList(s string, keep int) ([]sfItem, error) {
 		return nil, nil
 	}
 	// Commas and semicolons bound how many members and parameters s holds
-	// (strings may hold some too): both slices are allocated once.
+	// (strings may hold some too): the members take one allocation, and so
+	// do the parameters, up to 64 of them.
 	items := make([]sfItem, 0, min(keep, strings.Count(s, ",")+1))
 	p.params = make([]sfParam, 0, min(strings.Count(s, ";"), 64))
 	for {
