@@ -126,8 +126,8 @@ func (m *Memory) lookup(id LimitID) memLimit {
 
 // Decide charges req's hits at req.Now, all or nothing (see Store). It
 // returns an error, charging nothing, when req is malformed (Request.Check),
-// names a limit this store did not register, or has a negative Now. It does
-// not allocate for a warm key.
+// names a limit this store does not hold (ErrUnknownLimit), or has a
+// negative Now. It does not allocate for a warm key.
 func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Decide needs a request and a result")
@@ -145,8 +145,8 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	}
 	hits := req.Hits[:req.N]
 	for i := range hits {
-		if int(hits[i].Limit) > len(ls) {
-			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, hits[i].Limit)
+		if id := hits[i].Limit; int(id) > len(ls) {
+			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, id)
 		}
 	}
 	now := req.Now
@@ -174,15 +174,15 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 
 // Release gives lease back at now. It returns ErrLeaseNotHeld when the
 // lease is not held (released already, expired at or before now, or not
-// from this store), and an error when its limit is unknown or not a
-// Concurrency limit.
+// from this store), an error matching ErrUnknownLimit when its limit is
+// unknown, and an error when that is not a Concurrency limit.
 func (m *Memory) Release(_ context.Context, lease Lease, now int64) error {
 	if !lease.Held() {
 		return ErrLeaseNotHeld
 	}
 	l := m.lookup(lease.Limit)
 	if l == nil {
-		return fmt.Errorf("store: lease names limit %d, which is not registered", lease.Limit)
+		return fmt.Errorf("%w: lease names limit %d", ErrUnknownLimit, lease.Limit)
 	}
 	held, err := l.release(lease, now)
 	if err != nil {

@@ -311,8 +311,8 @@ func (f *Fallback) decideLocal(ctx context.Context, req *store.Request, res *sto
 	limits := f.load()
 	hits := req.Hits[:req.N]
 	for i := range hits {
-		if int(hits[i].Limit) > len(limits) {
-			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, hits[i].Limit)
+		if id := hits[i].Limit; int(id) > len(limits) {
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, id)
 		}
 	}
 	l := f.localFor()
@@ -370,6 +370,10 @@ func (f *Fallback) Release(ctx context.Context, lease store.Lease, now int64) er
 		inner := lease
 		inner.Limit &= limitIDMask
 		return l.mem.Release(ctx, inner, now)
+	}
+	if id := lease.Limit; id == 0 || int(id) > len(f.load()) {
+		// Bad input, not an outage, even while degraded.
+		return fmt.Errorf("%w: lease names limit %d", store.ErrUnknownLimit, id)
 	}
 	if f.open.Load() {
 		return store.Unavailable(errDegraded)

@@ -179,11 +179,11 @@ func (s *Store) keys(l *limit, key string) (string, string) {
 // server's clock (see store.Store). It ignores req.Now; res.Now is the
 // server's time in Unix nanoseconds, at microsecond resolution, and lease
 // expiries are on that clock. It returns an error, charging nothing, when
-// req is malformed or names a limit this store did not register; the
-// caller's ctx.Err() when ctx ends first; and an error matching
-// store.ErrUnavailable when Redis fails or misses the store's deadline (a
-// lost reply is not retried, so the request may or may not have been
-// charged on the server). It blocks for one round trip.
+// req is malformed or names a limit this store does not hold (matching
+// store.ErrUnknownLimit); the caller's ctx.Err() when ctx ends first; and
+// an error matching store.ErrUnavailable when Redis fails or misses the
+// store's deadline (a lost reply is not retried, so the request may or may
+// not have been charged on the server). It blocks for one round trip.
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Decide needs a request and a result")
@@ -200,7 +200,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	for i := range hits {
 		h := &hits[i]
 		if int(h.Limit) > len(ls) {
-			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, h.Limit)
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
 		}
 		l := ls[h.Limit-1]
 		lim[i] = l
@@ -296,17 +296,17 @@ func replyNow(vals []any) (int64, error) {
 // Release gives lease back, on the server's clock (it ignores now). It
 // returns store.ErrLeaseNotHeld when the lease is not held (released
 // already, expired, or not from a store of this prefix), an error when its
-// limit is unknown or not a Concurrency limit, the caller's ctx.Err() when
-// ctx ends first, and an error matching store.ErrUnavailable when Redis
-// fails (the lease then lapses at its expiry). It blocks for one round
-// trip.
+// limit is unknown (matching store.ErrUnknownLimit) or not a Concurrency
+// limit, the caller's ctx.Err() when ctx ends first, and an error matching
+// store.ErrUnavailable when Redis fails (the lease then lapses at its
+// expiry). It blocks for one round trip.
 func (s *Store) Release(ctx context.Context, lease store.Lease, _ int64) error {
 	if !lease.Held() {
 		return store.ErrLeaseNotHeld
 	}
 	l := s.lookup(lease.Limit)
 	if l == nil {
-		return fmt.Errorf("store: lease names limit %d, which is not registered", lease.Limit)
+		return fmt.Errorf("%w: lease names limit %d", store.ErrUnknownLimit, lease.Limit)
 	}
 	if l.spec.Algorithm != store.Concurrency {
 		return fmt.Errorf("store: lease names limit %d, which is not a concurrency limit", lease.Limit)

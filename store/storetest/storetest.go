@@ -674,11 +674,14 @@ func testBadRequests(h *harness) {
 		if !strings.HasPrefix(err.Error(), "store: ") {
 			h.t.Errorf("%s: error %q does not start with \"store: \"", name, err)
 		}
+		if unknown := name == "unknown limit" || name == "second hit bad"; unknown != errors.Is(err, store.ErrUnknownLimit) {
+			h.t.Errorf("%s: errors.Is(%v, ErrUnknownLimit) = %v", name, err, !unknown)
+		}
 	}
 	if d := h.peek(id, "k"); d.Remaining != 5 {
 		h.t.Fatalf("bad requests charged the limit: Remaining %d, want 5", d.Remaining)
 	}
-	if err := h.s.Release(context.Background(), store.Lease{Limit: id + 100, Key: "k", ID: 1, Cost: 1}, h.now); err == nil {
-		h.t.Fatal("Release of a lease of an unknown limit succeeded")
+	if err := h.s.Release(context.Background(), store.Lease{Limit: id + 100, Key: "k", ID: 1, Cost: 1}, h.now); !errors.Is(err, store.ErrUnknownLimit) {
+		h.t.Fatalf("Release of a lease of an unknown limit: %v, want ErrUnknownLimit", err)
 	}
 }
