@@ -40,4 +40,14 @@ type Store interface {
 	// exactly once on every path. A lease of an unknown limit is an error
 	// matching ErrUnknownLimit.
 	Release(ctx context.Context, lease Lease, now int64) error
+
+	// Unregister drops limit id: it stops existing, and its state may be
+	// freed. Afterwards Decide naming id and Release of its leases return
+	// an error matching ErrUnknownLimit, and so does Unregister of id
+	// again, or of an id the store never handed out. IDs are never
+	// reused; the limit's name is free to be registered again, under a
+	// new id. Unregister may run concurrently with Decide and Release: a
+	// Decide racing with it either decides on the limit as it was or
+	// fails with ErrUnknownLimit. Errors start with "store: ".
+	Unregister(ctx context.Context, id LimitID) error
 }

@@ -30,8 +30,9 @@ import (
 //
 // Calls run with a per-call deadline (WithTimeout, DefaultTimeout by
 // default) and are never retried by go-redis: a lost reply fails the call
-// with store.ErrUnavailable rather than risk charging twice. Register is
-// local (no I/O): it keeps each spec's parameters for the script.
+// with store.ErrUnavailable rather than risk charging twice. Register and
+// Unregister are local (no I/O): they keep each spec's parameters for the
+// script.
 //
 // A Store is safe for concurrent use. It has no goroutine and nothing to
 // close; the client stays the caller's. Use New; the zero value is not
@@ -43,9 +44,11 @@ type Store struct {
 
 	decide, release, heartbeat script
 
-	mu     sync.Mutex // serializes Register
-	names  map[string]struct{}
-	limits atomic.Pointer[[]*limit] // copy on write; index LimitID-1
+	mu    sync.Mutex // serializes Register and Unregister
+	names map[string]struct{}
+	// limits is copied on write, indexed by LimitID-1; an unregistered
+	// limit leaves nil, so that IDs are never reused.
+	limits atomic.Pointer[[]*limit]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -150,6 +153,28 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 	return store.LimitID(len(next)), nil
 }
 
+// Unregister drops limit id from this Store, without I/O (see
+// store.Store): later calls naming id fail with store.ErrUnknownLimit, and
+// its name may be registered again. Its keys in Redis are not deleted:
+// every key the scripts write has a TTL and expires by itself, and other
+// Stores of the prefix that registered the name share them. A limit
+// registered again under the name meets that state until it expires. It
+// returns an error matching store.ErrUnknownLimit when id is not
+// registered.
+func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lookup(id)
+	if l == nil {
+		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	}
+	next := slices.Clone(s.load())
+	next[id-1] = nil
+	delete(s.names, l.spec.Name)
+	s.limits.Store(&next)
+	return nil
+}
+
 func (s *Store) load() []*limit {
 	if p := s.limits.Load(); p != nil {
 		return *p
@@ -199,7 +224,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	args = append(args, req.N)
 	for i := range hits {
 		h := &hits[i]
-		if int(h.Limit) > len(ls) {
+		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
 			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
 		}
 		l := ls[h.Limit-1]
