@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ type attempt struct {
 	set *ruleSet
 	// gen tells a live Token from a stale copy: Done moves it on once.
 	gen atomic.Uint64
+	// epoch is the counter the decision entered (see Controller.enter).
+	epoch int
 
 	at   Attempt
 	cost int64
@@ -133,10 +136,24 @@ func (a *attempt) keyString(id Identity) string {
 	return unsafe.String(&a.buf[k.start], k.end-k.start)
 }
 
-// decide runs the attempt a.at through the plan of its category and writes
-// the decision to d (by pointer: a Decision is some 150 bytes). On an
-// allowed decision the attempt holds its permits until done; otherwise it
-// holds nothing.
+// decideIn decides a on the rule set in force, counted among the running
+// decisions of the epoch (see storeLimits) until its store call is done.
+// With a request r, the set's categorizer gives a's category: one rule set
+// for the whole request, its categorizer and its rules.
+func (c *Controller) decideIn(ctx context.Context, a *attempt, r *http.Request, d *Decision) error {
+	c.enter(a)
+	defer c.leave(a) // also when the categorizer or the decision hook panics
+	a.set = c.set.Load()
+	if r != nil && a.set.categorized() { // some rule names a category
+		a.at.Category = a.set.cat(r)
+	}
+	return c.decide(ctx, a, d)
+}
+
+// decide runs the attempt a.at through the plan of its category in a.set
+// (see decideIn) and writes the decision to d (by pointer: a Decision is
+// some 150 bytes). On an allowed decision the attempt holds its permits
+// until done; otherwise it holds nothing.
 func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error {
 	now := a.at.Now
 	if now == 0 {
@@ -150,12 +167,7 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost = now, cost
-	s := a.set // the middleware's, when it chose the category
-	if s == nil {
-		s = c.set.Load()
-		a.set = s
-	}
-	p := s.planFor(a.at.Category, a.at.Tier)
+	p := a.set.planFor(a.at.Category, a.at.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 
 	// Identity keys first: the strings over buf are taken after the last

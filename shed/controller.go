@@ -72,7 +72,10 @@ type plan struct {
 type Controller struct {
 	// set is the rule set in force: swapped whole by Reload and
 	// SetOverrides, read once per decision.
-	set     atomic.Pointer[ruleSet]
+	set atomic.Pointer[ruleSet]
+	// epoch counts the publications of set that found no decision of the
+	// epoch before running: see storeLimits.
+	epoch   atomic.Uint64
 	mu      sync.Mutex // serializes the writers of set
 	store   store.Store
 	now     func() int64
@@ -93,6 +96,7 @@ type Controller struct {
 	// scaledIDs are the store limits registered for overrides, by their
 	// parameters (under mu), so that overrides of equal scale share one.
 	scaledIDs map[store.Spec]store.LimitID
+	limits    storeLimits // under mu
 
 	// wallAnchor is the Unix time in ns at monoAnchor on the clock: the
 	// wall time of a decision is derived, never read again.
@@ -111,7 +115,8 @@ type Controller struct {
 // starting with "shed: " for an invalid rule or option: an empty or
 // repeated name, parameters that do not fit the algorithm (checked by the
 // store and the concurrency package), more than store.MaxHits per-key rules
-// for one category, and the like.
+// for one category, and the like; the store limits it registered before
+// it failed are unregistered then.
 func New(rules []Rule, opts ...Option) (*Controller, error) {
 	var cfg config
 	for _, o := range opts {
@@ -163,10 +168,11 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	c.ctr = newCounters(nGlobal)
 	set, err := c.compile(rules, nil, cfg.dryRun)
 	if err != nil {
+		c.dropFresh()
 		return nil, err
 	}
 	set.cat = c.cat
-	c.set.Store(set)
+	c.publish(set)
 	c.pool.New = func() any {
 		return &attempt{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}
 	}
@@ -175,8 +181,16 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 
 // Close sheds the requests waiting in the Controller's queues
 // (queueing.ErrClosed, answered 503) and makes later waits fail the same
-// way. Permits held are still returned by their Tokens. Close is
-// idempotent.
+// way, and unregisters every store limit the Controller registered (those
+// of its per-key rules and overrides, current and replaced), so that a
+// store it shares (WithStore) frees their state. Permits held are still
+// returned by their Tokens, except a per-key rule's leases, which are
+// gone with their limit. Decisions after Close meet store errors on
+// per-key rules (each rule's Failure mode applies).
+//
+// Close returns the store's error (starting with "shed: ") when it fails
+// to unregister a limit; calling Close again tries those again. Otherwise
+// Close is idempotent and returns nil.
 func (c *Controller) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -185,6 +199,9 @@ func (c *Controller) Close() error {
 		if q := s.rules[i].queue; q != nil {
 			_ = q.Close() // only fails to remove its own hook
 		}
+	}
+	if err := c.unregisterAll(); err != nil {
+		return fmt.Errorf("shed: unregistering the store limits: %w", err)
 	}
 	return nil
 }
@@ -202,7 +219,7 @@ func (c *Controller) Decide(ctx context.Context, a Attempt) (Decision, Token, er
 	at := c.get()
 	at.at = a
 	var d Decision
-	err := c.decide(ctx, at, &d)
+	err := c.decideIn(ctx, at, nil, &d)
 	if err != nil || !d.Allowed {
 		c.put(at)
 		return d, Token{}, err

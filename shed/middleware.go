@@ -43,14 +43,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl := c.client(r)
 		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier = cl.User, cl.APIKey, cl.Tenant, cl.Tier
 	}
-	// One rule set for the whole request: its categorizer and its rules.
-	a.set = c.set.Load()
-	if a.set.categorized() { // some rule names a category
-		a.at.Category = a.set.cat(r)
-	}
 	ctx := r.Context()
 	var d Decision
-	if err := c.decide(ctx, a, &d); err != nil {
+	if err := c.decideIn(ctx, a, r, &d); err != nil {
 		// The client went away while waiting: nobody reads this answer.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
 	}

@@ -50,7 +50,10 @@ type config struct {
 
 // WithStore keeps the per-key rules' state in s (a shared store such as
 // Redis) instead of a new store.Memory. Global rules always live in this
-// process.
+// process. The Controller registers a limit in s for each per-key rule and
+// override scale, and unregisters it when a Reload or SetOverrides replaces
+// it, when New fails, and at Close; limits registered by others are left
+// alone.
 func WithStore(s store.Store) Option {
 	return optionFunc(func(c *config) error {
 		if s == nil {

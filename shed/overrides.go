@@ -1,7 +1,6 @@
 package shed
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -42,22 +41,25 @@ type override struct {
 }
 
 // SetOverrides replaces the Controller's overrides with list (nil clears
-// them). It returns an error, keeping the overrides in force, for more
-// than MaxOverrides, an unknown or Global rule, an empty or repeated key,
-// a factor that is not positive and finite, or scaled parameters the store
-// rejects. Overrides already expired are kept out. Safe for concurrent
-// use with decisions, which see the old overrides or the new, never a mix.
+// them); the store limits of scales no longer used are unregistered as
+// Reload's are. It returns an error, keeping the overrides in force, for
+// more than MaxOverrides, an unknown or Global rule, an empty or repeated
+// key, a factor that is not positive and finite, or scaled parameters the
+// store rejects. Overrides already expired are kept out. Safe for
+// concurrent use with decisions, which see the old overrides or the new,
+// never a mix.
 func (c *Controller) SetOverrides(list []Override) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.set.Load()
 	over, err := c.compileOverrides(cur, list)
 	if err != nil {
+		c.dropFresh()
 		return err
 	}
 	next := *cur
 	next.over, next.overrides = over, append([]Override(nil), list...)
-	c.set.Store(&next)
+	c.publish(&next)
 	return nil
 }
 
@@ -167,7 +169,7 @@ func (c *Controller) scaled(r *rule, factor float64) (store.LimitID, error) {
 	named := spec
 	c.storeN++
 	named.Name = fmt.Sprintf("%s#override-%d", r.Name, c.storeN)
-	id, err := c.store.Register(context.Background(), named)
+	id, err := c.register(named)
 	if err != nil {
 		return 0, err
 	}

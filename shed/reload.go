@@ -27,8 +27,14 @@ type Config struct {
 // shed (queueing.ErrClosed, 503); permits held under the old set are given
 // back to it when their Tokens are done.
 //
-// Reload returns an error, and the rules in force stay, for any problem
-// New or SetOverrides would reject, and when the rules have tiers and the
+// The store limits that no rule or override in force uses any more are
+// unregistered, freeing their keys' state, once no decision can still
+// name them: at a later Reload or SetOverrides (the next one when no
+// decision spans it), or at Close.
+//
+// Reload returns an error, and the rules in force stay (what it
+// registered with the store is unregistered), for any problem New or
+// SetOverrides would reject, and when the rules have tiers and the
 // Controller's default tier (WithDefaultTier) is not among them. Safe for
 // concurrent use; reloads are serialized.
 func (c *Controller) Reload(cfg Config) error {
@@ -37,6 +43,7 @@ func (c *Controller) Reload(cfg Config) error {
 	cur := c.set.Load()
 	next, err := c.compile(cfg.Rules, cur, c.dryPen)
 	if err != nil {
+		c.dropFresh()
 		return err
 	}
 	next.cat = cur.cat
@@ -45,10 +52,11 @@ func (c *Controller) Reload(cfg Config) error {
 	}
 	if next.over, err = c.compileOverrides(next, cfg.Overrides); err != nil {
 		c.discard(next, cur)
+		c.dropFresh()
 		return err
 	}
 	next.overrides = append([]Override(nil), cfg.Overrides...)
-	c.set.Store(next)
+	c.publish(next)
 	c.discard(cur, next)
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // versioned returns rule set number v: categorizer and rules that only
@@ -109,6 +111,20 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	if st.Rules[0].Allowed != 1000 || st.Inflight != 0 || st.Rules[0].Inflight != 0 {
 		t.Fatalf("keep-global %+v, inflight %d", st.Rules[0], st.Inflight)
+	}
+	if st.StoreErrors != 0 {
+		t.Fatalf("%d store errors: a decision met a limit its set's replacement unregistered", st.StoreErrors)
+	}
+	// The limits of replaced sets were unregistered: after two quiet
+	// reloads the store holds keep-ip and the versioned rule in force, and
+	// the versioned rule the last reload retired.
+	for v := range 2 {
+		if err := c.Reload(versioned(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.store.(*store.Memory).Limits(); n != 3 {
+		t.Fatalf("%d limits in the store after %d reloads, want 3", n, reloads+2)
 	}
 }
 

@@ -1,7 +1,6 @@
 package shed
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -188,7 +187,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			c.storeN++
 			spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
 		}
-		if dst.id, err = c.store.Register(context.Background(), spec); err != nil {
+		if dst.id, err = c.register(spec); err != nil {
 			return r.errorf("%w", err)
 		}
 	}

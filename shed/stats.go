@@ -29,6 +29,10 @@ const (
 	cLeaseLost
 	cEarly
 	cEarlyHeld
+	// cDeciding and the next counter are the decisions running in even
+	// and odd epochs (see Controller.enter).
+	cDeciding
+	_
 	nGlobal
 )
 

@@ -3,7 +3,8 @@
 //
 // A Store keeps rate, quota and concurrency state per key (an IP, a user, an
 // API key, a tenant: already hashed by the caller, never a raw secret). The
-// limits are registered once as Specs; each request then names up to
+// limits are registered once as Specs (and unregistered when no longer
+// needed, which frees their state); each request then names up to
 // MaxHits (limit, key, cost) triples in a Request, and the Store decides
 // them all in one call, all or nothing: if any limit rejects, nothing is
 // charged and the Result says which limit decided. One call is one round

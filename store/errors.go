@@ -14,6 +14,11 @@ var ErrUnavailable = errors.New("store: unavailable")
 // themselves), or it never came from this store.
 var ErrLeaseNotHeld = errors.New("store: lease not held")
 
+// ErrUnknownLimit is matched (errors.Is) by the error of a call naming a
+// LimitID the store does not hold: never registered by it, or unregistered.
+// It is bad input, never a store failure.
+var ErrUnknownLimit = errors.New("store: unknown limit")
+
 // UnavailableError is the error of a store that could not decide, wrapping
 // the cause. It matches ErrUnavailable and unwraps to Cause.
 type UnavailableError struct {

@@ -30,13 +30,15 @@ import (
 // most Limit leases in one call, amortized O(1) per lease). It never blocks and ignores the contexts it is given; it
 // never returns ErrUnavailable.
 //
-// A Memory is safe for concurrent use; Register may run concurrently with
-// Decide and Release. The zero value is an empty store ready to use; it
-// must not be copied after first use.
+// A Memory is safe for concurrent use; Register and Unregister may run
+// concurrently with Decide and Release. The zero value is an empty store
+// ready to use; it must not be copied after first use.
 type Memory struct {
-	mu     sync.Mutex // serializes Register
-	names  map[string]struct{}
-	limits atomic.Pointer[[]memLimit] // copy on write; index LimitID-1
+	mu    sync.Mutex // serializes Register and Unregister
+	names map[string]LimitID
+	// limits is copied on write, indexed by LimitID-1; an unregistered
+	// limit leaves nil (a tombstone, so that IDs are never reused).
+	limits atomic.Pointer[[]memLimit]
 }
 
 var _ Store = (*Memory)(nil)
@@ -80,11 +82,43 @@ func (m *Memory) Register(_ context.Context, spec Spec) (LimitID, error) {
 	}
 	next := append(slices.Clip(old), l)
 	if m.names == nil {
-		m.names = make(map[string]struct{})
+		m.names = make(map[string]LimitID)
 	}
-	m.names[spec.Name] = struct{}{}
+	m.names[spec.Name] = LimitID(len(next))
 	m.limits.Store(&next)
 	return LimitID(len(next)), nil
+}
+
+// Unregister drops limit id (see Store): its key table is left to the
+// garbage collector once the decisions that loaded it before are done, and
+// TableStats of id is zero from now on. It returns an error matching
+// ErrUnknownLimit when id is not registered. It copies the store's table of
+// limits, one word pair per LimitID ever handed out.
+func (m *Memory) Unregister(_ context.Context, id LimitID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lookup(id) == nil {
+		return fmt.Errorf("%w: limit %d is not registered", ErrUnknownLimit, id)
+	}
+	// A Decide that loaded the old table still decides on the limit's
+	// state, which the garbage collector keeps alive until it is done.
+	next := slices.Clone(*m.limits.Load())
+	next[id-1] = nil
+	for name, nid := range m.names {
+		if nid == id {
+			delete(m.names, name)
+			break
+		}
+	}
+	m.limits.Store(&next)
+	return nil
+}
+
+// Limits returns the number of limits registered and not unregistered.
+func (m *Memory) Limits() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.names)
 }
 
 func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
@@ -115,7 +149,8 @@ func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
 	return l, nil
 }
 
-// lookup returns the registered limit id, or nil.
+// lookup returns the registered limit id, or nil (unregistered
+// included).
 func (m *Memory) lookup(id LimitID) memLimit {
 	p := m.limits.Load()
 	if p == nil || id == 0 || int(id) > len(*p) {
@@ -126,8 +161,8 @@ func (m *Memory) lookup(id LimitID) memLimit {
 
 // Decide charges req's hits at req.Now, all or nothing (see Store). It
 // returns an error, charging nothing, when req is malformed (Request.Check),
-// names a limit this store did not register, or has a negative Now. It does
-// not allocate for a warm key.
+// names a limit this store does not hold (ErrUnknownLimit), or has a
+// negative Now. It does not allocate for a warm key.
 func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Decide needs a request and a result")
@@ -145,8 +180,8 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	}
 	hits := req.Hits[:req.N]
 	for i := range hits {
-		if int(hits[i].Limit) > len(ls) {
-			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, hits[i].Limit)
+		if id := hits[i].Limit; int(id) > len(ls) || ls[id-1] == nil {
+			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, id)
 		}
 	}
 	now := req.Now
@@ -174,15 +209,15 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 
 // Release gives lease back at now. It returns ErrLeaseNotHeld when the
 // lease is not held (released already, expired at or before now, or not
-// from this store), and an error when its limit is unknown or not a
-// Concurrency limit.
+// from this store), an error matching ErrUnknownLimit when its limit is
+// unknown, and an error when that is not a Concurrency limit.
 func (m *Memory) Release(_ context.Context, lease Lease, now int64) error {
 	if !lease.Held() {
 		return ErrLeaseNotHeld
 	}
 	l := m.lookup(lease.Limit)
 	if l == nil {
-		return fmt.Errorf("store: lease names limit %d, which is not registered", lease.Limit)
+		return fmt.Errorf("%w: lease names limit %d", ErrUnknownLimit, lease.Limit)
 	}
 	held, err := l.release(lease, now)
 	if err != nil {
@@ -195,7 +230,8 @@ func (m *Memory) Release(_ context.Context, lease Lease, now int64) error {
 }
 
 // TableStats returns the key table counters of limit id (entries, capacity,
-// evictions, overflows); the zero TableStats for an unknown id.
+// evictions, overflows); the zero TableStats for an unknown or
+// unregistered id.
 func (m *Memory) TableStats(id LimitID) concurrency.TableStats {
 	l := m.lookup(id)
 	if l == nil {

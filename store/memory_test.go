@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,6 +342,123 @@ func TestMemoryRegisterWhileDeciding(t *testing.T) {
 	}
 	if st := m.TableStats(0); st != (concurrency.TableStats{}) {
 		t.Fatalf("TableStats of an unknown limit: %+v", st)
+	}
+}
+
+// TestMemoryUnregister drops a limit of each algorithm with keys in its
+// table: TableStats is zero, Limits counts it no more, calls naming it
+// fail with ErrUnknownLimit, and its name registers again under a new ID,
+// with fresh state.
+func TestMemoryUnregister(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			m := store.NewMemory()
+			const now = int64(1) << 40
+			keep := mustRegister(t, m, specOf(store.FixedWindow, "keep", 5, time.Hour))
+			spec := specOf(alg, "x", 2, time.Hour)
+			id := mustRegister(t, m, spec)
+			var res store.Result
+			for _, k := range []string{"a", "b", "c"} {
+				res = decide(t, m, now, store.Hit{Limit: id, Key: k, Cost: 2})
+			}
+			if st := m.TableStats(id); st.Entries != 3 || m.Limits() != 2 {
+				t.Fatalf("before: %+v, %d limits", st, m.Limits())
+			}
+			if err := m.Unregister(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if st := m.TableStats(id); st != (concurrency.TableStats{}) || m.Limits() != 1 {
+				t.Fatalf("after: %+v, %d limits, want zero stats and 1 limit", st, m.Limits())
+			}
+			req := store.Request{Now: now}
+			req.Add(keep, "a", 1)
+			req.Add(id, "a", 1)
+			if err := m.Decide(ctx, &req, &res); !errors.Is(err, store.ErrUnknownLimit) {
+				t.Fatalf("Decide: %v, want ErrUnknownLimit", err)
+			}
+			if l := res.Hits[0].Lease; alg == store.Concurrency {
+				if err := m.Release(ctx, l, now); !errors.Is(err, store.ErrUnknownLimit) {
+					t.Fatalf("Release of %+v: %v, want ErrUnknownLimit", l, err)
+				}
+			}
+			if err := m.Unregister(ctx, id); !errors.Is(err, store.ErrUnknownLimit) || !strings.HasPrefix(err.Error(), "store: ") {
+				t.Fatalf("second Unregister: %v, want ErrUnknownLimit", err)
+			}
+			again := mustRegister(t, m, spec)
+			if again <= id {
+				t.Fatalf("registered again as %d after %d: an ID reused", again, id)
+			}
+			if fresh := decide(t, m, now, store.Hit{Limit: again, Key: "c", Cost: 2}); !fresh.Allowed {
+				t.Fatalf("the name registered again kept the old state: %+v", fresh.Decision())
+			}
+			if kept := decide(t, m, now, store.Hit{Limit: keep, Key: "a"}); kept.Decision().Remaining != 5 {
+				t.Fatalf("the failed Decide charged another limit: %+v", kept.Decision())
+			}
+		})
+	}
+	var zero store.Memory
+	if err := zero.Unregister(ctx, 1); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Fatalf("Unregister on an empty store: %v", err)
+	}
+}
+
+// TestMemoryUnregisterWhileDeciding registers and unregisters limits in
+// a tight loop while other goroutines decide on and release leases of the
+// newest and the one before it: every call succeeds or fails with
+// ErrUnknownLimit, nothing panics (run with -race).
+func TestMemoryUnregisterWhileDeciding(t *testing.T) {
+	m := store.NewMemory()
+	var (
+		latest atomic.Uint32
+		stop   atomic.Bool
+		wg     sync.WaitGroup
+	)
+	first := mustRegister(t, m, specOf(store.Concurrency, "l0", 1<<15, time.Hour))
+	latest.Store(uint32(first))
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				id := store.LimitID(latest.Load())
+				req := store.Request{Now: 1 << 40}
+				req.Add(id, fmt.Sprint(g, i%5), 1)
+				if id > 1 {
+					req.Add(id-1, fmt.Sprint(g, i%5), 1)
+				}
+				var res store.Result
+				err := m.Decide(ctx, &req, &res)
+				if err != nil {
+					if !errors.Is(err, store.ErrUnknownLimit) {
+						t.Errorf("Decide: %v", err)
+						return
+					}
+					continue
+				}
+				for _, h := range res.Hits[:res.N] {
+					if err := m.Release(ctx, h.Lease, req.Now); err != nil && h.Lease.Held() && !errors.Is(err, store.ErrUnknownLimit) {
+						t.Errorf("Release: %v", err)
+						return
+					}
+				}
+			}
+		})
+	}
+	prev := first
+	for i := 1; i <= 300; i++ {
+		// Names cycle: the last holder of this one was dropped two
+		// rounds ago.
+		spec := specOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i%3), 1<<15, time.Hour)
+		spec.Capacity = 64
+		id := mustRegister(t, m, spec)
+		latest.Store(uint32(id))
+		if err := m.Unregister(ctx, prev); err != nil {
+			t.Fatal(err)
+		}
+		prev = id
+	}
+	stop.Store(true)
+	wg.Wait()
+	if n := m.Limits(); n != 1 {
+		t.Fatalf("%d limits left, want 1", n)
 	}
 }
 

@@ -28,14 +28,26 @@ type Store interface {
 	// hit is rejected, what earlier hits took is given back before Decide
 	// returns, and later hits are not evaluated. A rejection is a result,
 	// not an error. An error means nothing was charged and res is
-	// meaningless: bad input (an unknown limit, a negative cost, a
-	// malformed req) or, for a network store, ErrUnavailable.
+	// meaningless: bad input (an unknown limit, matching ErrUnknownLimit;
+	// a negative cost; a malformed req) or, for a network store,
+	// ErrUnavailable.
 	Decide(ctx context.Context, req *Request, res *Result) error
 
 	// Release gives a lease's permits back at now (Memory's clock; a
 	// network store uses its own). It returns ErrLeaseNotHeld when the
 	// lease is not held: the zero Lease, released already, or expired (a
 	// lease is held until its Expires, exclusive), so the permits come back
-	// exactly once on every path.
+	// exactly once on every path. A lease of an unknown limit is an error
+	// matching ErrUnknownLimit.
 	Release(ctx context.Context, lease Lease, now int64) error
+
+	// Unregister drops limit id: it stops existing, and its state may be
+	// freed. Afterwards Decide naming id and Release of its leases return
+	// an error matching ErrUnknownLimit, and so does Unregister of id
+	// again, or of an id the store never handed out. IDs are never
+	// reused; the limit's name is free to be registered again, under a
+	// new id. Unregister may run concurrently with Decide and Release: a
+	// Decide racing with it either decides on the limit as it was or
+	// fails with ErrUnknownLimit. Errors start with "store: ".
+	Unregister(ctx context.Context, id LimitID) error
 }

@@ -25,3 +25,23 @@ func TestConformance(t *testing.T) {
 		return s
 	}, storetest.WithServerTime(conformanceWait))
 }
+
+// TestFallbackConformance runs the harness on a Fallback while Redis
+// answers. (While it is down, leases carry the local bit in their Limit,
+// which the harness does not expect: TestFallbackUnregisterLocal covers
+// Unregister there.)
+func TestFallbackConformance(t *testing.T) {
+	c := sharedClient(t)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := redisstore.New(c, redisstore.WithPrefix(testPrefix(t, c)), redisstore.WithTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
+	}, storetest.WithServerTime(conformanceWait))
+}

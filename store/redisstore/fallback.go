@@ -64,7 +64,9 @@ type Fallback struct {
 	cfg   fallbackConfig
 	id    string // this instance in the heartbeat set
 
-	mu     sync.Mutex // serializes Register and local rebuilds
+	mu sync.Mutex // serializes Register, Unregister and local rebuilds
+	// limits is copied on write, indexed by LimitID-1, as the Redis
+	// store's and every local store's limits are.
 	limits atomic.Pointer[[]fbLimit]
 	local  atomic.Pointer[localStore]
 
@@ -88,10 +90,11 @@ type Fallback struct {
 
 var _ store.Store = (*Fallback)(nil)
 
-// fbLimit is a registered limit of a Fallback.
+// fbLimit is a registered limit of a Fallback; gone once unregistered.
 type fbLimit struct {
 	spec       store.Spec
 	failClosed bool
+	gone       bool
 }
 
 // localStore is the local Memory for one N.
@@ -217,6 +220,34 @@ func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID
 	return id, nil
 }
 
+// Unregister drops limit id from the Redis store and the local one, which
+// share LimitIDs (no I/O; see Store.Unregister). It returns an error
+// matching store.ErrUnknownLimit when id is not registered.
+func (f *Fallback) Unregister(ctx context.Context, id store.LimitID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.load()
+	if !f.known(old, id) {
+		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	}
+	if err := f.redis.Unregister(ctx, id); err != nil {
+		return err
+	}
+	next := slices.Clone(old)
+	next[id-1].gone = true
+	f.limits.Store(&next)
+	if l := f.local.Load(); l != nil {
+		// Registered there by Register or localFor, under f.mu.
+		_ = l.mem.Unregister(ctx, id)
+	}
+	return nil
+}
+
+// known reports whether id is a live limit of limits.
+func (f *Fallback) known(limits []fbLimit, id store.LimitID) bool {
+	return id != 0 && int(id) <= len(limits) && !limits[id-1].gone
+}
+
 func (f *Fallback) load() []fbLimit {
 	if p := f.limits.Load(); p != nil {
 		return *p
@@ -264,6 +295,17 @@ func (f *Fallback) localFor() *localStore {
 		nl.gen = (l.gen + 1) & genMask
 	}
 	for _, lim := range f.load() {
+		if lim.gone {
+			// Hold its LimitID's place, so that the IDs line up: a
+			// one-key table, unregistered at once.
+			spec := lim.spec
+			spec.Capacity = 1
+			if id, err := nl.mem.Register(context.Background(), spec); err == nil {
+				_ = nl.mem.Unregister(context.Background(), id)
+			}
+			nl.zero = append(nl.zero, false)
+			continue
+		}
 		nl.zero = append(nl.zero, registerShare(nl.mem, lim.spec, n))
 	}
 	f.local.Store(nl)
@@ -311,8 +353,8 @@ func (f *Fallback) decideLocal(ctx context.Context, req *store.Request, res *sto
 	limits := f.load()
 	hits := req.Hits[:req.N]
 	for i := range hits {
-		if int(hits[i].Limit) > len(limits) {
-			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, hits[i].Limit)
+		if id := hits[i].Limit; !f.known(limits, id) {
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, id)
 		}
 	}
 	l := f.localFor()
@@ -370,6 +412,10 @@ func (f *Fallback) Release(ctx context.Context, lease store.Lease, now int64) er
 		inner := lease
 		inner.Limit &= limitIDMask
 		return l.mem.Release(ctx, inner, now)
+	}
+	if id := lease.Limit; !f.known(f.load(), id) {
+		// Bad input, not an outage, even while degraded.
+		return fmt.Errorf("%w: lease names limit %d", store.ErrUnknownLimit, id)
 	}
 	if f.open.Load() {
 		return store.Unavailable(errDegraded)

@@ -181,3 +181,62 @@ func TestFallbackCountsInstances(t *testing.T) {
 		t.Errorf("stats: %+v", st)
 	}
 }
+
+// TestFallbackUnregisterLocal: while degraded, an unregistered limit is
+// unknown to local decisions and releases, and the local store's LimitIDs
+// stay those of the Redis store, whether it is built after the Unregister
+// or holds the limit already.
+func TestFallbackUnregisterLocal(t *testing.T) {
+	f := deadFallback(t, redisstore.WithInstances(2))
+	ctx := context.Background()
+	now := int64(time.Hour)
+	decide := func(id store.LimitID, cost int64) (store.Result, error) {
+		req := store.Request{Now: now}
+		req.Add(id, "k", cost)
+		var res store.Result
+		err := f.Decide(ctx, &req, &res)
+		return res, err
+	}
+	unknown := func(err error, what string) {
+		t.Helper()
+		if !errors.Is(err, store.ErrUnknownLimit) || errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("%s: %v, want ErrUnknownLimit", what, err)
+		}
+	}
+	a := mustRegister(t, f, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
+	b := mustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
+	c := mustRegister(t, f, store.Spec{Name: "c", Algorithm: store.Concurrency, Limit: 4, LeaseTTL: time.Hour})
+	// No local decision yet: the local store is built after this.
+	if err := f.Unregister(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	_, err := decide(b, 1)
+	unknown(err, "Decide of an unregistered limit")
+	held, err := decide(c, 1)
+	if err != nil || !held.Allowed || held.Decision().Limit != 2 || held.Decision().Remaining != 1 || !held.Hits[0].Lease.Held() {
+		t.Fatalf("c after b was unregistered: %v %+v, want c's share (2) with 1 left", err, held.Hits[0])
+	}
+	if res, err := decide(a, 1); err != nil || res.Decision().Limit != 5 {
+		t.Fatalf("a: %v %+v, want its share (5)", err, res.Decision())
+	}
+	// The local store exists now: Register and Unregister reach it too.
+	d := mustRegister(t, f, store.Spec{Name: "d", Algorithm: store.SlidingLog, Limit: 6, Window: time.Hour})
+	if res, err := decide(d, 1); err != nil || res.Decision().Limit != 3 {
+		t.Fatalf("d: %v %+v, want its share (3)", err, res.Decision())
+	}
+	if err := f.Unregister(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	unknown(f.Release(ctx, held.Hits[0].Lease, now), "Release of a local lease of an unregistered limit")
+	_, err = decide(c, 1)
+	unknown(err, "Decide of a limit unregistered while degraded")
+	unknown(f.Unregister(ctx, c), "Unregister again")
+	unknown(f.Release(ctx, store.Lease{Limit: c, Key: "k", ID: 7, Cost: 1}, now), "Release of a Redis lease of an unregistered limit")
+	again := mustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 8, Window: time.Hour})
+	if again <= d {
+		t.Fatalf("b registered again as %d: an ID reused", again)
+	}
+	if res, err := decide(again, 1); err != nil || res.Decision().Limit != 4 {
+		t.Fatalf("b again: %v %+v, want its share (4)", err, res.Decision())
+	}
+}

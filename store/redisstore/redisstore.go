@@ -30,8 +30,9 @@ import (
 //
 // Calls run with a per-call deadline (WithTimeout, DefaultTimeout by
 // default) and are never retried by go-redis: a lost reply fails the call
-// with store.ErrUnavailable rather than risk charging twice. Register is
-// local (no I/O): it keeps each spec's parameters for the script.
+// with store.ErrUnavailable rather than risk charging twice. Register and
+// Unregister are local (no I/O): they keep each spec's parameters for the
+// script.
 //
 // A Store is safe for concurrent use. It has no goroutine and nothing to
 // close; the client stays the caller's. Use New; the zero value is not
@@ -43,9 +44,11 @@ type Store struct {
 
 	decide, release, heartbeat script
 
-	mu     sync.Mutex // serializes Register
-	names  map[string]struct{}
-	limits atomic.Pointer[[]*limit] // copy on write; index LimitID-1
+	mu    sync.Mutex // serializes Register and Unregister
+	names map[string]struct{}
+	// limits is copied on write, indexed by LimitID-1; an unregistered
+	// limit leaves nil, so that IDs are never reused.
+	limits atomic.Pointer[[]*limit]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -150,6 +153,28 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 	return store.LimitID(len(next)), nil
 }
 
+// Unregister drops limit id from this Store, without I/O (see
+// store.Store): later calls naming id fail with store.ErrUnknownLimit, and
+// its name may be registered again. Its keys in Redis are not deleted:
+// every key the scripts write has a TTL and expires by itself, and other
+// Stores of the prefix that registered the name share them. A limit
+// registered again under the name meets that state until it expires. It
+// returns an error matching store.ErrUnknownLimit when id is not
+// registered.
+func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lookup(id)
+	if l == nil {
+		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	}
+	next := slices.Clone(s.load())
+	next[id-1] = nil
+	delete(s.names, l.spec.Name)
+	s.limits.Store(&next)
+	return nil
+}
+
 func (s *Store) load() []*limit {
 	if p := s.limits.Load(); p != nil {
 		return *p
@@ -179,11 +204,11 @@ func (s *Store) keys(l *limit, key string) (string, string) {
 // server's clock (see store.Store). It ignores req.Now; res.Now is the
 // server's time in Unix nanoseconds, at microsecond resolution, and lease
 // expiries are on that clock. It returns an error, charging nothing, when
-// req is malformed or names a limit this store did not register; the
-// caller's ctx.Err() when ctx ends first; and an error matching
-// store.ErrUnavailable when Redis fails or misses the store's deadline (a
-// lost reply is not retried, so the request may or may not have been
-// charged on the server). It blocks for one round trip.
+// req is malformed or names a limit this store does not hold (matching
+// store.ErrUnknownLimit); the caller's ctx.Err() when ctx ends first; and
+// an error matching store.ErrUnavailable when Redis fails or misses the
+// store's deadline (a lost reply is not retried, so the request may or may
+// not have been charged on the server). It blocks for one round trip.
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Decide needs a request and a result")
@@ -199,8 +224,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	args = append(args, req.N)
 	for i := range hits {
 		h := &hits[i]
-		if int(h.Limit) > len(ls) {
-			return fmt.Errorf("store: hit %d names limit %d, which is not registered", i, h.Limit)
+		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
 		}
 		l := ls[h.Limit-1]
 		lim[i] = l
@@ -296,17 +321,17 @@ func replyNow(vals []any) (int64, error) {
 // Release gives lease back, on the server's clock (it ignores now). It
 // returns store.ErrLeaseNotHeld when the lease is not held (released
 // already, expired, or not from a store of this prefix), an error when its
-// limit is unknown or not a Concurrency limit, the caller's ctx.Err() when
-// ctx ends first, and an error matching store.ErrUnavailable when Redis
-// fails (the lease then lapses at its expiry). It blocks for one round
-// trip.
+// limit is unknown (matching store.ErrUnknownLimit) or not a Concurrency
+// limit, the caller's ctx.Err() when ctx ends first, and an error matching
+// store.ErrUnavailable when Redis fails (the lease then lapses at its
+// expiry). It blocks for one round trip.
 func (s *Store) Release(ctx context.Context, lease store.Lease, _ int64) error {
 	if !lease.Held() {
 		return store.ErrLeaseNotHeld
 	}
 	l := s.lookup(lease.Limit)
 	if l == nil {
-		return fmt.Errorf("store: lease names limit %d, which is not registered", lease.Limit)
+		return fmt.Errorf("%w: lease names limit %d", store.ErrUnknownLimit, lease.Limit)
 	}
 	if l.spec.Algorithm != store.Concurrency {
 		return fmt.Errorf("store: lease names limit %d, which is not a concurrency limit", lease.Limit)

@@ -70,3 +70,11 @@ func (f *Faulty) Release(ctx context.Context, lease store.Lease, now int64) erro
 	}
 	return f.inner.Release(ctx, lease, now)
 }
+
+// Unregister unregisters id from the wrapped store unless an error is set.
+func (f *Faulty) Unregister(ctx context.Context, id store.LimitID) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.inner.Unregister(ctx, id)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,8 +55,10 @@ func WithWrapper(wrap func(t *testing.T, body func(t *testing.T))) Option { retu
 // algorithms (a rejection by a later limit leaves earlier ones uncharged),
 // 50 concurrent requests against a limit of 10 (exactly 10 admitted, also
 // layered), concurrency leases (released exactly once, expiring by TTL,
-// their permits conserved) and bad specs and requests (errors starting with
-// "store: ", nothing charged).
+// their permits conserved), Unregister (later calls naming the limit fail
+// with store.ErrUnknownLimit, also while decisions race with it; the name
+// is free again, the ID is not reused) and bad specs and requests (errors
+// starting with "store: ", nothing charged).
 func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
 	var cfg config
 	for _, o := range opts {
@@ -86,6 +89,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 	run(t, "max_hits", func(h *harness) { testMaxHits(h) })
 	run(t, "lease/release_once", func(h *harness) { testLeaseRelease(h) })
 	run(t, "lease/expiry", func(h *harness) { testLeaseExpiry(h) })
+	run(t, "unregister", func(h *harness) { testUnregister(h) })
+	run(t, "unregister/concurrent", func(h *harness) { testUnregisterConcurrent(h) })
 	run(t, "bad/specs", func(h *harness) { testBadSpecs(h) })
 	run(t, "bad/requests", func(h *harness) { testBadRequests(h) })
 }
@@ -599,6 +604,128 @@ func testLeaseExpiry(h *harness) {
 	}
 }
 
+// unknown fails the test unless err is a "store: " error matching
+// store.ErrUnknownLimit.
+func (h *harness) unknown(err error, what string) {
+	h.t.Helper()
+	if !errors.Is(err, store.ErrUnknownLimit) || !strings.HasPrefix(err.Error(), "store: ") {
+		h.t.Fatalf("%s: %v, want a \"store: \" error matching ErrUnknownLimit", what, err)
+	}
+}
+
+// testUnregister drops a rate limit and a concurrency limit that holds a
+// lease: calls naming them fail with ErrUnknownLimit and charge nothing,
+// another limit carries on, the name is free again and no ID is reused.
+func testUnregister(h *harness) {
+	ctx := context.Background()
+	rateSpec := h.spec(store.FixedWindow, 5, time.Hour)
+	rate := h.register(rateSpec)
+	conc := h.register(h.spec(store.Concurrency, 2, time.Hour))
+	other := h.register(h.spec(store.TokenBucket, 5, time.Hour))
+	held := h.decide(store.Hit{Limit: rate, Key: "k", Cost: 1}, store.Hit{Limit: conc, Key: "k", Cost: 1})
+	if !held.Allowed || !held.Hits[1].Lease.Held() {
+		h.t.Fatalf("before Unregister: %+v", held)
+	}
+	if err := h.s.Unregister(ctx, rate); err != nil {
+		h.t.Fatalf("Unregister(%d): %v", rate, err)
+	}
+	for name, hits := range map[string][]store.Hit{
+		"alone":         {{Limit: rate, Key: "k", Cost: 1}},
+		"after another": {{Limit: other, Key: "k", Cost: 1}, {Limit: rate, Key: "k", Cost: 1}},
+	} {
+		req := store.Request{Now: h.now}
+		for _, x := range hits {
+			req.Add(x.Limit, x.Key, x.Cost)
+		}
+		var res store.Result
+		h.unknown(h.s.Decide(ctx, &req, &res), "Decide naming an unregistered limit "+name)
+	}
+	if d := h.peek(other, "k"); d.Remaining != 5 {
+		h.t.Fatalf("a request naming an unregistered limit was charged: Remaining %d, want 5", d.Remaining)
+	}
+	if err := h.s.Unregister(ctx, conc); err != nil {
+		h.t.Fatalf("Unregister(%d) holding a lease: %v", conc, err)
+	}
+	h.unknown(h.release(held.Hits[1].Lease), "Release of a lease of an unregistered limit")
+	h.unknown(h.s.Unregister(ctx, rate), "Unregister again")
+	h.unknown(h.s.Unregister(ctx, 0), "Unregister(0)")
+	h.unknown(h.s.Unregister(ctx, other+100), "Unregister of an ID never handed out")
+	again := h.register(rateSpec)
+	if again == rate || again == conc || again == other {
+		h.t.Fatalf("the name registered again got ID %d, reused (handed out: %d %d %d)", again, rate, conc, other)
+	}
+	if res := h.decide(store.Hit{Limit: again, Key: "fresh", Cost: 1}); !res.Allowed {
+		h.t.Fatalf("the name registered again: %+v", res.Decision())
+	}
+	if res := h.decide(store.Hit{Limit: other, Key: "k", Cost: 1}); !res.Allowed || res.Decision().Remaining != 4 {
+		h.t.Fatalf("the limit kept: %+v", res.Decision())
+	}
+}
+
+// testUnregisterConcurrent unregisters a concurrency limit while requests
+// through a rate limit and it run: each is decided on the limit as it was
+// or fails with ErrUnknownLimit (every one that starts after Unregister
+// returned fails), failed ones charge nothing, and leases released in the
+// race come back or fail with ErrUnknownLimit.
+func testUnregisterConcurrent(h *harness) {
+	const workers, rounds, limit = 8, 25, 1000
+	ctx := context.Background()
+	rate := h.register(h.spec(store.FixedWindow, limit, time.Hour))
+	conc := h.register(h.spec(store.Concurrency, limit, time.Hour))
+	var (
+		wg           sync.WaitGroup
+		unregistered atomic.Bool
+		admitted     atomic.Int64
+		errs         = make(chan error, workers)
+	)
+	start := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			<-start
+			for range rounds {
+				after := unregistered.Load()
+				req := &store.Request{Now: h.now}
+				req.Add(rate, "k", 1)
+				req.Add(conc, "k", 1)
+				var res store.Result
+				err := h.s.Decide(ctx, req, &res)
+				switch {
+				case err != nil && !errors.Is(err, store.ErrUnknownLimit):
+					errs <- fmt.Errorf("Decide racing with Unregister: %w", err)
+					return
+				case err != nil:
+					continue
+				case after:
+					errs <- errors.New("Decide succeeded after Unregister returned")
+					return
+				case !res.Allowed:
+					errs <- fmt.Errorf("rejected under the limit: %+v", res.Decision())
+					return
+				}
+				admitted.Add(1)
+				if err := h.release(res.Hits[1].Lease); err != nil && !errors.Is(err, store.ErrUnknownLimit) {
+					errs <- fmt.Errorf("Release racing with Unregister: %w", err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	if err := h.s.Unregister(ctx, conc); err != nil {
+		h.t.Fatalf("Unregister: %v", err)
+	}
+	unregistered.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		h.t.Error(err)
+	}
+	if d := h.peek(rate, "k"); d.Remaining != limit-admitted.Load() {
+		h.t.Fatalf("rate limit: Remaining %d after %d admissions, want %d (failed requests charge nothing)",
+			d.Remaining, admitted.Load(), limit-admitted.Load())
+	}
+}
+
 func testBadSpecs(h *harness) {
 	good := h.spec(store.FixedWindow, 5, time.Minute)
 	rate := concurrency.Per(5, time.Minute)
@@ -674,11 +801,14 @@ func testBadRequests(h *harness) {
 		if !strings.HasPrefix(err.Error(), "store: ") {
 			h.t.Errorf("%s: error %q does not start with \"store: \"", name, err)
 		}
+		if unknown := name == "unknown limit" || name == "second hit bad"; unknown != errors.Is(err, store.ErrUnknownLimit) {
+			h.t.Errorf("%s: errors.Is(%v, ErrUnknownLimit) = %v", name, err, !unknown)
+		}
 	}
 	if d := h.peek(id, "k"); d.Remaining != 5 {
 		h.t.Fatalf("bad requests charged the limit: Remaining %d, want 5", d.Remaining)
 	}
-	if err := h.s.Release(context.Background(), store.Lease{Limit: id + 100, Key: "k", ID: 1, Cost: 1}, h.now); err == nil {
-		h.t.Fatal("Release of a lease of an unknown limit succeeded")
+	if err := h.s.Release(context.Background(), store.Lease{Limit: id + 100, Key: "k", ID: 1, Cost: 1}, h.now); !errors.Is(err, store.ErrUnknownLimit) {
+		h.t.Fatalf("Release of a lease of an unknown limit: %v, want ErrUnknownLimit", err)
 	}
 }
