@@ -392,11 +392,12 @@ func TestValidation(t *testing.T) {
 			t.Errorf("option: %v", err)
 		}
 	}
-	// The store's algorithm constants are the rule's.
-	for a := TokenBucket; a <= Concurrency; a++ {
-		if store.Algorithm(a).String() != a.String() {
-			t.Errorf("%v vs %v", store.Algorithm(a), a)
-		}
+	// Adaptive is shed's own; an unknown value names its number.
+	if got := Adaptive.String(); got != "adaptive" {
+		t.Errorf("Adaptive.String() = %q", got)
+	}
+	if got := (Adaptive + 1).String(); got != "Algorithm(7)" {
+		t.Errorf("(Adaptive+1).String() = %q", got)
 	}
 }
 

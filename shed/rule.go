@@ -48,48 +48,40 @@ func (i Identity) String() string {
 	return fmt.Sprintf("Identity(%d)", uint8(i))
 }
 
-// Algorithm is how a rule counts.
+// Algorithm is how a rule counts: one of the store's algorithms (the same
+// values, so that a per-key rule's algorithm is its store limit's), or
+// Adaptive, which only a Global rule can use.
 type Algorithm uint8
 
 const (
 	// TokenBucket is an exact token bucket of Limit tokens refilled at
-	// Rate (GCRA).
-	TokenBucket Algorithm = iota + 1
+	// Rate (GCRA); see store.TokenBucket.
+	TokenBucket = Algorithm(store.TokenBucket)
 	// FixedWindow admits Limit per aligned Window; up to 2·Limit across a
 	// boundary, so never for authentication.
-	FixedWindow
+	FixedWindow = Algorithm(store.FixedWindow)
 	// SlidingWindow is the approximate sliding-window counter of Limit per
 	// Window (see concurrency.SlidingWindow for its error bound).
-	SlidingWindow
+	SlidingWindow = Algorithm(store.SlidingWindow)
 	// SlidingLog admits at most Limit in any interval of length Window,
 	// exactly; its memory grows with Limit.
-	SlidingLog
+	SlidingLog = Algorithm(store.SlidingLog)
 	// Concurrency holds at most Limit requests at once: a semaphore in this
 	// process for a Global rule, expiring store leases (LeaseTTL) per key.
-	Concurrency
+	Concurrency = Algorithm(store.Concurrency)
 	// Adaptive holds at most the limit of an adaptive.Limiter at once; the
 	// limit follows the latency and drops that Token.Done reports. Global
 	// only.
-	Adaptive
+	Adaptive = Concurrency + 1
 )
 
-// String returns the algorithm's name, such as "token_bucket".
+// String returns the algorithm's name, such as "token_bucket" (the
+// store's names, and "adaptive").
 func (a Algorithm) String() string {
-	switch a {
-	case TokenBucket:
-		return "token_bucket"
-	case FixedWindow:
-		return "fixed_window"
-	case SlidingWindow:
-		return "sliding_window"
-	case SlidingLog:
-		return "sliding_log"
-	case Concurrency:
-		return "concurrency"
-	case Adaptive:
+	if a == Adaptive {
 		return "adaptive"
 	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+	return store.Algorithm(a).String()
 }
 
 // rate reports whether a counts a rate or quota (as opposed to
@@ -272,7 +264,7 @@ func (r *Rule) validate() error {
 
 // spec returns the store limit of a per-key rule.
 func (r *Rule) spec() store.Spec {
-	alg := store.Algorithm(r.Algorithm) // the constants share their values
+	alg := store.Algorithm(r.Algorithm) // the constants are the store's
 	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
 		Window: r.Window, Capacity: r.Capacity, LeaseTTL: r.LeaseTTL}
 }
