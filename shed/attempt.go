@@ -448,6 +448,14 @@ func (c *Controller) rejectBy(a *attempt, d *Decision, i int, rd concurrency.Dec
 	r := &a.set.rules[i]
 	a.set.rules[i].ctr.add(a.shard, rRejected, 1)
 	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
+	if r.Algorithm == Concurrency && rd.RetryAfter != concurrency.Never {
+		// A full per-key concurrency limit frees a permit when one of the
+		// client's own requests ends, which nobody can predict; the store's
+		// figure is when the oldest lease would lapse (LeaseTTL, meant for
+		// crashed holders, often minutes). Send the same hint as a full
+		// Global limit instead.
+		d.RetryAfter = min(d.RetryAfter, shedHint)
+	}
 	d.Warning, d.WarningRule = false, ""
 	if r.Algorithm.rate() {
 		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter

@@ -125,8 +125,10 @@ func TestConcurrencyRulesEndToEnd(t *testing.T) {
 			for range 5 {
 				<-entered
 			}
-			if w := send(h, "192.0.2.1"); w.Code != tc.want || w.Header().Get("Retry-After") == "" {
-				t.Fatalf("6th: %d (Retry-After %q), want %d", w.Code, w.Header().Get("Retry-After"), tc.want)
+			// A full concurrency limit, per key or global, sends the 1 s
+			// hint (a lease's TTL, a minute here, would be far too long).
+			if w := send(h, "192.0.2.1"); w.Code != tc.want || w.Header().Get("Retry-After") != "1" {
+				t.Fatalf("6th: %d (Retry-After %q), want %d and 1", w.Code, w.Header().Get("Retry-After"), tc.want)
 			}
 			close(release)
 			wg.Wait()
