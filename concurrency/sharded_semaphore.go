@@ -60,7 +60,7 @@ type ShardedSemaphore struct {
 	high       atomic.Int64 // high-water mark of a shard cache
 	debt       atomic.Int64 // units still owed after a shrink
 	mask       uint64
-	onCapacity atomic.Pointer[func()]
+	onCapacity hookSlot
 	_          [cacheLine]byte
 	pool       atomic.Int64 // written on the slow paths only
 	_          [cacheLine - 8]byte
@@ -256,8 +256,8 @@ func (s *ShardedSemaphore) Release(n int64) {
 		return
 	}
 	s.deposit(&s.shards[pickShard(s.mask)], n)
-	if f := s.onCapacity.Load(); f != nil {
-		(*f)()
+	if h := s.onCapacity.due(); h != nil {
+		h.f()
 	}
 }
 
@@ -289,8 +289,8 @@ func (s *ShardedSemaphore) SetLimit(limit int64) error {
 	}
 	s.mu.Unlock()
 	if limit > old {
-		if f := s.onCapacity.Load(); f != nil {
-			(*f)()
+		if h := s.onCapacity.due(); h != nil {
+			h.f()
 		}
 	}
 	return nil
@@ -327,12 +327,12 @@ func (s *ShardedSemaphore) Available() int64 {
 // SetLimit that raises the limit, like Semaphore.OnCapacity. A second
 // non-nil hook is refused with ErrHookInUse; OnCapacity(nil) removes it.
 func (s *ShardedSemaphore) OnCapacity(f func()) error {
-	if f == nil {
-		s.onCapacity.Store(nil)
-		return nil
-	}
-	if !s.onCapacity.CompareAndSwap(nil, &f) {
-		return ErrHookInUse
-	}
-	return nil
+	return s.onCapacity.register(f, nil)
+}
+
+// OnCapacityWhile registers f gated by waiting, like
+// Semaphore.OnCapacityWhile: f runs only when *waiting is not zero after the
+// capacity was freed.
+func (s *ShardedSemaphore) OnCapacityWhile(waiting *atomic.Int64, f func()) error {
+	return s.onCapacity.register(f, waiting)
 }
