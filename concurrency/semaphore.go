@@ -24,9 +24,9 @@ type Semaphore struct {
 	_        [cacheLine]byte
 	inflight atomic.Int64
 	limit    atomic.Int64
-	// onCapacity is read on Release and SetLimit only; a nil pointer costs
-	// one load, so the fast path pays nothing when nobody waits.
-	onCapacity atomic.Pointer[func()]
+	// onCapacity is read on Release and SetLimit only: one load when there
+	// is no hook, two when a gated hook finds nobody waiting.
+	onCapacity hookSlot
 	_          [cacheLine]byte
 }
 
@@ -77,7 +77,9 @@ func (s *Semaphore) Release(n int64) {
 		s.inflight.Add(n)
 		panic(fmt.Sprintf("concurrency: Semaphore.Release(%d) releases more than is held (%d)", n, after+n))
 	}
-	s.notify()
+	if h := s.onCapacity.due(); h != nil {
+		h.f()
+	}
 }
 
 // SetLimit changes the limit. Shrinking never revokes permits already held:
@@ -89,7 +91,9 @@ func (s *Semaphore) SetLimit(limit int64) error {
 		return fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
 	}
 	if old := s.limit.Swap(limit); limit > old {
-		s.notify()
+		if h := s.onCapacity.due(); h != nil {
+			h.f()
+		}
 	}
 	return nil
 }
@@ -110,25 +114,26 @@ func (s *Semaphore) Available() int64 {
 // that raises the limit, that is whenever capacity may have freed up. It is
 // the hook a waiting discipline uses to wake its waiters. f runs on the
 // releasing goroutine and must be quick and must not block; it may call
-// TryAcquire. OnCapacity(nil) removes the hook. A second non-nil hook is
-// refused with ErrHookInUse, so that two waiting disciplines cannot silently
-// share one semaphore.
+// TryAcquire. OnCapacity(nil) removes the hook (either kind). A second
+// non-nil hook, of either kind, is refused with ErrHookInUse, so that two
+// waiting disciplines cannot silently share one semaphore.
 func (s *Semaphore) OnCapacity(f func()) error {
-	if f == nil {
-		s.onCapacity.Store(nil)
-		return nil
-	}
-	if !s.onCapacity.CompareAndSwap(nil, &f) {
-		return ErrHookInUse
-	}
-	return nil
+	return s.onCapacity.register(f, nil)
+}
+
+// OnCapacityWhile registers f like OnCapacity, gated by waiting: after a
+// Release or a limit increase f is called only if *waiting, read then, is not
+// zero. It is for a waiting discipline that counts its waiters in *waiting,
+// so that a release with nobody waiting costs one more load instead of a
+// call. No freed capacity is missed if the discipline raises *waiting before
+// the last TryAcquire a waiter makes before it blocks: either that TryAcquire
+// sees the units, or the release that frees them comes later and sees
+// *waiting raised (sync/atomic operations are sequentially consistent).
+// OnCapacityWhile(w, nil) removes the hook; a second hook is refused with
+// ErrHookInUse.
+func (s *Semaphore) OnCapacityWhile(waiting *atomic.Int64, f func()) error {
+	return s.onCapacity.register(f, waiting)
 }
 
 // ErrHookInUse is returned by OnCapacity when a hook is already registered.
 var ErrHookInUse = errors.New("concurrency: a capacity hook is already registered")
-
-func (s *Semaphore) notify() {
-	if f := s.onCapacity.Load(); f != nil {
-		(*f)()
-	}
-}

@@ -49,16 +49,34 @@ type counterShard struct {
 // pickShard returns a shard index below mask+1 from the address of the
 // calling goroutine's stack: different goroutines have different stacks, so
 // goroutines running at once on different cores mostly land on different
-// shards, and one goroutine mostly lands on the same shard for its acquire
-// and its release, keeping the round trip on one cache line. It costs a
-// multiply, about half of math/rand/v2's per-thread generator measured on
-// the development machine, and needs no go:linkname. A stack that grows
-// (and is copied) or a deeper call just moves the goroutine to another
-// shard, which is harmless.
+// shards, and one goroutine lands on the same shard for its acquire and its
+// release when it makes them at about the same stack depth, keeping the
+// round trip on one cache line. It costs a shift and two multiplies and
+// needs no go:linkname. A stack that grows (and is copied), or calls made
+// on either side of a 2 KiB boundary of the stack, just move the goroutine
+// to another shard, which is harmless.
+//
+// Per-P alternatives measured on the development machine cost more than
+// Semaphore's whole round trip: a sync.Pool Get plus Put of a shard token
+// took about 22 ns (and a round trip needs two), math/rand/v2 about 11 ns
+// per draw (and a draw per call would split the round trip).
 func pickShard(mask uint64) uint64 {
 	var here byte
-	sp := uint64(uintptr(unsafe.Pointer(&here)))
-	// 2^13 is the smallest stack; a Fibonacci multiply spreads stack
-	// addresses over the high bits.
-	return (sp >> 13 * 0x9e3779b97f4a7c15 >> 40) & mask
+	return shardOf(uintptr(unsafe.Pointer(&here)), mask)
+}
+
+// shardOf maps a stack address to a shard index below mask+1. Goroutine
+// stacks are 2 KiB blocks at least, so sp>>11 numbers the block, and two
+// goroutines' stacks never share one (an 8 KiB unit, used before, put the
+// four 2 KiB stacks of a block, which goroutines started together often
+// get, on one shard). Fibonacci hashing (multiply by 2^64/phi, keep the top
+// bits) spreads neighbouring blocks farthest apart: any (mask+1)/4 adjacent
+// 2 KiB stacks land on distinct shards, so with the default shard count any
+// GOMAXPROCS goroutines on adjacent stacks do; stacks far apart meet about
+// as often as under a random choice, once in mask+1.
+func shardOf(sp uintptr, mask uint64) uint64 {
+	h := uint64(sp>>11) * 0x9e3779b97f4a7c15
+	// The top 32 bits scaled to [0, mask+1): the top bits of h, for a
+	// power-of-two shard count, without a variable shift.
+	return (h >> 32) * (mask + 1) >> 32
 }

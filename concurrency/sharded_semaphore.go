@@ -14,11 +14,11 @@ import (
 // central pool plus those inflight always add up to the limit (plus a debt
 // while a shrink is being paid off), and a caller is admitted only by
 // taking permits that exist. TryAcquire picks a shard from its goroutine's
-// stack address (so one goroutine's acquire and release meet on one line)
-// and takes from its cache with one atomic add on the shard's own cache
-// line. An empty cache falls back to the central pool, then steals from the
-// other shards, and a weighted request gathers units from several, before
-// it rejects. Release adds the units to the caller's shard's cache up to a
+// stack address (so one goroutine's acquire and release, made at about the
+// same stack depth, meet on one line) and takes from its cache with one
+// atomic add on the shard's own cache line. An empty cache falls back to
+// the central pool, then steals from the other shards, and a weighted
+// request gathers units from several, before it rejects. Release adds the units to the caller's shard's cache up to a
 // high-water mark (limit/(2·shards), at least 1) and hands the excess to
 // the pool; while a shrink is being paid off it pays the debt first.
 //
@@ -36,16 +36,22 @@ import (
 //
 // Where it pays: a round trip here is one atomic add on the caller's shard
 // line each way, plus the stack-address hash and loads of read-mostly
-// words; Semaphore's is two atomic adds on one shared word. With few cores
-// that word is barely contended and Semaphore wins: on the 2-core machine
-// this was developed on (shared with other jobs, so noisy), Semaphore's
-// TryAcquire plus Release was 1.2 to 2.3 times as fast as this one's, both
-// serially and with b.RunParallel (medians of -count 5 in three runs of the
-// bench module's BenchmarkTryAcquireRelease/sluice-sharded; in the last, 29 ns
-// against 36 ns serially and 21 ns against 35 ns in parallel). The sharded form is built for
-// many cores hammering one limit, where the single word's cache line
-// bounces between them; it has not been measured on such a machine yet, so
-// prefer Semaphore unless a measurement on the target machine shows the win.
+// words; Semaphore's is two atomic adds on one shared word. Used serially
+// that word stays in one core's cache and Semaphore wins; once two cores
+// admit at once its line bounces between them, and this one wins on two
+// cores already. On the 2-core virtual machine this was developed on
+// (shared with other jobs, so noisy), the bench module's
+// BenchmarkTryAcquireRelease, medians of 15 interleaved runs of 300 ms:
+// serially Semaphore 11.4 ns against 18.8 ns here; with b.RunParallel
+// Semaphore 37.5 ns against 10.2 ns here, every parallel run of this one
+// within 6.3 to 13.3 ns. (Before shards were picked by 2 KiB stack block,
+// two goroutines often shared one and the parallel time was bimodal, 9.4 to
+// 42.5 ns.) Under the default shard count, up to GOMAXPROCS goroutines on
+// adjacent stacks, as goroutines started together often are, never share a
+// shard; two others meet about once in the shard count (1 in 8 at
+// GOMAXPROCS 2) and then contend on one line, as on Semaphore's word. It has not been measured on
+// a many-core machine: prefer Semaphore for serial use, this one where
+// several cores admit against one limit at once.
 //
 // TryAcquire and Release take no lock and allocate nothing; SetLimit takes
 // a mutex (shared only with other SetLimit calls). A ShardedSemaphore is
@@ -60,7 +66,7 @@ type ShardedSemaphore struct {
 	high       atomic.Int64 // high-water mark of a shard cache
 	debt       atomic.Int64 // units still owed after a shrink
 	mask       uint64
-	onCapacity atomic.Pointer[func()]
+	onCapacity hookSlot
 	_          [cacheLine]byte
 	pool       atomic.Int64 // written on the slow paths only
 	_          [cacheLine - 8]byte
@@ -256,8 +262,8 @@ func (s *ShardedSemaphore) Release(n int64) {
 		return
 	}
 	s.deposit(&s.shards[pickShard(s.mask)], n)
-	if f := s.onCapacity.Load(); f != nil {
-		(*f)()
+	if h := s.onCapacity.due(); h != nil {
+		h.f()
 	}
 }
 
@@ -289,8 +295,8 @@ func (s *ShardedSemaphore) SetLimit(limit int64) error {
 	}
 	s.mu.Unlock()
 	if limit > old {
-		if f := s.onCapacity.Load(); f != nil {
-			(*f)()
+		if h := s.onCapacity.due(); h != nil {
+			h.f()
 		}
 	}
 	return nil
@@ -327,12 +333,12 @@ func (s *ShardedSemaphore) Available() int64 {
 // SetLimit that raises the limit, like Semaphore.OnCapacity. A second
 // non-nil hook is refused with ErrHookInUse; OnCapacity(nil) removes it.
 func (s *ShardedSemaphore) OnCapacity(f func()) error {
-	if f == nil {
-		s.onCapacity.Store(nil)
-		return nil
-	}
-	if !s.onCapacity.CompareAndSwap(nil, &f) {
-		return ErrHookInUse
-	}
-	return nil
+	return s.onCapacity.register(f, nil)
+}
+
+// OnCapacityWhile registers f gated by waiting, like
+// Semaphore.OnCapacityWhile: f runs only when *waiting is not zero after the
+// capacity was freed.
+func (s *ShardedSemaphore) OnCapacityWhile(waiting *atomic.Int64, f func()) error {
+	return s.onCapacity.register(f, waiting)
 }

@@ -19,6 +19,7 @@ type inflightBound interface {
 	Inflight() int64
 	Available() int64
 	OnCapacity(f func()) error
+	OnCapacityWhile(waiting *atomic.Int64, f func()) error
 }
 
 var (
@@ -167,6 +168,47 @@ func TestBoundOnCapacity(t *testing.T) {
 			s.Release(1)
 			if calls.Load() != 2 {
 				t.Fatal("removed hook still called")
+			}
+		})
+	}
+}
+
+// TestBoundOnCapacityWhile: the gated hook runs only while its waiter count
+// is not zero, and shares the one hook slot with OnCapacity.
+func TestBoundOnCapacityWhile(t *testing.T) {
+	for _, impl := range boundImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			s := impl.new(2)
+			var waiting, calls atomic.Int64
+			if err := s.OnCapacityWhile(&waiting, func() { calls.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+			if s.OnCapacity(func() {}) != ErrHookInUse || s.OnCapacityWhile(&waiting, func() {}) != ErrHookInUse {
+				t.Fatal("a second hook was accepted")
+			}
+			s.TryAcquire(2)
+			s.Release(1)
+			_ = s.SetLimit(3)
+			if calls.Load() != 0 {
+				t.Fatalf("hook called %d times with nobody waiting", calls.Load())
+			}
+			waiting.Store(1)
+			s.Release(1)
+			_ = s.SetLimit(2)
+			_ = s.SetLimit(4)
+			if calls.Load() != 2 {
+				t.Fatalf("hook called %d times, want 2 (a release and an increase)", calls.Load())
+			}
+			if err := s.OnCapacityWhile(nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			s.TryAcquire(1)
+			s.Release(1)
+			if calls.Load() != 2 {
+				t.Fatal("removed hook still called")
+			}
+			if err := s.OnCapacity(func() {}); err != nil {
+				t.Fatalf("the slot is not free after removal: %v", err)
 			}
 		})
 	}

@@ -1,5 +1,7 @@
 package queueing
 
+import "sync/atomic"
+
 // Admitter is the admission primitive a Queue waits on. TryAcquire admits n
 // units if they fit right now and never blocks; Release gives back n units
 // acquired earlier. *concurrency.Semaphore satisfies it, as do the sharded
@@ -17,6 +19,14 @@ type Admitter interface {
 // Queue wake waiters.
 type capacityNotifier interface {
 	OnCapacity(f func()) error
+}
+
+// gatedNotifier is the hook in the form the Queue prefers: the Admitter
+// reads the queue's waiter count itself after a release and calls f only
+// when it is not zero, so that a release with nobody waiting costs one load
+// instead of a call (concurrency.Semaphore.OnCapacityWhile).
+type gatedNotifier interface {
+	OnCapacityWhile(waiting *atomic.Int64, f func()) error
 }
 
 // limitReader is what reserves and partitions need besides Admitter: the

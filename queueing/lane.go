@@ -97,9 +97,7 @@ func (l Lane) Release(n int64) {
 	}
 	q := l.q
 	if !q.locked && q.nwait.Load() == 0 {
-		// Nobody waits: give the units straight back. A waiter arriving
-		// meanwhile is woken by the Admitter's capacity hook.
-		q.releaseAdm(n)
+		q.releaseFast(n) // nobody waits: straight back to the Admitter
 		return
 	}
 	q.mu.Lock()

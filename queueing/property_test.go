@@ -32,7 +32,9 @@ type holding struct {
 // first and does not fit (head-of-line order) or by its reserve. A limit
 // decrease is not signalled by the semaphore; with a reserve it can make
 // the head waiter ineligible and so let the one behind it go, which the
-// queue sees at its next event: the check is skipped until then.
+// queue sees at its next event: the check is skipped until then. The queue
+// reaches the semaphore through the gated hook, the plain hook or no hook;
+// without a hook a limit increase is not signalled either.
 func TestQueueProperty(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Wrapped: rapid asks a *testing.T for its deadline, which a
@@ -62,7 +64,15 @@ func queueProperty(rt *rapid.T) {
 	if rapid.Bool().Draw(rt, "deadlineAware") {
 		opts = append(opts, WithDeadlineAware())
 	}
-	q, err := New(sem, opts...)
+	var adm Admitter = sem
+	hook := rapid.SampledFrom([]string{"gated", "plain", "none"}).Draw(rt, "hook")
+	switch hook {
+	case "plain":
+		adm = plainHook{sem}
+	case "none":
+		adm = noHook{sem}
+	}
+	q, err := New(adm, opts...)
 	if err != nil {
 		rt.Fatal(err)
 	}
@@ -157,7 +167,7 @@ func queueProperty(rt *rapid.T) {
 			case newLimit < old:
 				stale = true
 			case newLimit > old:
-				stale = false // an increase runs the capacity hook
+				stale = hook == "none" // an increase runs the capacity hook, if any
 			}
 			if err := sem.SetLimit(newLimit); err != nil {
 				rt.Fatal(err)

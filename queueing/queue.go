@@ -40,9 +40,12 @@ const closedBias = 1 << 40
 // allowed, and the queue acts on that at its next event.
 //
 // When the queue is not configured with reserves or partitions and nobody
-// waits, Acquire, TryAcquire and Release take no lock and allocate nothing:
-// they cost one atomic load on top of the Admitter, and the capacity hook
-// costs the Admitter's Release one call and one atomic load. A waiting
+// waits, Acquire, TryAcquire and Release take no lock, read no clock and
+// allocate nothing: each costs one atomic load on top of the Admitter's own
+// call (Acquire also asks its context whether it has ended), and over
+// concurrency's semaphores, whose capacity hook is gated by the queue's
+// waiter count, the hook costs their Release one more load. An Admitter with
+// only the plain OnCapacity hook pays a call per release instead. A waiting
 // Acquire allocates its waiter.
 //
 // A Queue is safe for concurrent use. The zero value is not usable; call
@@ -50,9 +53,10 @@ const closedBias = 1 << 40
 type Queue struct {
 	// nwait counts goroutines in the slow path of Acquire plus queued
 	// waiters (plus closedBias after Close). Zero lets the fast paths skip
-	// the lock; it is raised before a waiter's last admission attempt, so a
-	// capacity hook that reads zero happened before that attempt and the
-	// attempt sees the capacity (no lost wake-up).
+	// the lock. It is raised before a waiter's last admission attempt, and
+	// read after every release (by the Admitter's gated hook, the plain
+	// hook, or releaseFast): a release that reads zero happened before that
+	// attempt, which then sees the units (no lost wake-up).
 	nwait atomic.Int64
 	// dirty is set by the capacity hook when it could not take the lock;
 	// whoever holds the lock grants again after unlocking.
@@ -64,7 +68,8 @@ type Queue struct {
 	locked bool // reserves or partitions: every call takes the lock
 	timed  bool // some rule depends on time: read the clock on slow paths
 	cfg    config
-	hooked capacityNotifier
+	hooked bool         // adm calls the queue's capacity hook
+	unhook func() error // removes the capacity hook
 	def    Lane
 
 	mu      sync.Mutex
@@ -81,9 +86,10 @@ type Queue struct {
 
 // The Semaphore is the Admitter a Queue is built for.
 var (
-	_ Admitter         = (*concurrency.Semaphore)(nil)
-	_ capacityNotifier = (*concurrency.Semaphore)(nil)
-	_ limitReader      = (*concurrency.Semaphore)(nil)
+	_ Admitter      = (*concurrency.Semaphore)(nil)
+	_ gatedNotifier = (*concurrency.Semaphore)(nil)
+	_ gatedNotifier = (*concurrency.ShardedSemaphore)(nil)
+	_ limitReader   = (*concurrency.Semaphore)(nil)
 )
 
 // Stats is a snapshot of a Queue's counters.
@@ -102,12 +108,14 @@ type Stats struct {
 	Cancelled uint64
 }
 
-// New returns a Queue over adm. When adm has an OnCapacity(func()) error
-// method (concurrency.Semaphore has), the queue registers its hook there
-// to wake waiters when capacity frees up outside the queue; New returns
-// that method's error, such as concurrency.ErrHookInUse. It also returns
-// an error for an invalid option, and when WithReserve or WithPartition is
-// given but adm has no Limit() int64 method.
+// New returns a Queue over adm. When adm has an
+// OnCapacityWhile(*atomic.Int64, func()) error method (concurrency's
+// Semaphore and ShardedSemaphore have), or else an OnCapacity(func()) error
+// method, the queue registers its hook there to wake waiters when capacity
+// frees up outside the queue; New returns that method's error, such as
+// concurrency.ErrHookInUse. It also returns an error for an invalid option,
+// and when WithReserve or WithPartition is given but adm has no
+// Limit() int64 method.
 func New(adm Admitter, opts ...Option) (*Queue, error) {
 	if adm == nil {
 		return nil, fmt.Errorf("queueing: nil Admitter")
@@ -139,26 +147,33 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 		q.codel, _ = NewCoDel(target, interval) // validated by WithCoDel
 	}
 	q.timed = q.codel != nil || cfg.maxWait > 0 || cfg.deadlineAware
-	if cn, ok := adm.(capacityNotifier); ok {
-		// A func literal, not the method value q.kick: one call less on
-		// every release of the Admitter.
-		hook := func() {
+	var err error
+	switch a := adm.(type) {
+	case gatedNotifier:
+		// The Admitter checks nwait after each release: a release with
+		// nobody waiting pays one load, no call.
+		err = a.OnCapacityWhile(&q.nwait, q.kick)
+		q.unhook = func() error { return a.OnCapacityWhile(nil, nil) }
+	case capacityNotifier:
+		err = a.OnCapacity(func() {
 			if q.nwait.Load() != 0 {
 				q.kick()
 			}
-		}
-		if err := cn.OnCapacity(hook); err != nil {
-			return nil, fmt.Errorf("queueing: registering the capacity hook: %w", err)
-		}
-		q.hooked = cn
+		})
+		q.unhook = func() error { return a.OnCapacity(nil) }
 	}
+	if err != nil {
+		return nil, fmt.Errorf("queueing: registering the capacity hook: %w", err)
+	}
+	q.hooked = q.unhook != nil
 	return q, nil
 }
 
 // Acquire waits for n units at priority Critical outside any partition; it
 // is shorthand for the default Lane's Acquire. See Lane.Acquire.
 func (q *Queue) Acquire(ctx context.Context, n int64) error {
-	// The fast path, small enough to inline; everything else in Lane.
+	// The fast path, with the Semaphore's TryAcquire inlined; everything
+	// else in Lane.
 	if n > 0 && !q.locked && q.nwait.Load() == 0 && ctx.Err() == nil {
 		if q.sem != nil {
 			if q.sem.TryAcquire(n) { // inlined: no call
@@ -188,17 +203,17 @@ func (q *Queue) TryAcquire(n int64) bool {
 func (q *Queue) Release(n int64) {
 	if n > 0 && !q.locked && q.nwait.Load() == 0 {
 		if q.sem != nil {
-			q.sem.Release(n)
-		} else {
-			q.adm.Release(n)
+			q.sem.Release(n) // its gated hook serves a waiter that came since
+			return
 		}
+		q.releaseFast(n)
 		return
 	}
 	q.def.Release(n)
 }
 
-// tryAdm and releaseAdm call the Semaphore directly when adm is one,
-// sparing the fast path an interface call.
+// tryAdm calls the Semaphore directly when adm is one, sparing the fast
+// path an interface call.
 func (q *Queue) tryAdm(n int64) bool {
 	if q.sem != nil {
 		return q.sem.TryAcquire(n)
@@ -206,12 +221,25 @@ func (q *Queue) tryAdm(n int64) bool {
 	return q.adm.TryAcquire(n)
 }
 
+// releaseAdm is tryAdm's counterpart.
 func (q *Queue) releaseAdm(n int64) {
 	if q.sem != nil {
 		q.sem.Release(n)
 		return
 	}
 	q.adm.Release(n)
+}
+
+// releaseFast gives n units straight back to the Admitter, for a caller
+// that found nobody waiting. A waiter that arrived since then raised nwait
+// before its last admission attempt; if that attempt missed these units,
+// the load of nwait after the release sees it and serves it: the
+// Admitter's hook makes that load, or, without a hook, releaseFast does.
+func (q *Queue) releaseFast(n int64) {
+	q.releaseAdm(n)
+	if !q.hooked && q.nwait.Load() != 0 {
+		q.kick()
+	}
 }
 
 // Len returns the number of queued waiters.
@@ -248,8 +276,8 @@ func (q *Queue) Close() error {
 		return true
 	})
 	q.mu.Unlock()
-	if q.hooked != nil {
-		return q.hooked.OnCapacity(nil)
+	if q.hooked {
+		return q.unhook()
 	}
 	return nil
 }
