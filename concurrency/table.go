@@ -52,6 +52,10 @@ const (
 	// bucketSlots is the number of slots of a bucket: its eight keys fill one
 	// 64-byte cache line, so a probe of a bucket reads one line.
 	bucketSlots = 8
+	// bucketLine is the cache line that buckets are laid out in: 64 bytes,
+	// the line of x86 and of most arm64 parts. (cacheLine, twice that, is
+	// the padding that keeps atomics apart, another concern.)
+	bucketLine = 64
 	// pinLocked is added to a slot's pin count by whoever holds it
 	// exclusively. It is so negative that concurrent pinners, which add 1 and
 	// undo on seeing a negative result, can never lift it to zero or above.
@@ -64,10 +68,15 @@ const (
 )
 
 // bucket holds bucketSlots entries, keys first so that a probe touches one
-// cache line. A key is a 64-bit keyed hash; 0 marks an empty slot.
+// cache line. A key is a 64-bit keyed hash; 0 marks an empty slot. The pin
+// counts are padded to the second line, so that a bucket is a whole number
+// of lines when V's size is a multiple of 8 (almost any V): then every
+// bucket's keys sit in one line, rather than every other bucket's keys
+// straddling two.
 type bucket[V any] struct {
 	keys  [bucketSlots]atomic.Uint64
 	pins  [bucketSlots]atomic.Int32
+	_     [bucketLine - bucketSlots*4]byte
 	state [bucketSlots]V
 }
 
@@ -116,9 +125,9 @@ type tableShard[V any] struct {
 // recovered entries exist outside the key's buckets. None of these ever
 // evicts or resets a live entry.
 //
-// Memory: capacity·5/4 slots, each 12 bytes (key and pin count) plus the
-// size of V, so 15 bytes plus 1.25 times the size of V per entry of
-// capacity, preallocated by NewTable; nothing is allocated later.
+// Memory: capacity·5/4 slots, each 16 bytes (key, pin count and padding)
+// plus the size of V, so 20 bytes plus 1.25 times the size of V per entry
+// of capacity, preallocated by NewTable; nothing is allocated later.
 //
 // Get, GetBytes, Lookup, Delete, Len and Stats are safe for concurrent use
 // and take no lock: a reader pins an entry with one atomic add, and writers
@@ -130,12 +139,15 @@ type Table[V any, P interface {
 	*V
 	Reset()
 }] struct {
-	seed      maphash.Seed
-	shards    []tableShard[V]
-	shardBits uint
-	capacity  int64
-	overflow  Overflow
-	recovered func(v *V, now int64) bool
+	seed   maphash.Seed
+	shards []tableShard[V]
+	// h>>shardShift&shardMask is the shard of hash h: its top bits (a
+	// shift of 0 and a mask of 0 for one shard).
+	shardShift uint8
+	shardMask  uint64
+	capacity   int64
+	overflow   Overflow
+	recovered  func(v *V, now int64) bool
 	// shared is the overflow state of OverflowShare.
 	shared V
 }
@@ -191,12 +203,13 @@ func NewTable[V any, P interface {
 		return nil, fmt.Errorf("concurrency: table shards must be a power of two between 1 and the capacity (%d), got %d", capacity, n)
 	}
 	t := &Table[V, P]{
-		seed:      maphash.MakeSeed(),
-		shards:    make([]tableShard[V], n),
-		shardBits: uint(bits.TrailingZeros(uint(n))),
-		capacity:  int64(capacity),
-		overflow:  cfg.overflow,
-		recovered: recovered,
+		seed:       maphash.MakeSeed(),
+		shards:     make([]tableShard[V], n),
+		shardShift: uint8(64-bits.TrailingZeros(uint(n))) & 63,
+		shardMask:  uint64(n - 1),
+		capacity:   int64(capacity),
+		overflow:   cfg.overflow,
+		recovered:  recovered,
 	}
 	for i := range t.shards {
 		c := capacity / n
@@ -262,7 +275,8 @@ func (t *Table[V, P]) GetBytes(key []byte, now int64) (r Ref[V], ok bool) {
 // and never returns the overflow state.
 func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	h := fixHash(maphash.String(t.seed, key))
-	_, b1, b2 := t.locate(h)
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 	for {
 		r, st := findSlot(b1, b2, h)
 		if st != probeBusy {
@@ -277,7 +291,8 @@ func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 // middle of an insertion, and when there is no entry.
 func (t *Table[V, P]) Delete(key string) bool {
 	h := fixHash(maphash.String(t.seed, key))
-	sh, b1, b2 := t.locate(h)
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 	for _, b := range [2]*bucket[V]{b1, b2} {
 		for i := range b.keys {
 			if b.keys[i].Load() != h {
@@ -325,18 +340,21 @@ func (t *Table[V, P]) Stats() TableStats {
 	return s
 }
 
-// locate returns the shard and the two candidate buckets of hash h: the
-// shard from the top bits, the buckets from two independent mixes of h
-// (multiply-shift ranges them without a division).
-func (t *Table[V, P]) locate(h uint64) (*tableShard[V], *bucket[V], *bucket[V]) {
-	sh := &t.shards[h>>(64-t.shardBits)&(1<<t.shardBits-1)]
+// locate returns the shard of hash h and the numbers of its two candidate
+// buckets there: the shard from the top bits, the buckets from two
+// independent mixes of h (multiply-shift ranges them without a division).
+// It is small enough to be inlined.
+func (t *Table[V, P]) locate(h uint64) (sh *tableShard[V], i1, i2 uint64) {
+	sh = &t.shards[h>>(t.shardShift&63)&t.shardMask]
 	nb := uint64(len(sh.buckets))
-	i1 := (uint64(uint32(h)) * nb) >> 32
-	i2 := (((h * 0x9e3779b97f4a7c15) >> 32) * nb) >> 32
-	if i2 == i1 && nb > 1 {
-		i2 = (i1 + 1) % nb
+	i1 = (uint64(uint32(h)) * nb) >> 32
+	i2 = (((h * 0x9e3779b97f4a7c15) >> 32) * nb) >> 32
+	if i2 == i1 { // the next bucket instead (the same one if it is the only one)
+		if i2++; i2 == nb {
+			i2 = 0
+		}
 	}
-	return sh, &sh.buckets[i1], &sh.buckets[i2]
+	return sh, i1, i2
 }
 
 type probe uint8
@@ -347,35 +365,43 @@ const (
 	probeBusy // the key's slot is held exclusively for the moment
 )
 
-// findSlot pins the slot of h in b1 or b2.
+// findSlot pins the slot of h in b1 or b2. It probes both buckets in one
+// loop, so that the loads from the second do not wait for the comparisons
+// of the first and their cache misses overlap.
 func findSlot[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
-	if r, st := findInBucket(b1, h); st != probeMiss || b2 == b1 {
-		return r, st
-	}
-	return findInBucket(b2, h)
-}
-
-func findInBucket[V any](b *bucket[V], h uint64) (Ref[V], probe) {
-	for i := range b.keys {
-		if b.keys[i].Load() != h {
-			continue
+	for i := range bucketSlots {
+		k1, k2 := b1.keys[i].Load(), b2.keys[i].Load()
+		if k1 == h {
+			if r, st := pinSlot(b1, i, h); st != probeMiss {
+				return r, st
+			}
 		}
-		p := &b.pins[i]
-		if p.Add(1) < 0 { // held exclusively: undo, the holder is about to re-key or publish
-			p.Add(-1)
-			return Ref[V]{}, probeBusy
+		if k2 == h && b2 != b1 {
+			if r, st := pinSlot(b2, i, h); st != probeMiss {
+				return r, st
+			}
 		}
-		if b.keys[i].Load() != h { // re-keyed between the load and the pin
-			p.Add(-1)
-			continue
-		}
-		return Ref[V]{v: &b.state[i], pins: p}, probeFound
 	}
 	return Ref[V]{}, probeMiss
 }
 
+// pinSlot pins slot i of b, where the key h was just seen.
+func pinSlot[V any](b *bucket[V], i int, h uint64) (Ref[V], probe) {
+	p := &b.pins[i]
+	if p.Add(1) < 0 { // held exclusively: undo, the holder is about to re-key or publish
+		p.Add(-1)
+		return Ref[V]{}, probeBusy
+	}
+	if b.keys[i].Load() != h { // re-keyed between the load and the pin
+		p.Add(-1)
+		return Ref[V]{}, probeMiss
+	}
+	return Ref[V]{v: &b.state[i], pins: p}, probeFound
+}
+
 func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
-	sh, b1, b2 := t.locate(h)
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 	for {
 		r, st := findSlot(b1, b2, h)
 		switch st {

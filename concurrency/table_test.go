@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -486,6 +487,24 @@ func TestTableLoad(t *testing.T) {
 	}
 }
 
+// TestBucketLayout: the keys fill the first line of a bucket, the pin
+// counts the second, and a bucket whose V is a multiple of 8 bytes is a
+// whole number of lines, so that every bucket's keys sit in one line.
+func TestBucketLayout(t *testing.T) {
+	var b bucket[tstate]
+	if unsafe.Offsetof(b.pins) != bucketLine || unsafe.Offsetof(b.state) != 2*bucketLine {
+		t.Fatalf("pins at %d, state at %d", unsafe.Offsetof(b.pins), unsafe.Offsetof(b.state))
+	}
+	for name, size := range map[string]uintptr{
+		"tstate":    unsafe.Sizeof(b),
+		"GCRAState": unsafe.Sizeof(bucket[GCRAState]{}),
+	} {
+		if size%bucketLine != 0 {
+			t.Errorf("bucket of %s: %d bytes, not whole lines", name, size)
+		}
+	}
+}
+
 // TestTablePublishResolvesDuplicates drives the duplicate check of an
 // insertion directly: two inserters of one key that missed each other must
 // end with exactly one published copy.
@@ -493,7 +512,8 @@ func TestTablePublishResolvesDuplicates(t *testing.T) {
 	const h = uint64(0x5eed)
 	setup := func() (*Table[tstate, *tstate], *tableShard[tstate], *bucket[tstate], *bucket[tstate]) {
 		tb := newTestTable(t, 16, WithShards(1)) // three buckets: b1 != b2
-		sh, b1, b2 := tb.locate(h)
+		sh, i1, i2 := tb.locate(h)
+		b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 		if b1 == b2 {
 			t.Fatal("candidate buckets coincide")
 		}

@@ -179,7 +179,7 @@ func WithLevelDecay(d time.Duration) Option {
 }
 
 // NewBox returns a Box that tracks at most capacity keys, preallocating
-// about 225 bytes per key of capacity (the table's slot and 1.25 entries).
+// about 230 bytes per key of capacity (the table's slot and 1.25 entries).
 // It returns an error for a non-positive capacity or an invalid option.
 func NewBox(capacity int, opts ...Option) (*Box, error) {
 	c := config{strikes: DefaultStrikes, window: int64(DefaultWindow), levelDecay: int64(DefaultLevelDecay)}
