@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Overflow is what a Table does with a new key when it cannot admit it:
@@ -80,7 +81,8 @@ type bucket[V any] struct {
 	state [bucketSlots]V
 }
 
-// tableShard is one shard: its buckets and its share of the capacity.
+// tableShard is one shard: its buckets (a part of Table.buckets) and its
+// share of the capacity.
 type tableShard[V any] struct {
 	_       [cacheLine]byte
 	buckets []bucket[V]
@@ -129,8 +131,9 @@ type tableShard[V any] struct {
 // plus the size of V, so 20 bytes plus 1.25 times the size of V per entry
 // of capacity, preallocated by NewTable; nothing is allocated later.
 //
-// Get, GetBytes, Lookup, Delete, Len and Stats are safe for concurrent use
-// and take no lock: a reader pins an entry with one atomic add, and writers
+// Get, GetBytes, Lookup, Peek, Delete, Len and Stats are safe for
+// concurrent use and take no lock: a reader pins an entry with one atomic
+// add (Peek does not even pin it), and writers
 // (insertion, eviction, deletion) take a slot with one compare-and-swap and
 // never wait for a pinned one. The only wait is a yield while another
 // goroutine is in the middle of inserting, evicting or deleting an entry of
@@ -139,8 +142,11 @@ type Table[V any, P interface {
 	*V
 	Reset()
 }] struct {
-	seed   maphash.Seed
-	shards []tableShard[V]
+	seed maphash.Seed
+	// buckets holds every bucket, the shards' in turn, so that Index is a
+	// subtraction.
+	buckets []bucket[V]
+	shards  []tableShard[V]
 	// h>>shardShift&shardMask is the shard of hash h: its top bits (a
 	// shift of 0 and a mask of 0 for one shard).
 	shardShift uint8
@@ -211,14 +217,24 @@ func NewTable[V any, P interface {
 		overflow:   cfg.overflow,
 		recovered:  recovered,
 	}
-	for i := range t.shards {
-		c := capacity / n
+	shardBuckets := func(i int) (c, nb int) {
+		c = capacity / n
 		if i < capacity%n {
 			c++
 		}
-		nb := (c*slotsPerEntry4/4 + bucketSlots - 1) / bucketSlots
+		return c, max(1, (c*slotsPerEntry4/4+bucketSlots-1)/bucketSlots)
+	}
+	total := 0
+	for i := range t.shards {
+		_, nb := shardBuckets(i)
+		total += nb
+	}
+	t.buckets = make([]bucket[V], total)
+	next := t.buckets
+	for i := range t.shards {
+		c, nb := shardBuckets(i)
 		t.shards[i].cap = int64(c)
-		t.shards[i].buckets = make([]bucket[V], max(1, nb))
+		t.shards[i].buckets, next = next[:nb:nb], next[nb:]
 	}
 	return t, nil
 }
@@ -286,6 +302,69 @@ func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	}
 }
 
+// Peek finds the entry of key without pinning it, for a reader of a few
+// words of the state that can do without Lookup's two atomic adds (and the
+// cache line they take from other cores). It writes nothing, never inserts
+// and never returns the overflow state; ok is false when the key has no
+// entry. What is read through the PeekRef counts only when validated as
+// PeekRef describes. Peek probes the key's two candidate buckets together,
+// so that their cache misses overlap.
+func (t *Table[V, P]) Peek(key string) (p PeekRef[V], ok bool) {
+	h := fixHash(maphash.String(t.seed, key))
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
+	for i := range bucketSlots {
+		k1, k2 := b1.keys[i].Load(), b2.keys[i].Load()
+		if k1 == h {
+			return PeekRef[V]{b: b1, h: h, i: uint64(i)}, true
+		}
+		if k2 == h {
+			return PeekRef[V]{b: b2, h: h, i: uint64(i)}, true
+		}
+	}
+	return PeekRef[V]{}, false
+}
+
+// PeekRef is an unpinned reference to a slot where Peek found a key. The
+// slot may be evicted, deleted or given to another key at any moment, so a
+// reader validates what it reads, as with a seqlock. The table promises:
+//
+//   - it changes a slot's key only while it holds the slot exclusively,
+//     that is while no Ref to it is held;
+//   - it writes a slot's state only by calling Reset, while it holds the
+//     slot and before it stores the slot's new key, never after.
+//
+// A slot that shows the key may still be held by the table, for an
+// insertion that has not published it yet (perhaps a duplicate that it
+// will withdraw): its state is then freshly Reset, but it is not the key's
+// entry. So V itself must say when it is readable. A V that works: a
+// version that only grows, which Reset sets to a new odd value before its
+// first write, and which a holder of a Ref to the key sets to the next
+// (even) value once Get or Lookup has returned the entry. A reader loads
+// the version (gives up if odd), checks Current (gives up if false), loads
+// the words it needs, and loads the version again (gives up if changed).
+//
+// Then each word read was the key's own, as it was at the instant of its
+// load. The version was even and did not change, so no Reset began in
+// between, and the last Reset before was followed by a holder's mark,
+// hence by the store of the slot's key and its publication. A new key
+// needs a new Reset first, so the key that Current saw was the slot's key
+// from that mark until the second version load (or until a deletion,
+// which writes no state), and every write to the state in between came
+// from a holder of a Ref to that key. Giving up means asking Lookup.
+type PeekRef[V any] struct {
+	b *bucket[V]
+	h uint64
+	i uint64 // the slot in b, below bucketSlots
+}
+
+// Value returns the state in the slot; see PeekRef for how to read it.
+func (p PeekRef[V]) Value() *V { return &p.b.state[p.i%bucketSlots] }
+
+// Current reports whether the slot still holds the key (not that the key
+// is published there; see PeekRef).
+func (p PeekRef[V]) Current() bool { return p.b.keys[p.i%bucketSlots].Load() == p.h }
+
 // Delete removes the entry of key and reports whether it did. It waits for
 // no one: it fails, returning false, when the entry is pinned or in the
 // middle of an insertion, and when there is no entry.
@@ -316,6 +395,31 @@ func (t *Table[V, P]) Delete(key string) bool {
 		}
 	}
 	return false
+}
+
+// Slots returns the number of slots: capacity·5/4, rounded up to whole
+// buckets. It bounds Index.
+func (t *Table[V, P]) Slots() int { return len(t.buckets) * bucketSlots }
+
+// Index returns the number, in [0, Slots()), of the slot whose state v
+// points to: a pointer from Ref.Value or PeekRef.Value, or the one handed
+// to recovered. It returns -1 for any other pointer, the shared overflow
+// state's included. A slot keeps its number for the life of the table, so
+// a caller may keep more per-key data than V holds in an array of Slots()
+// elements beside the table. The table does not know that data: when it
+// gives the slot to a new key it resets V only, so V must tell whether the
+// data beside it is stale (see penalty.Box for one way). The states of a
+// V of size zero share one address: Index returns -1 for them.
+func (t *Table[V, P]) Index(v *V) int {
+	var b *bucket[V] // only for the sizes: never dereferenced
+	size, first, each := unsafe.Sizeof(*b), unsafe.Offsetof(b.state), unsafe.Sizeof(b.state[0])
+	// Arithmetic on addresses inside t.buckets, never turned back into a
+	// pointer; the heap does not move.
+	off := uintptr(unsafe.Pointer(v)) - uintptr(unsafe.Pointer(unsafe.SliceData(t.buckets)))
+	if each == 0 || off >= uintptr(len(t.buckets))*size || off%size < first {
+		return -1
+	}
+	return int(off/size)*bucketSlots + int((off%size-first)/each)
 }
 
 // Len returns the number of entries.
@@ -519,8 +623,10 @@ func freeSlots[V any](b *bucket[V]) int {
 // to it or re-key the slot. So exactly one copy is published, and no holder
 // waits on an earlier one (no cycle).
 func (t *Table[V, P]) publish(sh *tableShard[V], b1, b2, b *bucket[V], i int, h uint64) (Ref[V], probe) {
-	b.keys[i].Store(h)
+	// Reset before the key is stored, never after: Peek's readers rely on
+	// it (see PeekRef).
 	P(&b.state[i]).Reset()
+	b.keys[i].Store(h)
 	mine := slotOrder(b1, b2, b, i)
 	for {
 		wait := false
