@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Overflow is what a Table does with a new key when it cannot admit it:
@@ -52,6 +53,10 @@ const (
 	// bucketSlots is the number of slots of a bucket: its eight keys fill one
 	// 64-byte cache line, so a probe of a bucket reads one line.
 	bucketSlots = 8
+	// bucketLine is the cache line that buckets are laid out in: 64 bytes,
+	// the line of x86 and of most arm64 parts. (cacheLine, twice that, is
+	// the padding that keeps atomics apart, another concern.)
+	bucketLine = 64
 	// pinLocked is added to a slot's pin count by whoever holds it
 	// exclusively. It is so negative that concurrent pinners, which add 1 and
 	// undo on seeing a negative result, can never lift it to zero or above.
@@ -64,14 +69,20 @@ const (
 )
 
 // bucket holds bucketSlots entries, keys first so that a probe touches one
-// cache line. A key is a 64-bit keyed hash; 0 marks an empty slot.
+// cache line. A key is a 64-bit keyed hash; 0 marks an empty slot. The pin
+// counts are padded to the second line, so that a bucket is a whole number
+// of lines when V's size is a multiple of 8 (almost any V): then every
+// bucket's keys sit in one line, rather than every other bucket's keys
+// straddling two.
 type bucket[V any] struct {
 	keys  [bucketSlots]atomic.Uint64
 	pins  [bucketSlots]atomic.Int32
+	_     [bucketLine - bucketSlots*4]byte
 	state [bucketSlots]V
 }
 
-// tableShard is one shard: its buckets and its share of the capacity.
+// tableShard is one shard: its buckets (a part of Table.buckets) and its
+// share of the capacity.
 type tableShard[V any] struct {
 	_       [cacheLine]byte
 	buckets []bucket[V]
@@ -116,12 +127,13 @@ type tableShard[V any] struct {
 // recovered entries exist outside the key's buckets. None of these ever
 // evicts or resets a live entry.
 //
-// Memory: capacity·5/4 slots, each 12 bytes (key and pin count) plus the
-// size of V, so 15 bytes plus 1.25 times the size of V per entry of
-// capacity, preallocated by NewTable; nothing is allocated later.
+// Memory: capacity·5/4 slots, each 16 bytes (key, pin count and padding)
+// plus the size of V, so 20 bytes plus 1.25 times the size of V per entry
+// of capacity, preallocated by NewTable; nothing is allocated later.
 //
-// Get, GetBytes, Lookup, Delete, Len and Stats are safe for concurrent use
-// and take no lock: a reader pins an entry with one atomic add, and writers
+// Get, GetBytes, Lookup, Peek, Delete, Len and Stats are safe for
+// concurrent use and take no lock: a reader pins an entry with one atomic
+// add (Peek does not even pin it), and writers
 // (insertion, eviction, deletion) take a slot with one compare-and-swap and
 // never wait for a pinned one. The only wait is a yield while another
 // goroutine is in the middle of inserting, evicting or deleting an entry of
@@ -130,12 +142,18 @@ type Table[V any, P interface {
 	*V
 	Reset()
 }] struct {
-	seed      maphash.Seed
-	shards    []tableShard[V]
-	shardBits uint
-	capacity  int64
-	overflow  Overflow
-	recovered func(v *V, now int64) bool
+	seed maphash.Seed
+	// buckets holds every bucket, the shards' in turn, so that Index is a
+	// subtraction.
+	buckets []bucket[V]
+	shards  []tableShard[V]
+	// h>>shardShift&shardMask is the shard of hash h: its top bits (a
+	// shift of 0 and a mask of 0 for one shard).
+	shardShift uint8
+	shardMask  uint64
+	capacity   int64
+	overflow   Overflow
+	recovered  func(v *V, now int64) bool
 	// shared is the overflow state of OverflowShare.
 	shared V
 }
@@ -191,21 +209,32 @@ func NewTable[V any, P interface {
 		return nil, fmt.Errorf("concurrency: table shards must be a power of two between 1 and the capacity (%d), got %d", capacity, n)
 	}
 	t := &Table[V, P]{
-		seed:      maphash.MakeSeed(),
-		shards:    make([]tableShard[V], n),
-		shardBits: uint(bits.TrailingZeros(uint(n))),
-		capacity:  int64(capacity),
-		overflow:  cfg.overflow,
-		recovered: recovered,
+		seed:       maphash.MakeSeed(),
+		shards:     make([]tableShard[V], n),
+		shardShift: uint8(64-bits.TrailingZeros(uint(n))) & 63,
+		shardMask:  uint64(n - 1),
+		capacity:   int64(capacity),
+		overflow:   cfg.overflow,
+		recovered:  recovered,
 	}
-	for i := range t.shards {
-		c := capacity / n
+	shardBuckets := func(i int) (c, nb int) {
+		c = capacity / n
 		if i < capacity%n {
 			c++
 		}
-		nb := (c*slotsPerEntry4/4 + bucketSlots - 1) / bucketSlots
+		return c, max(1, (c*slotsPerEntry4/4+bucketSlots-1)/bucketSlots)
+	}
+	total := 0
+	for i := range t.shards {
+		_, nb := shardBuckets(i)
+		total += nb
+	}
+	t.buckets = make([]bucket[V], total)
+	next := t.buckets
+	for i := range t.shards {
+		c, nb := shardBuckets(i)
 		t.shards[i].cap = int64(c)
-		t.shards[i].buckets = make([]bucket[V], max(1, nb))
+		t.shards[i].buckets, next = next[:nb:nb], next[nb:]
 	}
 	return t, nil
 }
@@ -262,7 +291,8 @@ func (t *Table[V, P]) GetBytes(key []byte, now int64) (r Ref[V], ok bool) {
 // and never returns the overflow state.
 func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	h := fixHash(maphash.String(t.seed, key))
-	_, b1, b2 := t.locate(h)
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 	for {
 		r, st := findSlot(b1, b2, h)
 		if st != probeBusy {
@@ -272,12 +302,76 @@ func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	}
 }
 
+// Peek finds the entry of key without pinning it, for a reader of a few
+// words of the state that can do without Lookup's two atomic adds (and the
+// cache line they take from other cores). It writes nothing, never inserts
+// and never returns the overflow state; ok is false when the key has no
+// entry. What is read through the PeekRef counts only when validated as
+// PeekRef describes. Peek probes the key's two candidate buckets together,
+// so that their cache misses overlap.
+func (t *Table[V, P]) Peek(key string) (p PeekRef[V], ok bool) {
+	h := fixHash(maphash.String(t.seed, key))
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
+	for i := range bucketSlots {
+		k1, k2 := b1.keys[i].Load(), b2.keys[i].Load()
+		if k1 == h {
+			return PeekRef[V]{b: b1, h: h, i: uint64(i)}, true
+		}
+		if k2 == h {
+			return PeekRef[V]{b: b2, h: h, i: uint64(i)}, true
+		}
+	}
+	return PeekRef[V]{}, false
+}
+
+// PeekRef is an unpinned reference to a slot where Peek found a key. The
+// slot may be evicted, deleted or given to another key at any moment, so a
+// reader validates what it reads, as with a seqlock. The table promises:
+//
+//   - it changes a slot's key only while it holds the slot exclusively,
+//     that is while no Ref to it is held;
+//   - it writes a slot's state only by calling Reset, while it holds the
+//     slot and before it stores the slot's new key, never after.
+//
+// A slot that shows the key may still be held by the table, for an
+// insertion that has not published it yet (perhaps a duplicate that it
+// will withdraw): its state is then freshly Reset, but it is not the key's
+// entry. So V itself must say when it is readable. A V that works: a
+// version that only grows, which Reset sets to a new odd value before its
+// first write, and which a holder of a Ref to the key sets to the next
+// (even) value once Get or Lookup has returned the entry. A reader loads
+// the version (gives up if odd), checks Current (gives up if false), loads
+// the words it needs, and loads the version again (gives up if changed).
+//
+// Then each word read was the key's own, as it was at the instant of its
+// load. The version was even and did not change, so no Reset began in
+// between, and the last Reset before was followed by a holder's mark,
+// hence by the store of the slot's key and its publication. A new key
+// needs a new Reset first, so the key that Current saw was the slot's key
+// from that mark until the second version load (or until a deletion,
+// which writes no state), and every write to the state in between came
+// from a holder of a Ref to that key. Giving up means asking Lookup.
+type PeekRef[V any] struct {
+	b *bucket[V]
+	h uint64
+	i uint64 // the slot in b, below bucketSlots
+}
+
+// Value returns the state in the slot; see PeekRef for how to read it.
+func (p PeekRef[V]) Value() *V { return &p.b.state[p.i%bucketSlots] }
+
+// Current reports whether the slot still holds the key (not that the key
+// is published there; see PeekRef).
+func (p PeekRef[V]) Current() bool { return p.b.keys[p.i%bucketSlots].Load() == p.h }
+
 // Delete removes the entry of key and reports whether it did. It waits for
 // no one: it fails, returning false, when the entry is pinned or in the
 // middle of an insertion, and when there is no entry.
 func (t *Table[V, P]) Delete(key string) bool {
 	h := fixHash(maphash.String(t.seed, key))
-	sh, b1, b2 := t.locate(h)
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 	for _, b := range [2]*bucket[V]{b1, b2} {
 		for i := range b.keys {
 			if b.keys[i].Load() != h {
@@ -303,6 +397,31 @@ func (t *Table[V, P]) Delete(key string) bool {
 	return false
 }
 
+// Slots returns the number of slots: capacity·5/4, rounded up to whole
+// buckets. It bounds Index.
+func (t *Table[V, P]) Slots() int { return len(t.buckets) * bucketSlots }
+
+// Index returns the number, in [0, Slots()), of the slot whose state v
+// points to: a pointer from Ref.Value or PeekRef.Value, or the one handed
+// to recovered. It returns -1 for any other pointer, the shared overflow
+// state's included. A slot keeps its number for the life of the table, so
+// a caller may keep more per-key data than V holds in an array of Slots()
+// elements beside the table. The table does not know that data: when it
+// gives the slot to a new key it resets V only, so V must tell whether the
+// data beside it is stale (see penalty.Box for one way). The states of a
+// V of size zero share one address: Index returns -1 for them.
+func (t *Table[V, P]) Index(v *V) int {
+	var b *bucket[V] // only for the sizes: never dereferenced
+	size, first, each := unsafe.Sizeof(*b), unsafe.Offsetof(b.state), unsafe.Sizeof(b.state[0])
+	// Arithmetic on addresses inside t.buckets, never turned back into a
+	// pointer; the heap does not move.
+	off := uintptr(unsafe.Pointer(v)) - uintptr(unsafe.Pointer(unsafe.SliceData(t.buckets)))
+	if each == 0 || off >= uintptr(len(t.buckets))*size || off%size < first {
+		return -1
+	}
+	return int(off/size)*bucketSlots + int((off%size-first)/each)
+}
+
 // Len returns the number of entries.
 func (t *Table[V, P]) Len() int {
 	var n int64
@@ -325,18 +444,21 @@ func (t *Table[V, P]) Stats() TableStats {
 	return s
 }
 
-// locate returns the shard and the two candidate buckets of hash h: the
-// shard from the top bits, the buckets from two independent mixes of h
-// (multiply-shift ranges them without a division).
-func (t *Table[V, P]) locate(h uint64) (*tableShard[V], *bucket[V], *bucket[V]) {
-	sh := &t.shards[h>>(64-t.shardBits)&(1<<t.shardBits-1)]
+// locate returns the shard of hash h and the numbers of its two candidate
+// buckets there: the shard from the top bits, the buckets from two
+// independent mixes of h (multiply-shift ranges them without a division).
+// It is small enough to be inlined.
+func (t *Table[V, P]) locate(h uint64) (sh *tableShard[V], i1, i2 uint64) {
+	sh = &t.shards[h>>(t.shardShift&63)&t.shardMask]
 	nb := uint64(len(sh.buckets))
-	i1 := (uint64(uint32(h)) * nb) >> 32
-	i2 := (((h * 0x9e3779b97f4a7c15) >> 32) * nb) >> 32
-	if i2 == i1 && nb > 1 {
-		i2 = (i1 + 1) % nb
+	i1 = (uint64(uint32(h)) * nb) >> 32
+	i2 = (((h * 0x9e3779b97f4a7c15) >> 32) * nb) >> 32
+	if i2 == i1 { // the next bucket instead (the same one if it is the only one)
+		if i2++; i2 == nb {
+			i2 = 0
+		}
 	}
-	return sh, &sh.buckets[i1], &sh.buckets[i2]
+	return sh, i1, i2
 }
 
 type probe uint8
@@ -347,35 +469,43 @@ const (
 	probeBusy // the key's slot is held exclusively for the moment
 )
 
-// findSlot pins the slot of h in b1 or b2.
+// findSlot pins the slot of h in b1 or b2. It probes both buckets in one
+// loop, so that the loads from the second do not wait for the comparisons
+// of the first and their cache misses overlap.
 func findSlot[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
-	if r, st := findInBucket(b1, h); st != probeMiss || b2 == b1 {
-		return r, st
-	}
-	return findInBucket(b2, h)
-}
-
-func findInBucket[V any](b *bucket[V], h uint64) (Ref[V], probe) {
-	for i := range b.keys {
-		if b.keys[i].Load() != h {
-			continue
+	for i := range bucketSlots {
+		k1, k2 := b1.keys[i].Load(), b2.keys[i].Load()
+		if k1 == h {
+			if r, st := pinSlot(b1, i, h); st != probeMiss {
+				return r, st
+			}
 		}
-		p := &b.pins[i]
-		if p.Add(1) < 0 { // held exclusively: undo, the holder is about to re-key or publish
-			p.Add(-1)
-			return Ref[V]{}, probeBusy
+		if k2 == h && b2 != b1 {
+			if r, st := pinSlot(b2, i, h); st != probeMiss {
+				return r, st
+			}
 		}
-		if b.keys[i].Load() != h { // re-keyed between the load and the pin
-			p.Add(-1)
-			continue
-		}
-		return Ref[V]{v: &b.state[i], pins: p}, probeFound
 	}
 	return Ref[V]{}, probeMiss
 }
 
+// pinSlot pins slot i of b, where the key h was just seen.
+func pinSlot[V any](b *bucket[V], i int, h uint64) (Ref[V], probe) {
+	p := &b.pins[i]
+	if p.Add(1) < 0 { // held exclusively: undo, the holder is about to re-key or publish
+		p.Add(-1)
+		return Ref[V]{}, probeBusy
+	}
+	if b.keys[i].Load() != h { // re-keyed between the load and the pin
+		p.Add(-1)
+		return Ref[V]{}, probeMiss
+	}
+	return Ref[V]{v: &b.state[i], pins: p}, probeFound
+}
+
 func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
-	sh, b1, b2 := t.locate(h)
+	sh, i1, i2 := t.locate(h)
+	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 	for {
 		r, st := findSlot(b1, b2, h)
 		switch st {
@@ -493,8 +623,10 @@ func freeSlots[V any](b *bucket[V]) int {
 // to it or re-key the slot. So exactly one copy is published, and no holder
 // waits on an earlier one (no cycle).
 func (t *Table[V, P]) publish(sh *tableShard[V], b1, b2, b *bucket[V], i int, h uint64) (Ref[V], probe) {
-	b.keys[i].Store(h)
+	// Reset before the key is stored, never after: Peek's readers rely on
+	// it (see PeekRef).
 	P(&b.state[i]).Reset()
+	b.keys[i].Store(h)
 	mine := slotOrder(b1, b2, b, i)
 	for {
 		wait := false

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -335,6 +336,13 @@ func TestTableDoesNotAllocate(t *testing.T) {
 			r, _ := tb.Lookup("present")
 			r.Release()
 		},
+		"Peek": func() {
+			if p, ok := tb.Peek("present"); ok {
+				p.Value().hits.Load()
+				p.Current()
+			}
+			tb.Peek("absent")
+		},
 	} {
 		if a := testing.AllocsPerRun(1000, f); a != 0 {
 			t.Errorf("%s allocates %v per run", name, a)
@@ -342,10 +350,11 @@ func TestTableDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestTableModel runs random sequences of Get, Release, Delete and time
-// steps against a map with a cap. The table is small enough (one shard, at
-// most two buckets) that every key can use every slot, so the table must
-// match the model exactly: no spurious overflow.
+// TestTableModel runs random sequences of Get, Release, Delete, Peek and
+// time steps against a map with a cap. The table is small enough (one
+// shard, at most two buckets) that every key can use every slot, so the
+// table must match the model exactly: no spurious overflow. Every entry
+// has its own slot number (Index).
 func TestTableModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		capacity := rapid.IntRange(1, 8).Draw(rt, "capacity")
@@ -441,9 +450,38 @@ func TestTableModel(t *testing.T) {
 					delete(model, k)
 				}
 			},
+			"peek": func(rt *rapid.T) {
+				k := keyGen.Draw(rt, "key")
+				p, ok := tb.Peek(k)
+				e, present := model[k]
+				if ok != present {
+					rt.Fatalf("Peek(%q) found %v, model %v", k, ok, present)
+				}
+				if ok && (!p.Current() || p.Value().hits.Load() != e.hits) {
+					rt.Fatalf("Peek(%q): current %v, %d hits, model %d", k, p.Current(), p.Value().hits.Load(), e.hits)
+				}
+			},
 			"": func(rt *rapid.T) {
 				if tb.Len() != len(model) {
 					rt.Fatalf("Len %d, model %d", tb.Len(), len(model))
+				}
+				// Every entry has its own slot number, the same through
+				// Lookup and Peek.
+				seen := map[int]string{}
+				for k := range model {
+					l, ok := tb.Lookup(k)
+					if !ok {
+						rt.Fatalf("Lookup lost %q", k)
+					}
+					i := tb.Index(l.Value())
+					l.Release()
+					if p, _ := tb.Peek(k); tb.Index(p.Value()) != i {
+						rt.Fatalf("%q: Lookup's slot %d, Peek's %d", k, i, tb.Index(p.Value()))
+					}
+					if i < 0 || i >= tb.Slots() || seen[i] != "" {
+						rt.Fatalf("%q has slot %d of %d, already %q's", k, i, tb.Slots(), seen[i])
+					}
+					seen[i] = k
 				}
 			},
 		})
@@ -486,6 +524,24 @@ func TestTableLoad(t *testing.T) {
 	}
 }
 
+// TestBucketLayout: the keys fill the first line of a bucket, the pin
+// counts the second, and a bucket whose V is a multiple of 8 bytes is a
+// whole number of lines, so that every bucket's keys sit in one line.
+func TestBucketLayout(t *testing.T) {
+	var b bucket[tstate]
+	if unsafe.Offsetof(b.pins) != bucketLine || unsafe.Offsetof(b.state) != 2*bucketLine {
+		t.Fatalf("pins at %d, state at %d", unsafe.Offsetof(b.pins), unsafe.Offsetof(b.state))
+	}
+	for name, size := range map[string]uintptr{
+		"tstate":    unsafe.Sizeof(b),
+		"GCRAState": unsafe.Sizeof(bucket[GCRAState]{}),
+	} {
+		if size%bucketLine != 0 {
+			t.Errorf("bucket of %s: %d bytes, not whole lines", name, size)
+		}
+	}
+}
+
 // TestTablePublishResolvesDuplicates drives the duplicate check of an
 // insertion directly: two inserters of one key that missed each other must
 // end with exactly one published copy.
@@ -493,7 +549,8 @@ func TestTablePublishResolvesDuplicates(t *testing.T) {
 	const h = uint64(0x5eed)
 	setup := func() (*Table[tstate, *tstate], *tableShard[tstate], *bucket[tstate], *bucket[tstate]) {
 		tb := newTestTable(t, 16, WithShards(1)) // three buckets: b1 != b2
-		sh, b1, b2 := tb.locate(h)
+		sh, i1, i2 := tb.locate(h)
+		b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
 		if b1 == b2 {
 			t.Fatal("candidate buckets coincide")
 		}

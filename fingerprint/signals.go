@@ -202,7 +202,7 @@ func WithTiming(minSamples int, cv float64) TrackerOption {
 }
 
 // NewTracker returns a Tracker that holds state for at most capacity keys,
-// preallocating about 145 bytes per key of capacity (the table's slot and
+// preallocating about 150 bytes per key of capacity (the table's slot and
 // 1.25 states). It returns an error for a non-positive capacity or a bad
 // option.
 func NewTracker(capacity int, opts ...TrackerOption) (*Tracker, error) {

@@ -57,8 +57,9 @@ type Stats struct {
 // Box is a penalty box: strikes within a window put a key in a timeout,
 // and repeated timeouts escalate (see the package doc).
 //
-// Check takes no lock and allocates nothing: it pins the key's entry, loads
-// one word and unpins. Strike and Pardon change several words of one key's
+// Check takes no lock, writes no shared memory and allocates nothing: it
+// reads the key's entry (two words) without pinning it, and validates the
+// read (see Check). Strike and Pardon change several words of one key's
 // state and serialise on a per-key flag (spinning with runtime.Gosched for
 // the few stores another writer of the same key needs); they allocate
 // nothing. A strike that arrives while its key serves a timeout is ignored:
@@ -73,42 +74,79 @@ type Stats struct {
 // A Box is safe for concurrent use, has no goroutine and needs no Close.
 // The zero value is not usable; call NewBox.
 type Box struct {
-	table    *concurrency.Table[entry, *entry]
+	table *concurrency.Table[entry, *entry]
+	// history holds the rest of each key's state, by table slot
+	// (Table.Index), so that the table, all that Check reads, stays small:
+	// at 10^6 keys Check's cost is mostly cache and TLB misses, and with
+	// the whole state in the table (168 bytes a key instead of 16) it took
+	// about one and a half times as long.
+	history  []history
 	cfg      config
 	strikes  atomic.Uint64
 	ignored  atomic.Uint64
 	timeouts atomic.Uint64
 }
 
-// entry is one key's penalty state; every field is atomic so the table can
-// hold it and Check can read it without a lock.
+// entry is the part of a key's penalty state that the table holds: what
+// Check reads. Its fields are atomic because Check reads them without a
+// pin while Strike writes.
 type entry struct {
-	until  atomic.Int64 // end of the current or last timeout (ns); 0 = none yet
-	level  atomic.Int64 // escalation level as of anchor
-	anchor atomic.Int64 // when level was last set: the end of the last timeout
-	n      atomic.Int64 // strikes recorded since the last timeout (the log holds min(n, MaxStrikes))
-	log    [MaxStrikes]atomic.Int64
-	busy   atomic.Bool // writer flag for Strike and Pardon
+	// version only grows. Reset makes it odd (a new value); Strike and
+	// Pardon, holding a Ref, make it even (the next value): even means
+	// "this is the key's published entry". It validates Check's unpinned
+	// read (concurrency.PeekRef) and tells whether the history beside the
+	// slot is this key's.
+	version atomic.Uint64
+	until   atomic.Int64 // end of the current or last timeout (ns); 0 = none yet
 }
 
-// Reset makes e fresh.
+// Reset makes e fresh, and its history stale. Its callers write one at a
+// time: the table while it holds the slot exclusively, Pardon under the
+// history's flag.
 func (e *entry) Reset() {
+	e.version.Store((e.version.Load() + 2) | 1) // first: Check's readers give up
 	e.until.Store(0)
-	e.level.Store(0)
-	e.anchor.Store(0)
-	e.n.Store(0)
-	for i := range e.log {
-		e.log[i].Store(0)
-	}
 }
 
-func (e *entry) lock() {
-	for !e.busy.CompareAndSwap(false, true) {
+// publish marks e readable by Check, for a caller that holds a Ref to e's
+// key and the history's flag, and returns the version.
+func (e *entry) publish() uint64 {
+	v := e.version.Load()
+	if v&1 == 1 {
+		v++
+		e.version.Store(v)
+	}
+	return v
+}
+
+// history is the rest of a key's state, in Box.history at the index of the
+// key's table slot. Strike and Pardon change it holding a Ref to the key
+// and the busy flag; the table's recovered reads it holding the slot
+// exclusively (after the last holder's Release): its plain fields need no
+// atomics. The table resets the entry, not the history, when it gives the
+// slot to a new key: a history whose version is not the entry's is stale,
+// and reads as fresh.
+type history struct {
+	busy    atomic.Bool // writer flag for Strike and Pardon
+	version uint64      // the entry.version this history belongs to
+	level   int64       // escalation level as of anchor
+	anchor  int64       // when level was last set: the end of the last timeout
+	n       int64       // strikes recorded since the last timeout (the log holds min(n, MaxStrikes))
+	log     [MaxStrikes]int64
+}
+
+// reset makes h fresh, for the entry version v.
+func (h *history) reset(v uint64) {
+	h.version, h.level, h.anchor, h.n = v, 0, 0, 0 // the log is read only up to n
+}
+
+func (h *history) lock() {
+	for !h.busy.CompareAndSwap(false, true) {
 		runtime.Gosched()
 	}
 }
 
-func (e *entry) unlock() { e.busy.Store(false) }
+func (h *history) unlock() { h.busy.Store(false) }
 
 type config struct {
 	strikes    int
@@ -179,7 +217,8 @@ func WithLevelDecay(d time.Duration) Option {
 }
 
 // NewBox returns a Box that tracks at most capacity keys, preallocating
-// about 225 bytes per key of capacity (the table's slot and 1.25 entries).
+// about 250 bytes per key of capacity (1.25 table slots, each with its
+// entry and history).
 // It returns an error for a non-positive capacity or an invalid option.
 func NewBox(capacity int, opts ...Option) (*Box, error) {
 	c := config{strikes: DefaultStrikes, window: int64(DefaultWindow), levelDecay: int64(DefaultLevelDecay)}
@@ -197,19 +236,43 @@ func NewBox(capacity int, opts ...Option) (*Box, error) {
 		return nil, fmt.Errorf("penalty: %w", err)
 	}
 	b.table = t
+	b.history = make([]history, t.Slots())
 	return b, nil
 }
 
 // Check reports whether key is serving a timeout at now and how long is
-// left (the Retry-After). It never inserts, takes no lock and allocates
-// nothing.
+// left (the Retry-After). It never inserts, takes no lock, writes no shared
+// memory and allocates nothing.
+//
+// It reads the end of the key's timeout without pinning the entry, as a
+// seqlock reader (concurrency.PeekRef): the entry's version (even: a
+// published entry), the slot's key (still this key), until, the version
+// again (unchanged). Then until is the key's own, as it was at the instant
+// of that load: another key's timeout is never reported. When the slot is
+// being inserted, evicted or pardoned meanwhile, Check asks again pinned.
 func (b *Box) Check(key string, now int64) (time.Duration, bool) {
+	p, ok := b.table.Peek(key)
+	if !ok {
+		return 0, false
+	}
+	e := p.Value()
+	if v := e.version.Load(); v&1 == 0 && p.Current() {
+		until := e.until.Load()
+		if e.version.Load() == v {
+			return left(until, now)
+		}
+	}
 	ref, ok := b.table.Lookup(key)
 	if !ok {
 		return 0, false
 	}
 	until := ref.Value().until.Load()
 	ref.Release()
+	return left(until, now)
+}
+
+// left is Check's answer for a timeout that ends at until.
+func left(until, now int64) (time.Duration, bool) {
 	if now < until {
 		return time.Duration(until - now), true
 	}
@@ -230,34 +293,35 @@ func (b *Box) Strike(key string, now int64) Status {
 	}
 	defer ref.Release()
 	e := ref.Value()
-	e.lock()
-	defer e.unlock()
+	h := &b.history[b.table.Index(e)]
+	h.lock()
+	defer h.unlock()
+	// The version cannot change under us: the table resets the entry only
+	// when nobody pins it, and Pardon only under the flag.
+	if v := e.publish(); h.version != v {
+		h.reset(v) // the slot changed hands since the history was written
+	}
 	st := Status{Tracked: true}
 	if until := e.until.Load(); now < until {
 		b.ignored.Add(1)
 		st.RetryAfter = time.Duration(until - now)
-		st.Level = int(b.level(e, now))
+		st.Level = int(b.level(h, now))
 		return st
 	}
 	b.strikes.Add(1)
-	n := e.n.Add(1)
-	e.log[(n-1)%MaxStrikes].Store(now)
-	st.Strikes = b.countStrikes(e, now)
-	st.Level = int(b.level(e, now))
+	h.n++
+	h.log[(h.n-1)%MaxStrikes] = now
+	st.Strikes = b.countStrikes(h, now)
+	st.Level = int(b.level(h, now))
 	if st.Strikes < b.cfg.strikes {
 		return st
 	}
 	// Threshold reached: the strikes are consumed by a timeout one level
 	// above the decayed level.
-	lvl := b.level(e, now) + 1
+	lvl := b.level(h, now) + 1
 	d := b.cfg.timeouts[min(lvl, int64(len(b.cfg.timeouts)))-1]
 	until := now + d
-	e.n.Store(0)
-	for i := range e.log {
-		e.log[i].Store(0)
-	}
-	e.level.Store(lvl)
-	e.anchor.Store(until)
+	h.n, h.level, h.anchor = 0, lvl, until
 	e.until.Store(until)
 	b.timeouts.Add(1)
 	return Status{RetryAfter: time.Duration(d), Level: int(lvl), Started: true, Tracked: true}
@@ -275,9 +339,11 @@ func (b *Box) Pardon(key string) bool {
 	}
 	defer ref.Release()
 	e := ref.Value()
-	e.lock()
+	h := &b.history[b.table.Index(e)]
+	h.lock()
 	e.Reset()
-	e.unlock()
+	h.reset(e.publish())
+	h.unlock()
 	return true
 }
 
@@ -287,36 +353,40 @@ func (b *Box) Stats() Stats {
 		Ignored: b.ignored.Load(), Timeouts: b.timeouts.Load()}
 }
 
-// countStrikes counts the logged strikes of e that still count at now:
+// countStrikes counts the logged strikes of h that still count at now:
 // those less than window old.
-func (b *Box) countStrikes(e *entry, now int64) int {
-	n := min(e.n.Load(), MaxStrikes)
+func (b *Box) countStrikes(h *history, now int64) int {
 	c := 0
-	for i := range n {
-		if t := e.log[i].Load(); now-t < b.cfg.window {
+	for _, t := range h.log[:min(h.n, MaxStrikes)] {
+		if now-t < b.cfg.window {
 			c++
 		}
 	}
 	return c
 }
 
-// level returns e's escalation level at now: the stored level less one for
+// level returns h's escalation level at now: the stored level less one for
 // every full levelDecay since the end of the last timeout.
-func (b *Box) level(e *entry, now int64) int64 {
-	lvl := e.level.Load()
-	if lvl == 0 {
+func (b *Box) level(h *history, now int64) int64 {
+	if h.level == 0 {
 		return 0
 	}
-	elapsed := now - e.anchor.Load()
+	elapsed := now - h.anchor
 	if elapsed <= 0 {
-		return lvl
+		return h.level
 	}
-	return max(0, lvl-elapsed/b.cfg.levelDecay)
+	return max(0, h.level-elapsed/b.cfg.levelDecay)
 }
 
 // recovered reports whether e is indistinguishable from a fresh entry at
 // now: no timeout, no strike within the window, level decayed to zero. The
-// table calls it only while it holds the entry exclusively.
+// table calls it only while it holds the entry exclusively, so nobody
+// writes e or its history meanwhile. A stale history (the entry was reset
+// and not struck since) has no strikes and no level.
 func (b *Box) recovered(e *entry, now int64) bool {
-	return now >= e.until.Load() && b.countStrikes(e, now) == 0 && b.level(e, now) == 0
+	if now < e.until.Load() {
+		return false
+	}
+	h := &b.history[b.table.Index(e)]
+	return h.version != e.version.Load() || b.countStrikes(h, now) == 0 && b.level(h, now) == 0
 }

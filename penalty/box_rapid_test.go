@@ -22,6 +22,17 @@ func (m *model) effLevel(now int64, decay int64) int64 {
 	return max(0, m.level-(now-m.anchor)/decay)
 }
 
+// recovered reports whether the state is indistinguishable from a fresh
+// one at now: no timeout, no strike within the window, no level left.
+func (m *model) recovered(now int64, c config) bool {
+	for _, t := range m.strikes {
+		if now-t < c.window {
+			return false
+		}
+	}
+	return now >= m.until && m.effLevel(now, c.levelDecay) == 0
+}
+
 func (m *model) strike(now int64, c config) Status {
 	if now < m.until {
 		return Status{RetryAfter: time.Duration(m.until - now), Level: int(m.effLevel(now, c.levelDecay)), Tracked: true}
@@ -59,7 +70,8 @@ func genOptions(t *rapid.T) []Option {
 // TestBoxMatchesModel drives a Box and the model with the same random
 // strikes, checks and pardons on a few keys at non-decreasing times: every
 // Status and every Check agree, so strikes expire and levels decay exactly
-// on schedule.
+// on schedule; and the table's eviction test (recovered), which reads the
+// history kept beside the table, agrees with the model at any later time.
 func TestBoxMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b, err := NewBox(64, genOptions(t)...)
@@ -89,6 +101,14 @@ func TestBoxMatchesModel(t *testing.T) {
 				got := b.Strike(k, now)
 				if want := m.strike(now, b.cfg); got != want {
 					t.Fatalf("Strike(%s, %d) = %+v, model %+v", k, now, got, want)
+				}
+			}
+			if ref, ok := b.table.Lookup(k); ok {
+				later := now + rapid.Int64Range(0, 400).Draw(t, "later")
+				got := b.recovered(ref.Value(), later)
+				ref.Release()
+				if want := m.recovered(later, b.cfg); got != want {
+					t.Fatalf("recovered(%s, %d) = %v, model %v (%+v)", k, later, got, want, *m)
 				}
 			}
 		}

@@ -1,8 +1,10 @@
 package penalty
 
 import (
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -209,10 +211,94 @@ func keyOf(i int) string {
 	return "client-" + string(buf[n:])
 }
 
-// TestEntrySize keeps NewBox's memory statement true: a table slot (12
-// bytes plus 3 of bucket overhead) and 1.25 entries per key of capacity.
+// TestEntrySize keeps NewBox's memory statement true: per key of
+// capacity, 1.25 table slots (16 bytes of key, pin count and padding, and
+// an entry) and as many histories beside the table.
 func TestEntrySize(t *testing.T) {
-	if per := 15 + unsafe.Sizeof(entry{})*5/4; per > 225 {
-		t.Fatalf("%d bytes per key of capacity, documented 225", per)
+	if per := (16 + unsafe.Sizeof(entry{}) + unsafe.Sizeof(history{})) * 5 / 4; per > 250 {
+		t.Fatalf("%d bytes per key of capacity, documented 250", per)
+	}
+}
+
+// TestBoxCheckFallsBackWhileUnpublished: while an entry's version is odd
+// (reset by the table or Pardon and not yet marked by a holder), Check
+// does not trust the unpinned read and asks again pinned.
+func TestBoxCheckFallsBackWhileUnpublished(t *testing.T) {
+	b := mustBox(t, 16, WithStrikes(1, time.Minute))
+	b.Strike("k", 1)
+	ref, ok := b.table.Lookup("k")
+	if !ok {
+		t.Fatal("no entry")
+	}
+	e := ref.Value()
+	e.version.Add(1) // odd, as between an insertion and its Strike's mark
+	if d, blocked := b.Check("k", 2); !blocked || d != 5*time.Minute-1 {
+		t.Fatalf("Check on an unpublished entry: %v %v", d, blocked)
+	}
+	e.version.Add(1)
+	ref.Release()
+	if d, blocked := b.Check("k", 2); !blocked || d != 5*time.Minute-1 {
+		t.Fatalf("Check: %v %v", d, blocked)
+	}
+}
+
+// TestBoxCheckNeverReportsAnotherKey: an offender and an innocent key
+// share a table of one entry. The offender earns a short timeout, recovers
+// and is evicted by the innocent, which is struck once and pardoned at
+// once (so it is never blocked), then evicted by the offender in turn: the
+// entry changes keys all the time. Checks of the innocent key, racing all
+// that, must never report a timeout: it would be the offender's.
+func TestBoxCheckNeverReportsAnotherKey(t *testing.T) {
+	iters := 200_000
+	if testing.Short() || boxRaceEnabled {
+		iters = 10_000
+	}
+	b := mustBox(t, 1, WithStrikes(2, 6), WithTimeouts(5), WithLevelDecay(8))
+	const offender, innocent = "offender", "innocent"
+	var clock atomic.Int64
+	var writing sync.WaitGroup
+	writing.Go(func() {
+		for range iters {
+			// Two strikes: a timeout. Then time enough to recover, and a
+			// chance for the innocent key to take the entry.
+			b.Strike(offender, clock.Add(1))
+			b.Strike(offender, clock.Add(1))
+			clock.Add(20)
+			runtime.Gosched()
+		}
+	})
+	writing.Go(func() {
+		for range iters {
+			// One strike, below the threshold of 2, forgiven before the
+			// next: never a timeout.
+			b.Strike(innocent, clock.Add(1))
+			b.Pardon(innocent)
+			runtime.Gosched()
+		}
+	})
+	var done atomic.Bool
+	checked := make(chan int)
+	go func() {
+		n := 0
+		for ; !done.Load(); n++ {
+			// At time 0 every timeout ever given lies ahead: the
+			// offender's until would read as blocked.
+			if d, blocked := b.Check(innocent, 0); blocked {
+				t.Errorf("%s reported blocked for %v", innocent, d)
+				break
+			}
+			if n%64 == 0 {
+				runtime.Gosched() // let both writers run, even on one core
+			}
+		}
+		checked <- n
+	}()
+	writing.Wait()
+	done.Store(true)
+	n := <-checked
+	s := b.Stats()
+	t.Logf("%d checks, stats %+v", n, s)
+	if s.Timeouts == 0 || s.Evictions < uint64(iters)/10 {
+		t.Fatalf("the test did not exercise the race: %+v", s)
 	}
 }

@@ -7,8 +7,8 @@
 // Box keeps that state per key in a bounded concurrency.Table that never
 // forgets a client still serving a timeout, still holding strikes or still
 // escalated, however many new keys arrive. Box.Check, asked before any
-// other rule, answers from one atomic load whether a key is serving a
-// timeout and for how long (the Retry-After). SuspicionScale turns a
-// suspicion score into a limit multiplier that lowers a client's limits
-// before it earns a timeout.
+// other rule, answers whether a key is serving a timeout and for how long
+// (the Retry-After) from a few loads, without a lock or a pin.
+// SuspicionScale turns a suspicion score into a limit multiplier that
+// lowers a client's limits before it earns a timeout.
 package penalty

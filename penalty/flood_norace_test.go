@@ -7,3 +7,6 @@ const (
 	floodKeys     = 10_000_000
 	floodCapacity = 1 << 16
 )
+
+// boxRaceEnabled reports whether the tests run under the race detector.
+const boxRaceEnabled = false

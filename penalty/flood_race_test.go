@@ -7,3 +7,6 @@ const (
 	floodKeys     = 20_000
 	floodCapacity = 1 << 10
 )
+
+// boxRaceEnabled reports whether the tests run under the race detector.
+const boxRaceEnabled = true
