@@ -135,5 +135,6 @@ func (s *Semaphore) OnCapacityWhile(waiting *atomic.Int64, f func()) error {
 	return s.onCapacity.register(f, waiting)
 }
 
-// ErrHookInUse is returned by OnCapacity when a hook is already registered.
+// ErrHookInUse is returned by OnCapacity and OnCapacityWhile when a hook is
+// already registered.
 var ErrHookInUse = errors.New("concurrency: a capacity hook is already registered")
