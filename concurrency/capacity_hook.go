@@ -12,15 +12,21 @@ type capacityHook struct {
 }
 
 // hookSlot holds the one capacity hook of a semaphore. It is read on every
-// release, written only when a hook is registered or removed.
+// release, written only when a hook is registered or removed. gate repeats
+// the hook's waiter count so that a release reads it with two dependent
+// loads (one when there is no hook) rather than three.
 type hookSlot struct {
-	p atomic.Pointer[capacityHook]
+	gate atomic.Pointer[atomic.Int64] // nil: no hook
+	p    atomic.Pointer[capacityHook]
 }
 
 // register installs f gated by waiting (nil: ungated), removes the hook when
-// f is nil, and refuses a second hook with ErrHookInUse.
+// f is nil, and refuses a second hook with ErrHookInUse. A release that runs
+// at the same time as a registration or a removal may or may not run the
+// hook.
 func (s *hookSlot) register(f func(), waiting *atomic.Int64) error {
 	if f == nil {
+		s.gate.Store(nil)
 		s.p.Store(nil)
 		return nil
 	}
@@ -33,18 +39,25 @@ func (s *hookSlot) register(f func(), waiting *atomic.Int64) error {
 	if !s.p.CompareAndSwap(nil, h) {
 		return ErrHookInUse
 	}
+	s.gate.Store(h.waiting)
 	return nil
 }
 
-// due returns the hook to run now that capacity may have freed up, or nil
-// when there is none or its waiter count reads zero: a release with nobody
-// waiting pays two loads and no call. Both loads come after the caller's
-// release (sequentially consistent atomics), which is what makes the gate
-// safe; see Semaphore.OnCapacityWhile. It is small enough to inline, and the
-// caller makes the call: if h := s.onCapacity.due(); h != nil { h.f() }.
-func (s *hookSlot) due() *capacityHook {
-	if h := s.p.Load(); h != nil && h.waiting.Load() != 0 {
-		return h
+// The semaphores fire the hook after a release or a limit increase with
+//
+//	if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
+//		s.onCapacity.run()
+//	}
+//
+// written out at each site, in this shape so that the common case, no hook,
+// stays one load and one branch, and a release with nobody waiting pays two
+// loads and no call. Both loads come after the release (sequentially
+// consistent atomics), which is what makes the gate safe; see
+// Semaphore.OnCapacityWhile.
+
+// run calls the hook, if one is still registered.
+func (s *hookSlot) run() {
+	if h := s.p.Load(); h != nil {
+		h.f()
 	}
-	return nil
 }

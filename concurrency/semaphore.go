@@ -77,8 +77,8 @@ func (s *Semaphore) Release(n int64) {
 		s.inflight.Add(n)
 		panic(fmt.Sprintf("concurrency: Semaphore.Release(%d) releases more than is held (%d)", n, after+n))
 	}
-	if h := s.onCapacity.due(); h != nil {
-		h.f()
+	if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
+		s.onCapacity.run()
 	}
 }
 
@@ -91,8 +91,8 @@ func (s *Semaphore) SetLimit(limit int64) error {
 		return fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
 	}
 	if old := s.limit.Swap(limit); limit > old {
-		if h := s.onCapacity.due(); h != nil {
-			h.f()
+		if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
+			s.onCapacity.run()
 		}
 	}
 	return nil

@@ -262,8 +262,8 @@ func (s *ShardedSemaphore) Release(n int64) {
 		return
 	}
 	s.deposit(&s.shards[pickShard(s.mask)], n)
-	if h := s.onCapacity.due(); h != nil {
-		h.f()
+	if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
+		s.onCapacity.run()
 	}
 }
 
@@ -295,8 +295,8 @@ func (s *ShardedSemaphore) SetLimit(limit int64) error {
 	}
 	s.mu.Unlock()
 	if limit > old {
-		if h := s.onCapacity.due(); h != nil {
-			h.f()
+		if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
+			s.onCapacity.run()
 		}
 	}
 	return nil
