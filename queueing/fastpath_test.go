@@ -165,6 +165,8 @@ func TestFastPathHammer(t *testing.T) {
 	iters := 4000
 	if testing.Short() {
 		iters = 500
+	} else if raceEnabled {
+		iters = 200 // see raceEnabled
 	}
 	for _, kind := range admitterKinds() {
 		for cname, opts := range configs {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package queueing
+
+const raceEnabled = false
