@@ -41,17 +41,20 @@ import (
 // admit at once its line bounces between them, and this one wins on two
 // cores already. On the 2-core virtual machine this was developed on
 // (shared with other jobs, so noisy), the bench module's
-// BenchmarkTryAcquireRelease, medians of 15 interleaved runs of 300 ms:
-// serially Semaphore 11.4 ns against 18.8 ns here; with b.RunParallel
-// Semaphore 37.5 ns against 10.2 ns here, every parallel run of this one
-// within 6.3 to 13.3 ns. (Before shards were picked by 2 KiB stack block,
-// two goroutines often shared one and the parallel time was bimodal, 9.4 to
-// 42.5 ns.) Under the default shard count, up to GOMAXPROCS goroutines on
-// adjacent stacks, as goroutines started together often are, never share a
-// shard; two others meet about once in the shard count (1 in 8 at
-// GOMAXPROCS 2) and then contend on one line, as on Semaphore's word. It has not been measured on
-// a many-core machine: prefer Semaphore for serial use, this one where
-// several cores admit against one limit at once.
+// BenchmarkTryAcquireRelease in four sets of 11 to 16 interleaved runs of
+// 200 or 300 ms, gated on an otherwise idle machine: serially Semaphore
+// took 10.4 to 11.4 ns (the sets' medians) against 18.8 to 22.3 ns here;
+// with b.RunParallel Semaphore took 28 to 38 ns against 9.6 to 11.1 ns
+// here, and 55 of 57 parallel runs of this one stayed within 6.3 to
+// 13.3 ns (the other two took 20 and 32 ns). Before shards were picked by
+// 2 KiB stack block, two goroutines often shared one: 37 of 59 parallel
+// runs took 19 to 44 ns. Under the default shard count, up to GOMAXPROCS
+// goroutines on adjacent stacks, as goroutines started together often are,
+// never share a shard; two others meet about once in the shard count (1 in
+// 8 at GOMAXPROCS 2) and then contend on one line, as on Semaphore's word.
+// It has not been measured on a many-core machine: prefer Semaphore for
+// serial use, this one where several cores admit against one limit at
+// once.
 //
 // TryAcquire and Release take no lock and allocate nothing; SetLimit takes
 // a mutex (shared only with other SetLimit calls). A ShardedSemaphore is
