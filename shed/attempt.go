@@ -163,7 +163,12 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 {
+	if cost < 0 || now < 0 {
+		if now < 0 {
+			// A store would refuse it, and a fail-open rule would then
+			// admit everything: a bad clock is this decision's error.
+			return fmt.Errorf("shed: negative now %d", now)
+		}
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost = now, cost
@@ -232,8 +237,10 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 	}
 
 	// 4. Per-key rules, in one store call.
-	if len(p.stored) > 0 && !c.decideStore(ctx, a, p, d) {
-		return nil
+	if len(p.stored) > 0 {
+		if ok, err := c.decideStore(ctx, a, p, d); !ok {
+			return err
+		}
 	}
 
 	for _, i := range a.rated {
@@ -329,9 +336,10 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *attempt, r *rule, req 
 // decideStore decides the per-key rules of p in one store call (more only
 // when a dry-run rule would reject: it is left out and the rest decided
 // again, so that it is charged exactly as enforcement would charge it).
-// It reports false, with the rejection in d, when the attempt is rejected
+// It reports false, with the rejection in d, when the attempt is rejected,
+// and false with ctx's error when ctx ended before the store could decide
 // (what it held is given back then).
-func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *Decision) bool {
+func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *Decision) (bool, error) {
 	a.req.N, a.req.Now = 0, a.now
 	for _, i := range p.stored {
 		r := &a.set.rules[i]
@@ -351,7 +359,7 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 	for a.req.N > 0 {
 		err := c.store.Decide(ctx, &a.req, &a.res)
 		if err != nil {
-			return c.storeFailed(a, d, err)
+			return c.storeFailed(ctx, a, d, err)
 		}
 		if !a.res.Allowed {
 			h := a.res.Decider
@@ -361,7 +369,7 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 			if !r.dry {
 				c.rollback(a, d)
 				c.rejectBy(a, d, i, rd)
-				return false
+				return false, nil
 			}
 			c.markDry(a, d, r.Name, r.kind)
 			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
@@ -387,14 +395,21 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 		}
 		break
 	}
-	return true
+	return true, nil
 }
 
 // storeFailed applies the failure modes of the store rules of a request
 // the store could not decide: rejected (503) when one of them fails closed
-// and is not in dry-run, admitted past them otherwise.
-func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
+// and is not in dry-run, admitted past them otherwise. When ctx has ended
+// (the client gave up, maybe causing the failure) there is nobody to admit:
+// it gives back what the attempt held and returns ctx's error.
+func (c *Controller) storeFailed(ctx context.Context, a *attempt, d *Decision, err error) (bool, error) {
 	c.ctr.add(a.shard, cStoreErrors, 1)
+	if cerr := ctx.Err(); cerr != nil {
+		c.rollback(a, d)
+		*d = Decision{rule: -1}
+		return false, cerr
+	}
 	hits := a.hitRule[:a.req.N]
 	for _, i := range hits {
 		if r := &a.set.rules[i]; r.Failure == FailClosed && !r.dry {
@@ -403,7 +418,7 @@ func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
 			d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
 			d.Warning, d.WarningRule = false, ""
 			c.done(a, d)
-			return false
+			return false, nil
 		}
 	}
 	for _, i := range hits {
@@ -417,7 +432,7 @@ func (c *Controller) storeFailed(a *attempt, d *Decision, err error) bool {
 	d.FailedOpen = true
 	c.ctr.add(a.shard, cFailedOpen, 1)
 	c.logFailOpen(a.now, a.set.rules[hits[0]].Name, err)
-	return true
+	return true, nil
 }
 
 // consider folds an admitted rate decision of rule i into d: the rule with

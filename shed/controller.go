@@ -212,9 +212,10 @@ func (c *Controller) Close() error {
 // exactly once when it ends (Token.Done), on every path; when not, the
 // Token is the zero Token (its Done does nothing).
 //
-// Decide returns an error, deciding nothing, when a.Cost is negative, and
-// ctx.Err() when ctx ends while the attempt waits; what it had taken is
-// given back then. Safe for concurrent use.
+// Decide returns an error, deciding nothing, when a.Cost or the decision's
+// now is negative, and ctx.Err() when ctx ends while the attempt waits or
+// before a failing store could decide (an ended context never fails open);
+// what it had taken is given back then. Safe for concurrent use.
 func (c *Controller) Decide(ctx context.Context, a Attempt) (Decision, Token, error) {
 	at := c.get()
 	at.at = a

@@ -12,8 +12,8 @@ import (
 // decides the rules, waits for a concurrency permit if a rule allows it,
 // then calls next, and reports the outcome when next returns: a 5xx status
 // is a drop, a client that went away is ignored, anything else a success.
-// Permits come back on every path; when next panics they come back first
-// and the panic goes on.
+// Permits come back on every path; when next panics or calls
+// runtime.Goexit they come back first and the panic or exit goes on.
 //
 // Every response carries the rate-limit header fields (WithHeaders); a
 // rejection is answered 429 (the client is over a limit, or penalized) or
@@ -46,7 +46,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var d Decision
 	if err := c.decideIn(ctx, a, r, &d); err != nil {
-		// The client went away while waiting: nobody reads this answer.
+		// The client went away (nobody reads this answer), or the clock
+		// is broken: no decision, so no admission.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
 	}
 	if c.headers == nil {
@@ -66,19 +67,26 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.put(a)
 }
 
-// serve runs the handler; when it panics, the attempt's permits are
-// returned (the panic says nothing about capacity) before the panic goes
-// on, and the attempt is not recycled (the handler may still hold its
-// writer).
+// serve runs the handler; when it does not return, because it panics or
+// ends its goroutine with runtime.Goexit (t.FailNow in a test server), the
+// attempt's permits are returned (neither says anything about capacity)
+// before the panic or the exit goes on, and the attempt is not recycled
+// (the handler may still hold its writer).
 func (m *middleware) serve(a *attempt, gen uint64, r *http.Request) {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			m.c.finish(a, gen, Ignore)
-			m.c.ctr.add(a.shard, cPanics, 1)
+		if returned {
+			return
+		}
+		p := recover() // nil for Goexit, which recover does not stop
+		m.c.finish(a, gen, Ignore)
+		m.c.ctr.add(a.shard, cPanics, 1)
+		if p != nil {
 			panic(p)
 		}
 	}()
 	m.next.ServeHTTP(&a.w, r)
+	returned = true
 }
 
 // statusWriter records the status the handler answers with.

@@ -93,6 +93,14 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 		}
 		built++
 	}
+	for i := range s.rules {
+		for j := range i {
+			if l := s.rules[i].lim; l != nil && l == s.rules[j].lim {
+				return fail(fmt.Errorf("shed: rules %q and %q share one adaptive Limiter; each Adaptive rule needs its own",
+					s.rules[j].Name, s.rules[i].Name))
+			}
+		}
+	}
 	for _, r := range s.rules {
 		if r.Tier != "" && !containsString(s.tiers, r.Tier) {
 			s.tiers = append(s.tiers, r.Tier)

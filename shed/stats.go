@@ -128,8 +128,9 @@ type Stats struct {
 	// DoubleDone counts Token.Done calls on a token already done
 	// (harmless: nothing was released twice).
 	DoubleDone uint64
-	// Panics counts handlers that panicked under the middleware (their
-	// permits were returned before the panic went on).
+	// Panics counts handlers that did not return under the middleware:
+	// they panicked or called runtime.Goexit (their permits were returned
+	// before the panic or exit went on).
 	Panics uint64
 	// LeasesLost counts store leases that had expired before their
 	// request finished (their permits had come back by themselves).

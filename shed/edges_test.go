@@ -1,0 +1,134 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// TestGoexitInHandlerReturnsPermits: a handler that ends its goroutine with
+// runtime.Goexit (t.FailNow in a test server does) gives its permits back,
+// as a panic does.
+func TestGoexitInHandlerReturnsPermits(t *testing.T) {
+	c, err := New([]Rule{{Name: "inflight", Algorithm: Concurrency, Limit: 2}}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/exit" {
+			runtime.Goexit()
+		}
+		ok(w, r)
+	}))
+	for range 4 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/exit", nil))
+		}()
+		<-done
+	}
+	if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+		t.Fatalf("after 4 Goexits in a limit-2 server: %d", w.Code)
+	}
+	if s := c.Stats(); s.Inflight != 0 || s.Panics != 4 {
+		t.Fatalf("inflight %d, panics %d: want 0 and 4 (Goexit counts as a panic)", s.Inflight, s.Panics)
+	}
+}
+
+// TestEndedContextNeverFailsOpen: a client that hung up while its store
+// call failed is not admitted past a fail-open rule, and neither is a
+// Decide whose context had ended already.
+func TestEndedContextNeverFailsOpen(t *testing.T) {
+	faulty := storetest.NewFaulty(store.NewMemory())
+	ran := 0
+	c, err := New([]Rule{{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}},
+		WithStore(faulty), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran++; ok(w, r) }))
+	faulty.SetErr(store.Unavailable(errors.New("connection refused")))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+		r.RemoteAddr = "192.0.2.1:4000"
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if ran != 0 {
+		t.Fatalf("the handler ran %d times for clients that had hung up", ran)
+	}
+	d, tok, err := c.Decide(ctx, Attempt{IP: ipA})
+	tok.Done(Success)
+	if err == nil || d.Allowed {
+		t.Fatalf("Decide on an ended context: %+v, %v; want no decision and the context's error", d, err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if s := c.Stats(); s.FailedOpen != 0 {
+		t.Fatalf("%d fail-open admissions for ended contexts", s.FailedOpen)
+	}
+	// A live context still fails open, as the rule says.
+	faulty.SetErr(store.Unavailable(errors.New("connection refused")))
+	if d := decide(t, c, Attempt{IP: ipA}); !d.Allowed || !d.FailedOpen {
+		t.Fatalf("live context: %+v", d)
+	}
+}
+
+// TestLimiterSharedByTwoRulesIsAnError: one adaptive.Limiter under two
+// rules would be asked twice per request and halve the limit.
+func TestLimiterSharedByTwoRulesIsAnError(t *testing.T) {
+	alg, err := adaptive.NewAIMD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New([]Rule{
+		{Name: "a", Category: "read", Algorithm: Adaptive, Limiter: lim},
+		{Name: "b", Category: "write", Algorithm: Adaptive, Limiter: lim},
+	}, quiet())
+	if err == nil || !strings.Contains(err.Error(), "Limiter") {
+		t.Fatalf("err = %v, want an error naming the shared Limiter", err)
+	}
+}
+
+// TestNegativeClockIsNoFailOpen: a clock that goes below zero is an error
+// of the decision (503), never a store failure that fail-open rules admit.
+func TestNegativeClockIsNoFailOpen(t *testing.T) {
+	var now int64 = -5
+	c, err := New([]Rule{{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}},
+		WithClock(func() int64 { return now }), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(ok))
+	for i := range 3 {
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("request %d on a negative clock: %d, want 503", i, w.Code)
+		}
+	}
+	if _, _, err := c.Decide(context.Background(), Attempt{IP: ipA, Now: -1}); err == nil {
+		t.Fatal("Decide at a negative now: no error")
+	}
+	if s := c.Stats(); s.FailedOpen != 0 {
+		t.Fatalf("%d fail-open admissions on a negative clock", s.FailedOpen)
+	}
+}
