@@ -3,11 +3,13 @@ package shed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -130,5 +132,75 @@ func TestNegativeClockIsNoFailOpen(t *testing.T) {
 	}
 	if s := c.Stats(); s.FailedOpen != 0 {
 		t.Fatalf("%d fail-open admissions on a negative clock", s.FailedOpen)
+	}
+}
+
+// TestResizedConcurrencyRuleNeverAdmitsPastNewLimit: lowering a Global
+// Concurrency rule from 4 to 3 while 4 run admits nothing new until fewer
+// than 3 run; raising it admits up to the new limit at once, counting the
+// permits held under the old rule set.
+func TestResizedConcurrencyRuleNeverAdmitsPastNewLimit(t *testing.T) {
+	for _, wait := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint("maxwait=", wait), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rules := func(limit int64) []Rule {
+					return []Rule{{Name: "inflight", Algorithm: Concurrency, Limit: limit, MaxWait: wait}}
+				}
+				c, _, _ := newTest(t, rules(4))
+				try := func() (Token, bool) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+					defer cancel()
+					d, tok, err := c.Decide(ctx, Attempt{})
+					return tok, err == nil && d.Allowed
+				}
+				var held []Token
+				for range 4 {
+					tok, ok := try()
+					if !ok {
+						t.Fatal("limit 4: a first 4 rejected")
+					}
+					held = append(held, tok)
+				}
+				if err := c.Reload(Config{Rules: rules(3)}); err != nil {
+					t.Fatal(err)
+				}
+				running := 4
+				for _, want := range []bool{false, false} { // 4 then 3 running: at or over 3
+					if _, ok := try(); ok != want {
+						t.Fatalf("%d running under a new limit of 3: admitted %v", running, ok)
+					}
+					held[0].Done(Success)
+					held = held[1:]
+					running--
+				}
+				tok, ok := try() // 2 running
+				if !ok {
+					t.Fatal("2 running under a limit of 3: rejected")
+				}
+				held = append(held, tok)
+				if _, ok := try(); ok {
+					t.Fatal("3 running under a limit of 3: admitted")
+				}
+				if err := c.Reload(Config{Rules: rules(5)}); err != nil {
+					t.Fatal(err)
+				}
+				for range 2 {
+					tok, ok := try()
+					if !ok {
+						t.Fatal("raised to 5: rejected below it")
+					}
+					held = append(held, tok)
+				}
+				if _, ok := try(); ok {
+					t.Fatal("5 running under a limit of 5: admitted")
+				}
+				for _, tok := range held {
+					tok.Done(Success)
+				}
+				if s := c.Stats(); s.Inflight != 0 {
+					t.Fatalf("inflight %d after every token is done", s.Inflight)
+				}
+			})
+		})
 	}
 }

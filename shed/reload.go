@@ -21,7 +21,10 @@ type Config struct {
 // A rule equal to one in force (same name, every field equal; an
 // adaptive rule with the same Limiter) keeps its state: its counters in
 // Stats, its store limit and the keys' state there, its semaphore, queue
-// and local rate state. A new or changed rule starts with fresh state (a
+// and local rate state. A Global Concurrency rule whose limit alone changed
+// keeps its semaphore, queue and counters under the new limit: the permits
+// held count against it, so a lowered limit admits nothing new until fewer
+// than it run. Other new or changed rules start with fresh state (a
 // changed per-key rule is registered with the store under a new name).
 // Requests waiting in the queue of a rule that is removed or changed are
 // shed (queueing.ErrClosed, 503); permits held under the old set are given
@@ -57,6 +60,7 @@ func (c *Controller) Reload(cfg Config) error {
 	}
 	next.overrides = append([]Override(nil), cfg.Overrides...)
 	c.publish(next)
+	next.resize()
 	c.discard(cur, next)
 	return nil
 }

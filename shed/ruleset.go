@@ -28,6 +28,21 @@ type ruleSet struct {
 	// a request never meets the categories of one set and the rules of
 	// another.
 	cat func(*http.Request) string
+	// resized are the Global Concurrency rules whose semaphore this set
+	// took over from the set before with another limit: Reload sets the
+	// new limits once the set is in force (see resize).
+	resized []int
+}
+
+// resize puts the limits of the rules that took over a semaphore in force.
+// The semaphore is the one the permits held under the old set go back to,
+// so a lowered limit admits nothing new until fewer run than it allows.
+func (s *ruleSet) resize() {
+	for _, i := range s.resized {
+		// Validated at compile: the limit is positive.
+		_ = s.rules[i].sem.SetLimit(s.rules[i].Limit)
+	}
+	s.resized = nil
 }
 
 // planFor returns the plan of category cat for an attempt of tier tier:
@@ -56,7 +71,9 @@ func (s *ruleSet) categorized() bool { return len(s.plans) > 0 }
 // compile validates rules and builds a rule set. A rule equal to one of
 // prev (same name, same fields) is taken over whole: its state (counters,
 // store limit, semaphore, queue, local rate state) and its counters carry
-// on. New rules, and changed ones, get new state.
+// on. A Global Concurrency rule that differs only in its limit takes over
+// the semaphore and queue too (the new limit is set by ruleSet.resize).
+// New rules, and other changed ones, get new state.
 func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet, error) {
 	if len(rules) == 0 {
 		return nil, fmt.Errorf("shed: no rules")
@@ -85,6 +102,20 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 			}
 			names[rules[i].Name] = true
 			s.rules[i] = *o
+			built++
+			continue
+		}
+		if o := old[rules[i].Name]; o != nil && resizable(o, rules[i], dryAll) && !names[rules[i].Name] {
+			if err := rules[i].validate(); err != nil {
+				return fail(err)
+			}
+			if _, err := concurrency.NewSemaphore(rules[i].Limit); err != nil {
+				return fail(rules[i].errorf("%w", err))
+			}
+			names[rules[i].Name] = true
+			s.rules[i] = *o
+			s.rules[i].Rule = rules[i]
+			s.resized = append(s.resized, i)
 			built++
 			continue
 		}
@@ -123,6 +154,18 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 		return fail(err)
 	}
 	return s, nil
+}
+
+// resizable reports whether r, a changed version of the rule o in force,
+// is the same Global Concurrency rule with another limit: it then keeps
+// o's semaphore, so the permits held under o count against r.
+func resizable(o *rule, r Rule, dryAll bool) bool {
+	if o.sem == nil || o.dry != (r.DryRun || dryAll) {
+		return false
+	}
+	was := o.Rule
+	was.Limit, r.Limit = 0, 0
+	return was == r
 }
 
 func containsString(list []string, s string) bool {
