@@ -474,6 +474,9 @@ func (c *Controller) rejectBy(a *attempt, d *Decision, i int, rd concurrency.Dec
 	d.Warning, d.WarningRule = false, ""
 	if r.Algorithm.rate() {
 		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
+		if d.RetryAfter != concurrency.Never {
+			d.Reset = d.RetryAfter // when this client is served again (Decision.Reset)
+		}
 	}
 	if d.Kind == OverLimit && c.pen != nil {
 		if a.buildKey(c.penID) {

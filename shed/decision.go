@@ -98,8 +98,13 @@ type Decision struct {
 	// penalty.
 	Rule string
 	// Limit, Remaining and Reset describe the deciding rate rule: its
-	// quota, what is left of it after this decision, and how long until it
-	// is fully recovered. Zero when no rate rule applied.
+	// quota, what is left of it after this decision, and when it next
+	// serves this client: for an admission, how long until the quota is
+	// whole again; for a rejection, RetryAfter (when the rejected attempt
+	// would be admitted; how long until the quota is whole again when it
+	// never will). The RateLimit field's t and X-RateLimit-Reset say Reset,
+	// so on a rejection they agree with Retry-After. Zero when no rate rule
+	// applied.
 	Limit, Remaining int64
 	Reset            time.Duration
 	// RetryAfter is, for a rejection, the wait after which the same

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -202,5 +203,38 @@ func TestResizedConcurrencyRuleNeverAdmitsPastNewLimit(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestRejectionHeadersAgreeWithRetryAfter: on a token-bucket rejection the
+// RateLimit t, X-RateLimit-Reset and Retry-After name one instant: when
+// the client is served again (the draft: Retry-After must not end before
+// t), not t = the time to a full bucket.
+func TestRejectionHeadersAgreeWithRetryAfter(t *testing.T) {
+	_, h, clk := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute)}})
+	for range 2 {
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+			t.Fatalf("burst: %d", w.Code)
+		}
+	}
+	clk.add(20 * time.Second)
+	w := send(h, "192.0.2.1")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("third: %d", w.Code)
+	}
+	if got := w.Header().Get("Retry-After"); got != "40" {
+		t.Fatalf("Retry-After %q, want 40", got)
+	}
+	if got := w.Header().Get("RateLimit"); got != `"burst";r=0;t=40` {
+		t.Fatalf("RateLimit %q, want t=40 (the Retry-After)", got)
+	}
+	reset, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake clock is 20 s ahead of the wall clock the Controller was
+	// anchored to: the decision's wall time is now + 20 s.
+	if wait := time.Until(time.Unix(reset, 0)) - 20*time.Second; wait < 38*time.Second || wait > 41*time.Second {
+		t.Fatalf("X-RateLimit-Reset is %v after the decision, want the Retry-After's 40 s", wait)
 	}
 }

@@ -33,7 +33,7 @@ func Example() {
 	// Output:
 	// 200 RateLimit: "per-ip";r=1;t=60 Retry-After: ""
 	// 200 RateLimit: "per-ip";r=0;t=120 Retry-After: ""
-	// 429 RateLimit: "per-ip";r=0;t=120 Retry-After: "60"
+	// 429 RateLimit: "per-ip";r=0;t=60 Retry-After: "60"
 }
 
 // Deciding work that is not an HTTP request: a job runner admits jobs per
