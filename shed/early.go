@@ -16,9 +16,10 @@ const EarlyWarningBurst = 10
 
 // EarlyWarning reports a key that passed half its limit within the first
 // fifth of its window. Only FixedWindow and SlidingWindow rules raise it:
-// their windows are aligned, so the time into the window is known without
-// keeping anything per key (a token bucket or a sliding log has no window
-// start). A key raises it at most once per window: on the decision that
+// their windows are aligned, so the time into the window follows from when
+// the decision says the key recovers, on the deciding store's clock,
+// without keeping anything per key (a token bucket or a sliding log has no
+// window start). A key raises it at most once per window: on the decision that
 // takes it past half. Memory: none per key.
 type EarlyWarning struct {
 	// Rule is the rule's name.
@@ -42,7 +43,7 @@ func (c *Controller) earlyCheck(a *attempt, r *rule, key string, rd concurrency.
 	if used < half || used-a.cost >= half {
 		return // not the crossing
 	}
-	elapsed := a.now % r.early // windows are aligned at multiples of Window
+	elapsed := windowElapsed(rd.ResetAfter, r.early)
 	if elapsed*5 > r.early {
 		return
 	}
@@ -62,6 +63,20 @@ func (c *Controller) earlyCheck(a *attempt, r *rule, key string, rd concurrency.
 			slog.String("key", w.Key), slog.Int64("used", w.Used), slog.Int64("limit", w.Limit),
 			slog.Duration("elapsed", w.Elapsed), slog.Duration("window", w.Window), slog.Int64("suppressed", n))
 	}
+}
+
+// windowElapsed is how far into its window an admitted window decision
+// (fixed or sliding) with resetAfter was, on the clock of whoever decided
+// it: a network store decides on its server's clock, which this process
+// does not share. A fixed window recovers at its end, so resetAfter is in
+// (0, window]; a sliding window that counted in its current window
+// recovers one window after that one ends, so it is in (window, 2·window].
+func windowElapsed(resetAfter time.Duration, window int64) int64 {
+	left := int64(resetAfter) % window // to the current window's end
+	if left == 0 {
+		return 0 // at its very start
+	}
+	return window - left
 }
 
 // burstGate lets EarlyWarningBurst events through per second. Safe for

@@ -238,3 +238,63 @@ func TestRejectionHeadersAgreeWithRetryAfter(t *testing.T) {
 		t.Fatalf("X-RateLimit-Reset is %v after the decision, want the Retry-After's 40 s", wait)
 	}
 }
+
+// skewedStore decides on a clock of its own, offset from the caller's: a
+// network store decides on the server's clock (Redis: TIME).
+type skewedStore struct {
+	store.Store
+	offset int64
+}
+
+func (s skewedStore) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	r := *req
+	r.Now += s.offset
+	return s.Store.Decide(ctx, &r, res)
+}
+
+// TestEarlyWarningOnStoreClock: how far into its window a key is comes
+// from the store's decision (its ResetAfter on the store's clock), not from
+// this process's clock, which a network store does not share.
+func TestEarlyWarningOnStoreClock(t *testing.T) {
+	window := int64(time.Hour)
+	for _, tc := range []struct {
+		name          string
+		local, remote int64 // the instants, into the window
+		want          bool
+	}{
+		{"early on the store, late here", 50 * int64(time.Minute), 2 * int64(time.Minute), true},
+		{"late on the store, early here", 1 * int64(time.Minute), 40 * int64(time.Minute), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []EarlyWarning
+			c, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 10, Window: time.Hour}},
+				quiet(), WithStore(skewedStore{store.NewMemory(), tc.remote - tc.local}),
+				WithEarlyWarning(func(w EarlyWarning) { got = append(got, w) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			now := 1000*window + tc.local
+			for range 6 {
+				decideAt(t, c, Attempt{IP: ipA, Now: now})
+			}
+			if (len(got) == 1) != tc.want {
+				t.Fatalf("warnings %+v, want one: %v", got, tc.want)
+			}
+			if tc.want && got[0].Elapsed != time.Duration(tc.remote) {
+				t.Fatalf("elapsed %v, want the store's %v", got[0].Elapsed, time.Duration(tc.remote))
+			}
+		})
+	}
+}
+
+// decideAt decides a and does its token at a.Now.
+func decideAt(t *testing.T, c *Controller, a Attempt) Decision {
+	t.Helper()
+	d, tok, err := c.Decide(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.DoneAt(a.Now, Success)
+	return d
+}
