@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"hash"
 	"sync"
@@ -71,6 +72,9 @@ func WithSecret(secret []byte) HasherOption {
 func NewHasher(opts ...HasherOption) (*Hasher, error) {
 	var c hasherConfig
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("fingerprint: nil HasherOption")
+		}
 		if err := o.apply(&c); err != nil {
 			return nil, err
 		}

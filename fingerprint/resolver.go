@@ -162,6 +162,9 @@ func NewResolver(opts ...ResolverOption) (*Resolver, error) {
 		maxBytes: DefaultMaxHeaderBytes,
 	}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("fingerprint: nil ResolverOption")
+		}
 		if err := o.apply(r); err != nil {
 			return nil, err
 		}

@@ -208,6 +208,9 @@ func WithTiming(minSamples int, cv float64) TrackerOption {
 func NewTracker(capacity int, opts ...TrackerOption) (*Tracker, error) {
 	c := trackerConfig{idle: 10 * time.Minute, weights: DefaultWeights(), minSamples: 8, cv: 0.5}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("fingerprint: nil TrackerOption")
+		}
 		if err := o.apply(&c); err != nil {
 			return nil, err
 		}
