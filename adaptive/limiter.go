@@ -362,6 +362,9 @@ func (l *Limiter) maybeClose(now int64) {
 // Limit returns the limit in force.
 func (l *Limiter) Limit() int { return int(l.sem.Limit()) }
 
+// Waiting returns the callers blocked in Acquire, waiting for a permit.
+func (l *Limiter) Waiting() int { return int(max(0, l.nwait.Load())) }
+
 // Inflight returns the number of Tokens not yet reported. A quiet system
 // must show 0: anything else is a Token that was never reported.
 func (l *Limiter) Inflight() int { return int(l.sem.Inflight()) }

@@ -298,3 +298,40 @@ func decideAt(t *testing.T, c *Controller, a Attempt) Decision {
 	tok.DoneAt(a.Now, Success)
 	return d
 }
+
+// TestAdaptiveRuleReportsWaiting: the requests waiting for an Adaptive
+// rule's permit show in RuleStats.Waiting, as a Concurrency rule's do.
+func TestAdaptiveRuleReportsWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(1), adaptive.WithLimits(1, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim, err := adaptive.NewLimiter(alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: lim, MaxWait: time.Second}}, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, held, err := c.Decide(context.Background(), Attempt{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, tok, _ := c.Decide(context.Background(), Attempt{})
+			tok.Done(Success)
+		}()
+		synctest.Wait()
+		if w := c.Stats().Rules[0].Waiting; w != 1 {
+			t.Fatalf("Waiting %d, want 1", w)
+		}
+		held.Done(Success)
+		synctest.Wait()
+		if w := c.Stats().Rules[0].Waiting; w != 0 {
+			t.Fatalf("Waiting %d after the permit came back, want 0", w)
+		}
+	})
+}

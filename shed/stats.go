@@ -211,7 +211,7 @@ func (c *Controller) Stats() Stats {
 			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
-			rs.Limit, rs.Inflight = int64(r.lim.Limit()), int64(r.lim.Inflight())
+			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
 		case r.sem != nil:
 			rs.Inflight = r.sem.Inflight()
 			if r.queue != nil {
