@@ -335,3 +335,33 @@ func TestAdaptiveRuleReportsWaiting(t *testing.T) {
 		}
 	})
 }
+
+// TestDayWindowResetsAtMidnightUTC: "100 a day, reset at midnight UTC" on
+// the embedded store: a day window's boundary is midnight UTC, whatever
+// time the process started, and X-RateLimit-Reset names that instant.
+func TestDayWindowResetsAtMidnightUTC(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // the bubble's clock starts at 2000-01-01 00:00 UTC
+		time.Sleep(7*time.Hour + 13*time.Minute) // the process starts mid-morning
+		c, err := New([]Rule{{Name: "daily", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: 24 * time.Hour}}, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		h := c.Middleware(http.HandlerFunc(ok))
+		time.Sleep(16*time.Hour + 46*time.Minute) // 23:59 UTC
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+			t.Fatalf("first of the day: %d", w.Code)
+		}
+		w := send(h, "192.0.2.1")
+		midnight := time.Date(2000, 1, 2, 0, 0, 0, 0, time.UTC)
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "60" ||
+			w.Header().Get("X-RateLimit-Reset") != strconv.FormatInt(midnight.Unix(), 10) {
+			t.Fatalf("second at 23:59: %d, Retry-After %q, X-RateLimit-Reset %q; want 429, 60 and %d",
+				w.Code, w.Header().Get("Retry-After"), w.Header().Get("X-RateLimit-Reset"), midnight.Unix())
+		}
+		time.Sleep(time.Minute) // 00:00 UTC
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+			t.Fatalf("first of the next day: %d", w.Code)
+		}
+	})
+}

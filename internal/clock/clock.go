@@ -9,18 +9,22 @@ package clock
 import "time"
 
 // origin is read once at start-up and never written again; it anchors the
-// monotonic readings of Now.
+// monotonic readings of Now to the Unix epoch.
 var origin = time.Now()
 
-// offset keeps every reading positive, inside a testing/synctest bubble too
-// (where time starts in the year 2000, before origin): 2^62 ns is about 146
-// years, so neither sign nor overflow is a concern in practice.
-const offset = int64(1) << 62
+// originUnix is origin as nanoseconds since the Unix epoch.
+var originUnix = origin.UnixNano()
 
-// Now returns the current instant as nanoseconds on a monotonic clock with an
-// arbitrary origin. The value is always positive and never goes backwards in
-// one process. Inside a testing/synctest bubble it follows the bubble's fake
-// clock. Safe for concurrent use.
+// Now returns the current instant as nanoseconds since the Unix epoch (UTC),
+// measured by the monotonic clock from one wall-clock reading at start-up:
+// it never goes backwards in one process, and a later step of the wall
+// clock (NTP, an operator) does not move it. Because its origin is the Unix
+// epoch, limits whose windows are aligned at multiples of their length start
+// their windows on UTC boundaries (a day window at midnight UTC), as a
+// network store deciding on its server's Unix clock does. The value is
+// positive for any date after 1970; inside a testing/synctest bubble it
+// follows the bubble's fake clock (which starts at midnight UTC,
+// 2000-01-01). Safe for concurrent use.
 func Now() int64 {
-	return offset + int64(time.Since(origin))
+	return originUnix + int64(time.Since(origin))
 }
