@@ -366,12 +366,24 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 			i := a.hitRule[h]
 			r := &a.set.rules[i]
 			rd := a.res.Hits[h].Decision
+			full := a.res.Hits[h].Overflow // the table is full, not the client over its limit
+			if full {
+				r.ctr.add(a.shard, rOverflowed, 1)
+			}
 			if !r.dry {
 				c.rollback(a, d)
-				c.rejectBy(a, d, i, rd)
+				if full {
+					c.shedOverflow(a, d, i)
+				} else {
+					c.rejectBy(a, d, i, rd)
+				}
 				return false, nil
 			}
-			c.markDry(a, d, r.Name, r.kind)
+			kind := r.kind
+			if full {
+				kind = Shedding
+			}
+			c.markDry(a, d, r.Name, kind)
 			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
 			// Decide the others again without it.
 			copy(a.req.Hits[h:a.req.N], a.req.Hits[h+1:a.req.N])
@@ -383,6 +395,9 @@ func (c *Controller) decideStore(ctx context.Context, a *attempt, p *plan, d *De
 			i := a.hitRule[j]
 			hr := &a.res.Hits[j]
 			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
+			if hr.Overflow {
+				a.set.rules[i].ctr.add(a.shard, rOverflowed, 1)
+			}
 			if hr.Lease.Held() {
 				a.leases = append(a.leases, hr.Lease)
 			}
@@ -433,6 +448,18 @@ func (c *Controller) storeFailed(ctx context.Context, a *attempt, d *Decision, e
 	c.ctr.add(a.shard, cFailedOpen, 1)
 	c.logFailOpen(a.now, a.set.rules[hits[0]].Name, err)
 	return true, nil
+}
+
+// shedOverflow rejects a for rule i, whose store table is full of live
+// keys: the server's condition, so a 503 with the short hint, no strike,
+// logged once per second. What a held is given back already.
+func (c *Controller) shedOverflow(a *attempt, d *Decision, i int) {
+	r := &a.set.rules[i]
+	r.ctr.add(a.shard, rRejected, 1)
+	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
+	d.Warning, d.WarningRule = false, ""
+	c.logOverflow(a.now, r.Name)
+	c.done(a, d)
 }
 
 // consider folds an admitted rate decision of rule i into d: the rule with

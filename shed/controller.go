@@ -106,6 +106,7 @@ type Controller struct {
 	ctr      counters
 	failLog  logGate
 	dryLog   logGate
+	overLog  logGate
 	early    func(EarlyWarning)
 	earlyG   burstGate
 	earlyLog logGate

@@ -365,3 +365,41 @@ func TestDayWindowResetsAtMidnightUTC(t *testing.T) {
 		}
 	})
 }
+
+// TestFullKeyTableIsTheServersFault: once a per-key rule's table is full of
+// live keys, a newcomer that exceeded nothing is not told it is over its
+// limit: 503 with a short Retry-After (OverflowReject), no penalty strike,
+// counted apart; with OverflowShare it is counted on the shared state.
+func TestFullKeyTableIsTheServersFault(t *testing.T) {
+	for _, overflow := range []concurrency.Overflow{concurrency.OverflowReject, concurrency.OverflowShare} {
+		t.Run(fmt.Sprint("overflow=", int(overflow)), func(t *testing.T) {
+			pen := &fakePenalties{strikes: map[string]int{}}
+			c, h, _ := newTest(t, []Rule{{Name: "login-ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
+				Capacity: 16, Overflow: overflow}}, WithPenalties(pen, IP))
+			// A flood of one-request clients fills the table with live keys.
+			for i := range 64 {
+				send(h, fmt.Sprintf("198.51.100.%d", i))
+			}
+			for try := range 4 {
+				w := send(h, "203.0.113.9")
+				switch overflow {
+				case concurrency.OverflowReject:
+					if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+						t.Fatalf("newcomer try %d on a full table: %d, Retry-After %q; want 503 and 1", try, w.Code, w.Header().Get("Retry-After"))
+					}
+				case concurrency.OverflowShare:
+					if w.Code == http.StatusTooManyRequests {
+						t.Fatalf("newcomer try %d on a full table: 429, over a limit it never passed", try)
+					}
+				}
+			}
+			s := c.Stats()
+			if s.Strikes != 0 || len(pen.strikes) != 0 {
+				t.Fatalf("%d strikes for the server's full table", s.Strikes)
+			}
+			if s.Rules[0].Overflowed == 0 {
+				t.Fatalf("overflowed decisions not counted: %+v", s.Rules[0])
+			}
+		})
+	}
+}

@@ -48,3 +48,11 @@ func (c *Controller) logDryRun(now int64, rule string, k Kind) {
 			slog.String("kind", k.String()), slog.Int64("suppressed", n))
 	}
 }
+
+// logOverflow reports that rule shed a key because its store table is
+// full of live keys (a key flood, or a capacity too small).
+func (c *Controller) logOverflow(now int64, rule string) {
+	if ok, n := c.overLog.allow(now); ok {
+		c.log.Warn("shed: key table full, new keys shed", slog.String("rule", rule), slog.Int64("suppressed", n))
+	}
+}

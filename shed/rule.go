@@ -162,6 +162,14 @@ type Rule struct {
 	// Capacity bounds the keys the store keeps for a per-key rule (see
 	// store.Spec.Capacity); zero means the store's default.
 	Capacity int
+	// Overflow is what a per-key rule does with a new key when the store's
+	// table of keys is full of live ones (a key flood): reject it
+	// (concurrency.OverflowReject, the zero value) or count it on one
+	// bounded state shared by all such keys (concurrency.OverflowShare).
+	// A full table is the server's condition, not the client's: such a
+	// rejection is a 503 with a short Retry-After, never a 429 and never a
+	// penalty strike, and it is counted in RuleStats.Overflowed.
+	Overflow concurrency.Overflow
 	// Limiter is the adaptive limiter of an Adaptive rule (only, and
 	// required). The Controller reports every admitted request's outcome
 	// to it; it must not be shared with another rule.
@@ -255,6 +263,9 @@ func (r *Rule) validate() error {
 		if r.Capacity != 0 {
 			return r.errorf("a capacity (of keys) does not apply to a Global rule")
 		}
+		if r.Overflow != concurrency.OverflowReject {
+			return r.errorf("an overflow policy (of a full key table) does not apply to a Global rule")
+		}
 		if r.LeaseTTL != 0 {
 			return r.errorf("a lease TTL applies only to per-key %v rules", Concurrency)
 		}
@@ -266,7 +277,7 @@ func (r *Rule) validate() error {
 func (r *Rule) spec() store.Spec {
 	alg := store.Algorithm(r.Algorithm) // the constants are the store's
 	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
-		Window: r.Window, Capacity: r.Capacity, LeaseTTL: r.LeaseTTL}
+		Window: r.Window, Capacity: r.Capacity, Overflow: r.Overflow, LeaseTTL: r.LeaseTTL}
 }
 
 // softLimit returns the rule's soft-limit share.

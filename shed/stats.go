@@ -44,6 +44,7 @@ const (
 	rFailOpen
 	rFailClosed
 	rEarly
+	rOverflowed
 	nPerRule
 )
 
@@ -161,6 +162,10 @@ type RuleStats struct {
 	FailOpen, FailClosed uint64
 	// EarlyWarnings counts the rule's early warnings (WithEarlyWarning).
 	EarlyWarnings uint64
+	// Overflowed counts the rule's decisions of keys that did not fit the
+	// store's full table (Rule.Overflow): shed with 503, or counted on the
+	// shared overflow state.
+	Overflowed uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -208,7 +213,7 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
