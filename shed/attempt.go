@@ -89,7 +89,7 @@ func (a *attempt) buildKey(id Identity) bool {
 			if a.at.User == "" {
 				return false
 			}
-			a.buf = append(append(a.buf, "user:"...), a.at.User...)
+			a.buf = a.appendID(append(a.buf, "user:"...), a.at.User)
 		case APIKey:
 			if a.at.APIKey == "" {
 				return false
@@ -99,7 +99,7 @@ func (a *attempt) buildKey(id Identity) bool {
 			if a.at.Tenant == "" {
 				return false
 			}
-			a.buf = append(append(a.buf, "tenant:"...), a.at.Tenant...)
+			a.buf = a.appendID(append(a.buf, "tenant:"...), a.at.Tenant)
 		default:
 			return false
 		}
@@ -110,11 +110,34 @@ func (a *attempt) buildKey(id Identity) bool {
 	return true
 }
 
+// MaxIdentity is the longest user or tenant id that reaches a store key as
+// given; a longer one is replaced by "#" and its keyed hash
+// (fingerprint.SumLen bytes), so that a store key is at most
+// MaxIdentityKey bytes whatever a caller passes.
+const MaxIdentity = 64
+
+// MaxIdentityKey bounds the store key of a user or tenant identity:
+// "tenant:" and at most MaxIdentity bytes.
+const MaxIdentityKey = len("tenant:") + MaxIdentity
+
+// appendID appends id to dst as a store key's identity: as given up to
+// MaxIdentity bytes, else "#" and its keyed hash. Ids that start with "#"
+// are hashed whatever their length, so a kept id never equals a hash.
+func (a *attempt) appendID(dst []byte, id string) []byte {
+	if len(id) <= MaxIdentity && id[0] != '#' {
+		return append(dst, id...)
+	}
+	return a.c.hasher.AppendSumString(append(dst, '#'), id)
+}
+
 // appendIPKey appends the store key of client address ip: "ip:" and the
 // address as netip.Addr.AppendTo writes it (IPv4 formatted here, faster).
 func appendIPKey(dst []byte, ip netip.Addr) []byte {
 	dst = append(dst, "ip:"...)
 	if !ip.Is4() {
+		if !ip.IsValid() {
+			return append(dst, "unknown"...) // no address: one shared key, named
+		}
 		return ip.AppendTo(dst)
 	}
 	o := ip.As4()

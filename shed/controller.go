@@ -107,6 +107,7 @@ type Controller struct {
 	failLog  logGate
 	dryLog   logGate
 	overLog  logGate
+	peerLog  logGate
 	early    func(EarlyWarning)
 	earlyG   burstGate
 	earlyLog logGate

@@ -19,12 +19,13 @@ type Attempt struct {
 	// IP is the client address per-IP rules key on. The middleware passes
 	// the client's group (fingerprint.ClientIP.Group, masked), so that an
 	// IPv6 client is one key per /64. The zero Addr is a valid key of its
-	// own (every request without an address shares it).
+	// own, "ip:unknown" (every request without an address shares it).
 	IP netip.Addr
 	// User, APIKey and Tenant are the client's identities; "" means the
 	// request has none, and rules of that identity do not apply to it. The
 	// API key is hashed (keyed HMAC) before it reaches the store; user and
-	// tenant ids are used as given.
+	// tenant ids are used as given up to MaxIdentity bytes and hashed
+	// beyond (or when they start with "#").
 	User, APIKey, Tenant string
 	// Tier is the client's tier (its plan, or its client type): it
 	// selects the rules of that tier (Rule.Tier). A tier no rule names,

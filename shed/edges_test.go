@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -401,5 +402,71 @@ func TestFullKeyTableIsTheServersFault(t *testing.T) {
 				t.Fatalf("overflowed decisions not counted: %+v", s.Rules[0])
 			}
 		})
+	}
+}
+
+// keyRecorder is a store that records the keys it is asked about.
+type keyRecorder struct {
+	store.Store
+	keys []string
+}
+
+func (s *keyRecorder) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	for _, h := range req.Hits[:req.N] {
+		s.keys = append(s.keys, strings.Clone(h.Key))
+	}
+	return s.Store.Decide(ctx, req, res)
+}
+
+// TestHugeIdentityKeysAreBounded: a user or tenant id of any length reaches
+// the store as a key of bounded length (long ones hashed), and two long
+// ids that differ only at their end stay two keys.
+func TestHugeIdentityKeysAreBounded(t *testing.T) {
+	rec := &keyRecorder{Store: store.NewMemory()}
+	c, _, _ := newTest(t, []Rule{
+		{Name: "user", Identity: User, Algorithm: FixedWindow, Limit: 1, Window: time.Hour},
+		{Name: "tenant", Identity: Tenant, Algorithm: FixedWindow, Limit: 1, Window: time.Hour},
+	}, WithStore(rec))
+	long := strings.Repeat("x", 1<<20)
+	for _, tail := range []string{"a", "b"} {
+		if d := decide(t, c, Attempt{User: long + tail, Tenant: long + tail}); !d.Allowed {
+			t.Fatalf("long id %q: %+v (another long id's key?)", tail, d)
+		}
+	}
+	if d := decide(t, c, Attempt{User: long + "a"}); d.Allowed {
+		t.Fatalf("the same long user again: admitted past its limit of 1")
+	}
+	for _, k := range rec.keys {
+		if len(k) > MaxIdentityKey {
+			t.Fatalf("a store key of %d bytes, more than MaxIdentityKey (%d)", len(k), MaxIdentityKey)
+		}
+	}
+	// Short ids are kept as given.
+	if d := decide(t, c, Attempt{User: "alice"}); !d.Allowed || rec.keys[len(rec.keys)-1] != "user:alice" {
+		t.Fatalf("short id: %+v, key %q", d, rec.keys[len(rec.keys)-1])
+	}
+}
+
+// TestUnparseablePeerIsCounted: a request whose peer address the resolver
+// cannot parse is counted (Stats.UnknownPeers) and logged, and per-IP rules
+// key it on the explicit shared key "ip:unknown".
+func TestUnparseablePeerIsCounted(t *testing.T) {
+	rec := &keyRecorder{Store: store.NewMemory()}
+	logs := &countHandler{}
+	c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 100, Window: time.Hour}},
+		WithStore(rec), WithLogger(slog.New(logs)))
+	for range 3 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "@" // a unix socket peer
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if s := c.Stats(); s.UnknownPeers != 3 {
+		t.Fatalf("UnknownPeers %d, want 3", s.UnknownPeers)
+	}
+	if logs.n.Load() != 1 {
+		t.Fatalf("%d log lines, want 1 (once per second)", logs.n.Load())
+	}
+	if rec.keys[0] != "ip:unknown" {
+		t.Fatalf("key %q, want ip:unknown", rec.keys[0])
 	}
 }

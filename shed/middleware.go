@@ -38,6 +38,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.at.Now = c.now()
 	if ip := c.res.ClientIP(r); ip.Group.IsValid() {
 		a.at.IP = ip.Group.Addr()
+	} else {
+		c.unknownPeer(a, r.RemoteAddr)
 	}
 	if c.client != nil {
 		cl := c.client(r)

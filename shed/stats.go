@@ -29,6 +29,7 @@ const (
 	cLeaseLost
 	cEarly
 	cEarlyHeld
+	cUnknownPeer
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -141,6 +142,10 @@ type Stats struct {
 	// those not passed to the hook and the log because more than
 	// EarlyWarningBurst came in one second.
 	EarlyWarnings, EarlyWarningsHeld uint64
+	// UnknownPeers counts requests whose peer address (RemoteAddr) the
+	// resolver could not parse, such as a unix socket's: per-IP rules
+	// count them all on the one key "ip:unknown".
+	UnknownPeers uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -198,7 +203,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {
