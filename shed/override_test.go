@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/store"
 )
@@ -187,5 +188,67 @@ func TestAPIKeyHashed(t *testing.T) {
 	}
 	if st.keys[0] != st.keys[2] || st.keys[0] == st.keys[4] || len(st.keys[0]) != len("key:")+fingerprint.SumLen {
 		t.Fatalf("keys %q", st.keys)
+	}
+}
+
+// TestOverrideErrorsNeverShowTheRawKey: an override SetOverrides rejects is
+// named by its index and rule, never by a raw API key, on every error path
+// (a bad factor, a key given twice, a scale the store cannot hold).
+func TestOverrideErrorsNeverShowTheRawKey(t *testing.T) {
+	const secret = "sk_live_do_not_print_me"
+	c, err := New([]Rule{
+		{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 3, Window: 24 * time.Hour},
+		{Name: "burst", Identity: APIKey, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)},
+	}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	until := time.Now().Add(time.Hour)
+	ok := Override{Rule: "daily", Key: "acme", Factor: 2, Until: until}
+	for _, tc := range []struct {
+		name string
+		list []Override
+		want string
+	}{
+		{"factor", []Override{ok, {Rule: "burst", Key: secret, Factor: nan(), Until: until}},
+			`shed: overrides[1] (rule "burst"): factor must be positive and finite`},
+		{"twice", []Override{{Rule: "burst", Key: secret, Factor: 2, Until: until}, ok, {Rule: "burst", Key: secret, Factor: 3, Until: until}},
+			`shed: overrides[2] (rule "burst"): the key of overrides[0] is given again`},
+		{"scale", []Override{{Rule: "burst", Key: secret, Factor: 1e300, Until: until}},
+			`shed: overrides[0] (rule "burst"): scaled limit`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.SetOverrides(tc.list)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "do_not_print") {
+				t.Fatalf("the raw key is in the error: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOverrideExpiredNeverCollides: an expired override of a key does not
+// make a live one of the same key a repeat, in either order.
+func TestOverrideExpiredNeverCollides(t *testing.T) {
+	c, err := New([]Rule{{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 3, Window: 24 * time.Hour}}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	live := Override{Rule: "daily", Key: "acme", Factor: 2, Until: time.Now().Add(time.Hour)}
+	old := Override{Rule: "daily", Key: "acme", Factor: 10, Until: time.Now().Add(-time.Hour)}
+	for _, list := range [][]Override{{old, live}, {live, old}} {
+		if err := c.SetOverrides(list); err != nil {
+			t.Errorf("%v: %v", list, err)
+		}
+	}
+	if err := c.SetOverrides([]Override{live, live}); err == nil || !strings.Contains(err.Error(), "overrides[0] is given again") {
+		t.Errorf("a live repeat: %v", err)
 	}
 }

@@ -43,9 +43,12 @@ type override struct {
 // SetOverrides replaces the Controller's overrides with list (nil clears
 // them); the store limits of scales no longer used are unregistered as
 // Reload's are. It returns an error, keeping the overrides in force, for
-// more than MaxOverrides, an unknown or Global rule, an empty or repeated
-// key, a factor that is not positive and finite, or scaled parameters the
-// store rejects. Overrides already expired are kept out. Safe for
+// more than MaxOverrides, an unknown or Global rule, an empty key or one
+// the rule's identity cannot have, a key that two overrides in force give
+// for one rule, a factor that is not positive and finite, or scaled
+// parameters the store rejects; the error names the override by its index
+// in list and its rule, never by its key (which may be a secret).
+// Overrides already expired are kept out. Safe for
 // concurrent use with decisions, which see the old overrides or the new,
 // never a mix.
 func (c *Controller) SetOverrides(list []Override) error {
@@ -73,7 +76,11 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 		return nil, fmt.Errorf("shed: %d overrides, more than %d", len(list), MaxOverrides)
 	}
 	over := make([]map[string]override, len(s.rules))
-	for _, o := range list {
+	// at is the index in list of the override in force of each rule and
+	// store key, so that a repeat names the first by its index; a raw API
+	// key is never part of an error (see overrideError).
+	at := make(map[overrideAt]int, len(list))
+	for n, o := range list {
 		i := -1
 		for j := range s.rules {
 			if s.rules[j].Name == o.Rule {
@@ -81,24 +88,18 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 			}
 		}
 		if i < 0 {
-			return nil, fmt.Errorf("shed: override of unknown rule %q", o.Rule)
+			return nil, overrideError(n, o, errors.New("unknown rule"))
 		}
 		r := &s.rules[i]
 		if r.local() {
-			return nil, fmt.Errorf("shed: override of %q: a Global rule has no keys", o.Rule)
+			return nil, overrideError(n, o, errors.New("a Global rule has no keys"))
 		}
 		if math.IsNaN(o.Factor) || math.IsInf(o.Factor, 0) || o.Factor <= 0 {
-			return nil, fmt.Errorf("shed: override of %q for %q: factor must be positive and finite, got %v", o.Rule, o.Key, o.Factor)
+			return nil, overrideError(n, o, fmt.Errorf("factor must be positive and finite, got %v", o.Factor))
 		}
 		key, err := c.overrideKey(r.Identity, o.Key)
 		if err != nil {
-			return nil, fmt.Errorf("shed: override of %q: %w", o.Rule, err)
-		}
-		if over[i] == nil {
-			over[i] = make(map[string]override)
-		}
-		if _, dup := over[i][key]; dup {
-			return nil, fmt.Errorf("shed: override of %q for %q is given twice", o.Rule, o.Key)
+			return nil, overrideError(n, o, err)
 		}
 		// Sub saturates, so a far expiry (past 2262) means never.
 		until := int64(math.MaxInt64)
@@ -106,15 +107,35 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 			until = c.monoAnchor + int64(d)
 		}
 		if until <= c.now() {
-			continue // expired already
+			continue // expired already: it neither applies nor collides
 		}
+		if first, dup := at[overrideAt{i, key}]; dup {
+			return nil, overrideError(n, o, fmt.Errorf("the key of overrides[%d] is given again", first))
+		}
+		at[overrideAt{i, key}] = n
 		id, err := c.scaled(r, o.Factor)
 		if err != nil {
-			return nil, fmt.Errorf("shed: override of %q for %q: %w", o.Rule, o.Key, err)
+			return nil, overrideError(n, o, err)
+		}
+		if over[i] == nil {
+			over[i] = make(map[string]override)
 		}
 		over[i][key] = override{id: id, until: until}
 	}
 	return over, nil
+}
+
+// overrideAt is a rule (by index) and a store key of it.
+type overrideAt struct {
+	rule int
+	key  string
+}
+
+// overrideError is the error of list[n]: named by its index and rule, never
+// by its key, which may be a raw API key (DESIGN: secrets never reach a
+// log line), and so may not be printed by whoever logs the error.
+func overrideError(n int, o Override, err error) error {
+	return fmt.Errorf("shed: overrides[%d] (rule %q): %w", n, o.Rule, err)
 }
 
 // overrideKey returns the store key of identity id for value v, as
@@ -127,7 +148,7 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 	case IP:
 		ip, err := netip.ParseAddr(v)
 		if err != nil {
-			return "", fmt.Errorf("key %q is not an IP address", v)
+			return "", errors.New("key is not an IP address")
 		}
 		return string(appendIPKey(nil, ip)), nil
 	case User:
