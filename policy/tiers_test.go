@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,31 @@ func TestTierErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// TestIPOverrideKeyMustBeAnAddress: the key of an override of an IP rule
+// is checked at Parse, with its line, not first at New.
+func TestIPOverrideKeyMustBeAnAddress(t *testing.T) {
+	doc := `{"version": 1,
+ "rules": [{"name": "r", "identity": "ip", "algorithm": "sliding_log", "limit": 5, "window": "1m"}],
+ "overrides": [{"rule": "r", "factor": 2, "until": "2099-01-01T00:00:00Z",
+   "key": %q}]}`
+	for _, key := range []string{"192.0.2.1:80", "2001:db8::/64", "host.example", "[::1]"} {
+		_, err := policy.Parse("t.json", []byte(fmt.Sprintf(doc, key)))
+		if err == nil || !strings.Contains(err.Error(), "t.json:4: overrides[0].key: is not an IP address") {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
+	for _, key := range []string{"192.0.2.1", "2001:db8::1", "::ffff:192.0.2.1", "fe80::1%eth0"} {
+		p, err := policy.Parse("t.json", []byte(fmt.Sprintf(doc, key)))
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		c, err := p.New()
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		_ = c.Close()
 	}
 }

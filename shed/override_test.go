@@ -252,3 +252,61 @@ func TestOverrideExpiredNeverCollides(t *testing.T) {
 		t.Errorf("a live repeat: %v", err)
 	}
 }
+
+// TestIPOverrideKeyMatchesTheMiddlewareKey: an IP override's key is
+// normalised as the middleware normalises a client (IPv4-mapped folded to
+// IPv4, zone dropped, grouped by the resolver's prefix), so that it applies
+// to the requests it names; what cannot be an address is rejected.
+func TestIPOverrideKeyMatchesTheMiddlewareKey(t *testing.T) {
+	v6in56, err := fingerprint.NewResolver(fingerprint.WithIPv6PrefixBits(56), fingerprint.WithIPv4PrefixBits(24))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, key, peer string
+		res             *fingerprint.Resolver
+	}{
+		{"v4", "192.0.2.1", "192.0.2.1:40000", nil},
+		{"v6 host in its /64", "2001:db8:0:1::1", "[2001:db8:0:1:aaaa::5]:40000", nil},
+		{"v6 spelled long", "2001:0db8:0000:0001:0000:0000:0000:0001", "[2001:db8:0:1::9]:40000", nil},
+		{"v4-mapped", "::ffff:192.0.2.1", "192.0.2.1:40000", nil},
+		{"peer v4-mapped", "192.0.2.1", "[::ffff:192.0.2.1]:40000", nil},
+		{"zoned", "fe80::1%eth0", "[fe80::1%eth0]:40000", nil},
+		{"zoned peer, bare key", "fe80::2", "[fe80::1%eth1]:40000", nil},
+		{"v6 /56 resolver", "2001:db8:0:1::1", "[2001:db8:0:ff::1]:40000", v6in56},
+		{"v4 /24 resolver", "192.0.2.200", "192.0.2.1:40000", v6in56},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []Option{}
+			if tc.res != nil {
+				opts = append(opts, WithResolver(tc.res))
+			}
+			c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}}, opts...)
+			if err := c.SetOverrides([]Override{{Rule: "ip", Key: tc.key, Factor: 3, Until: time.Now().Add(time.Hour)}}); err != nil {
+				t.Fatal(err)
+			}
+			ok := 0
+			for range 5 {
+				if w := send(h, "", func(r *http.Request) { r.RemoteAddr = tc.peer }); w.Code == http.StatusOK {
+					ok++
+				}
+			}
+			if ok != 3 {
+				t.Fatalf("override %q: %s admitted %d, want 3", tc.key, tc.peer, ok)
+			}
+		})
+	}
+	c, _, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}})
+	until := time.Now().Add(time.Hour)
+	for _, key := range []string{"not-an-ip", "192.0.2.1:80", "[2001:db8::1]", "2001:db8::/64", "1.2.3", " 192.0.2.1", "192.0.2.1%eth0"} {
+		err := c.SetOverrides([]Override{{Rule: "ip", Key: key, Factor: 2, Until: until}})
+		if err == nil || !strings.Contains(err.Error(), `shed: overrides[0] (rule "ip"): key is not an IP address`) {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
+	// Two spellings of one group are one key given twice.
+	err = c.SetOverrides([]Override{{Rule: "ip", Key: "2001:db8::1", Factor: 2, Until: until}, {Rule: "ip", Key: "2001:db8::2%eth0", Factor: 3, Until: until}})
+	if err == nil || !strings.Contains(err.Error(), "overrides[1] (rule \"ip\"): the key of overrides[0] is given again") {
+		t.Errorf("one /64 twice: %v", err)
+	}
+}

@@ -20,9 +20,11 @@ const MaxOverrides = 1024
 type Override struct {
 	// Rule names a per-key rule (not Global).
 	Rule string
-	// Key is the client, as the rule's identity sees it: an IP address
-	// (the group the middleware keys on, such as the address itself or
-	// its /64), a user id, an API key (raw; it is hashed here as for
+	// Key is the client, as the rule's identity sees it: an IP address,
+	// normalised and grouped as the middleware's resolver (WithResolver)
+	// treats a client (an IPv4-mapped address is its IPv4 address, a zone
+	// is dropped, and any address of an IPv6 /64 names that /64 by
+	// default), a user id, an API key (raw; it is hashed here as for
 	// requests) or a tenant id.
 	Key string
 	// Factor multiplies the rule's Limit and, for a token bucket, its
@@ -146,11 +148,17 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 	}
 	switch id {
 	case IP:
-		ip, err := netip.ParseAddr(v)
-		if err != nil {
+		// One address, nothing else (no port, brackets or prefix); then the
+		// resolver the middleware uses normalises and groups it as it does
+		// a request's peer, so that the key is the one requests build.
+		if _, err := netip.ParseAddr(v); err != nil {
 			return "", errors.New("key is not an IP address")
 		}
-		return string(appendIPKey(nil, ip)), nil
+		g := c.res.Resolve(v, nil).Group
+		if !g.IsValid() {
+			return "", errors.New("key is not an IP address")
+		}
+		return string(appendIPKey(nil, g.Addr())), nil
 	case User:
 		return "user:" + v, nil
 	case APIKey:
