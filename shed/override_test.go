@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -228,6 +229,10 @@ func TestOverrideErrorsNeverShowTheRawKey(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+			var oe *OverrideError
+			if !errors.As(err, &oe) || oe.Rule != "burst" || oe.Index != len(tc.list)-1 || (oe.First >= 0) != (tc.name == "twice") {
+				t.Fatalf("error %v: OverrideError %+v", err, oe)
 			}
 		})
 	}

@@ -48,8 +48,9 @@ type override struct {
 // more than MaxOverrides, an unknown or Global rule, an empty key or one
 // the rule's identity cannot have, a key that two overrides in force give
 // for one rule, a factor that is not positive and finite, or scaled
-// parameters the store rejects; the error names the override by its index
-// in list and its rule, never by its key (which may be a secret).
+// parameters the store rejects; the error of one override is an
+// *OverrideError, which names it by its index in list and its rule, never
+// by its key (which may be a secret).
 // Overrides already expired are kept out. Safe for
 // concurrent use with decisions, which see the old overrides or the new,
 // never a mix.
@@ -112,7 +113,7 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 			continue // expired already: it neither applies nor collides
 		}
 		if first, dup := at[overrideAt{i, key}]; dup {
-			return nil, overrideError(n, o, fmt.Errorf("the key of overrides[%d] is given again", first))
+			return nil, &OverrideError{Index: n, Rule: o.Rule, First: first, Err: ErrRepeatedKey}
 		}
 		at[overrideAt{i, key}] = n
 		id, err := c.scaled(r, o.Factor)
@@ -133,11 +134,41 @@ type overrideAt struct {
 	key  string
 }
 
-// overrideError is the error of list[n]: named by its index and rule, never
-// by its key, which may be a raw API key (DESIGN: secrets never reach a
-// log line), and so may not be printed by whoever logs the error.
+// OverrideError is the error of one override of a list that SetOverrides
+// or Reload rejects. It names the override by its index in the list and
+// its rule, never by its key, which may be a raw API key (secrets never
+// reach an error, and so a log line).
+type OverrideError struct {
+	// Index is the override's index in the list.
+	Index int
+	// Rule is the override's Rule.
+	Rule string
+	// First is, when the problem is that two overrides in force give one
+	// key of one rule (two spellings of an address, two addresses of one
+	// IPv6 group), the index of the first of them; -1 otherwise.
+	First int
+	// Err is the problem; ErrRepeatedKey when First is set.
+	Err error
+}
+
+// ErrRepeatedKey is the problem of an override whose rule and key an
+// earlier override in force gives too (see OverrideError.First).
+var ErrRepeatedKey = errors.New("shed: the key of an override is given again")
+
+// Error formats e as "shed: overrides[i] (rule "r"): problem".
+func (e *OverrideError) Error() string {
+	if e.First >= 0 {
+		return fmt.Sprintf("shed: overrides[%d] (rule %q): the key of overrides[%d] is given again", e.Index, e.Rule, e.First)
+	}
+	return fmt.Sprintf("shed: overrides[%d] (rule %q): %v", e.Index, e.Rule, e.Err)
+}
+
+// Unwrap returns the problem.
+func (e *OverrideError) Unwrap() error { return e.Err }
+
+// overrideError is the error of list[n].
 func overrideError(n int, o Override, err error) error {
-	return fmt.Errorf("shed: overrides[%d] (rule %q): %w", n, o.Rule, err)
+	return &OverrideError{Index: n, Rule: o.Rule, First: -1, Err: err}
 }
 
 // overrideKey returns the store key of identity id for value v, as
