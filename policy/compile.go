@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -92,7 +93,7 @@ func (p *Policy) New(opts ...shed.Option) (*shed.Controller, error) {
 	}
 	if err := c.SetOverrides(p.overrides); err != nil {
 		_ = c.Close()
-		return nil, p.errAt("overrides", err)
+		return nil, p.overrideErr(err)
 	}
 	return c, nil
 }
@@ -114,6 +115,33 @@ func (p *Policy) attribute(rules []shed.Rule, err error) error {
 	}
 	return p.errAt("rules", err)
 }
+
+// overrideErr places an error of shed's SetOverrides or Reload: a
+// *shed.OverrideError at the override of the file it comes from, told in the
+// file's numbering (an override of a tiered rule is one shed override per
+// tier); another on "overrides".
+func (p *Policy) overrideErr(err error) *Error {
+	var oe *shed.OverrideError
+	if !errors.As(err, &oe) || oe.Index < 0 || oe.Index >= len(p.overrideOrigin) {
+		return p.errAt("overrides", err)
+	}
+	msg := fmt.Sprintf("shed: rule %q: %v", oe.Rule, oe.Err)
+	if oe.First >= 0 && oe.First < len(p.overrideOrigin) {
+		msg = fmt.Sprintf("shed: the key of overrides[%d] is given again (rule %q sees one client in both)",
+			p.overrideOrigin[oe.First], oe.Rule)
+	}
+	return p.errAt(fmt.Sprintf("overrides[%d]", p.overrideOrigin[oe.Index]), &placedError{msg: msg, err: err})
+}
+
+// placedError is an error of a lower package told in the file's terms; it
+// unwraps to the original.
+type placedError struct {
+	msg string
+	err error
+}
+
+func (e *placedError) Error() string { return e.msg }
+func (e *placedError) Unwrap() error { return e.err }
 
 // errAt places err at path of the policy's file.
 func (p *Policy) errAt(path string, err error) *Error {

@@ -22,6 +22,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "rules": [{"name": "c", "identity": "global", "algorithm": "concurrency", "limit": 3, "max_wait": "1d"}]}`))
 	f.Add([]byte(`{"version": 1, "rules": [[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]}`))
 	f.Add([]byte(`{"version": 1, "rules": [{"name": "r", "limit": 1e400}]}`))
+	f.Add([]byte(`{"version": 1, "rules": [{"name": "c", "identity": "global", "algorithm": "concurrency", "limit": 3, "max_wait": "2562048h"}]}`))
+	f.Add([]byte(`{"version": 1, "rules": [{"name": "w", "identity": "ip", "algorithm": "fixed_window", "limit": 3, "window": "106751d"}]}`))
+	f.Add([]byte(`{"version": 1, "rules": [{"name": "r", "identity": "ip", "algorithm": "sliding_log", "limit": 5, "window": "1m", "limit": 5000}]}`))
+	f.Add([]byte(`{"version": 1, "tiers": {"names": ["a"], "default": "a"}, "rules": [{"name": "r", "identity": "ip", "algorithm": "sliding_log", "limit": 5, "window": "1m", "tiers": {"a": {"limit": 1}, "a": {"limit": 9}}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := policy.Parse("f.json", data)
 		if err != nil {

@@ -48,7 +48,7 @@ func NewLive(p *Policy, opts ...shed.Option) (*Live, error) {
 	}
 	if err := c.SetOverrides(p.overrides); err != nil {
 		_ = c.Close()
-		return nil, p.errAt("overrides", err)
+		return nil, p.overrideErr(err)
 	}
 	l.c = c
 	l.keep(p, rules)
@@ -95,7 +95,11 @@ func (l *Live) Apply(p *Policy) error {
 		return err
 	}
 	err = l.c.Reload(shed.Config{Rules: rules, Overrides: p.overrides, Category: p.CategoryFunc()})
-	if err != nil {
+	var oe *shed.OverrideError
+	switch {
+	case errors.As(err, &oe):
+		return p.overrideErr(err)
+	case err != nil:
 		return p.attribute(rules, err)
 	}
 	l.cur = p

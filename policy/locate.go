@@ -58,7 +58,9 @@ func (e *schemaError) Error() string { return e.msg }
 // locate walks data as JSON tokens along the shape of t (File), recording
 // the line of every path and rejecting keys that t does not have, so that
 // an unknown field is reported with its path and line (json's own error
-// has neither). Syntax errors are left for the decoder.
+// has neither). It also rejects a key given twice in one object, which
+// encoding/json would resolve silently in favour of the last. Syntax
+// errors are left for the decoder.
 func locate(data []byte, t reflect.Type) (*locator, error) {
 	l := &locator{data: data, lines: make(map[string]int)}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -96,6 +98,7 @@ func (l *locator) value(dec *json.Decoder, t reflect.Type, path string, depth in
 	}
 	switch d {
 	case '{':
+		first := make(map[string]int) // the line of each key of this object
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
@@ -107,6 +110,10 @@ func (l *locator) value(dec *json.Decoder, t reflect.Type, path string, depth in
 				sub = path + "." + key
 			}
 			line := l.lineAt(dec.InputOffset() - 1)
+			if at, dup := first[key]; dup {
+				return &schemaError{sub, line, fmt.Sprintf("key %q is given twice (first on line %d)", key, at)}
+			}
+			first[key] = line
 			l.lines[sub] = line
 			var ft reflect.Type
 			if t != nil {

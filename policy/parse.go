@@ -43,9 +43,12 @@ type Policy struct {
 	adaptive  map[int]AdaptiveSpec
 	tiers     *TiersSpec
 	overrides []shed.Override
-	cats      []category
-	pen       *penaltyConfig
-	loc       *locator
+	// overrideOrigin is the index in File.Overrides that each override
+	// comes from (an override of a tiered rule gives one per tier).
+	overrideOrigin []int
+	cats           []category
+	pen            *penaltyConfig
+	loc            *locator
 }
 
 // Load reads and parses the policy file at path (see Parse).
@@ -203,7 +206,10 @@ func (v *validator) policy(p *Policy) {
 		seen[r.Name] = true
 	}
 	for i := range f.Overrides {
-		p.overrides = append(p.overrides, v.override(fmt.Sprintf("overrides[%d]", i), &f.Overrides[i], p)...)
+		for _, o := range v.override(fmt.Sprintf("overrides[%d]", i), &f.Overrides[i], p) {
+			p.overrides = append(p.overrides, o)
+			p.overrideOrigin = append(p.overrideOrigin, i)
+		}
 	}
 	if f.Penalties != nil {
 		p.pen = v.penalties("penalties", f.Penalties)

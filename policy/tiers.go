@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -114,10 +115,22 @@ func (v *validator) override(path string, o *OverrideSpec, p *Policy) []shed.Ove
 			v.failf(path+".rule", "%q is a global rule: it has no keys to override", o.Rule)
 			return nil
 		}
+		if r.Identity == shed.IP && o.Key != "" && !isAddr(o.Key) {
+			// shed groups the address as its resolver does; the key is not
+			// echoed, as it might be a secret filed under the wrong rule.
+			v.failf(path+".key", "is not an IP address (an IP rule's key is one address, without port or prefix)")
+			return nil
+		}
 		out = append(out, shed.Override{Rule: r.Name, Key: o.Key, Factor: o.Factor, Until: until})
 	}
 	if len(out) == 0 {
 		v.failf(path+".rule", "%q is not a rule of this policy", o.Rule)
 	}
 	return out
+}
+
+// isAddr reports whether s is one IP address in text form.
+func isAddr(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }

@@ -2,6 +2,8 @@ package policy_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +81,78 @@ func TestTierErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// TestIPOverrideKeyMustBeAnAddress: the key of an override of an IP rule
+// is checked at Parse, with its line, not first at New.
+func TestIPOverrideKeyMustBeAnAddress(t *testing.T) {
+	doc := `{"version": 1,
+ "rules": [{"name": "r", "identity": "ip", "algorithm": "sliding_log", "limit": 5, "window": "1m"}],
+ "overrides": [{"rule": "r", "factor": 2, "until": "2099-01-01T00:00:00Z",
+   "key": %q}]}`
+	for _, key := range []string{"192.0.2.1:80", "2001:db8::/64", "host.example", "[::1]"} {
+		_, err := policy.Parse("t.json", []byte(fmt.Sprintf(doc, key)))
+		if err == nil || !strings.Contains(err.Error(), "t.json:4: overrides[0].key: is not an IP address") {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
+	for _, key := range []string{"192.0.2.1", "2001:db8::1", "::ffff:192.0.2.1", "fe80::1%eth0"} {
+		p, err := policy.Parse("t.json", []byte(fmt.Sprintf(doc, key)))
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		c, err := p.New()
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		_ = c.Close()
+	}
+}
+
+// TestOverrideErrorNamesTheOverrideLine: an override that shed rejects (two
+// addresses of one IPv6 /64, which only shed's grouping sees as one key)
+// is reported at the line of that override of the file, at New, NewLive
+// and Apply alike, though a tiered rule's override is one shed override
+// per tier.
+func TestOverrideErrorNamesTheOverrideLine(t *testing.T) {
+	const doc = `{"version": 1,
+ "tiers": {"names": ["free", "pro"], "default": "free"},
+ "rules": [
+  {"name": "t", "identity": "tenant", "algorithm": "fixed_window", "limit": 5, "window": "1h",
+   "tiers": {"pro": {"limit": 50}}},
+  {"name": "r", "identity": "ip", "algorithm": "sliding_log", "limit": 5, "window": "1m"}],
+ "overrides": [
+  {"rule": "t", "key": "acme", "factor": 2, "until": "2099-01-01T00:00:00Z"},
+  {"rule": "r", "key": "2001:db8::1", "factor": 2, "until": "2099-01-01T00:00:00Z"}%s]}`
+	const want = `t.json:10: overrides[2]: shed: the key of overrides[1] is given again (rule "r" sees one client in both)`
+	good, err := policy.Parse("t.json", []byte(strings.Replace(doc, "%s", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse("t.json", []byte(strings.Replace(doc, "%s",
+		`,
+  {"rule": "r", "key": "2001:db8::2", "factor": 3, "until": "2099-01-01T00:00:00Z"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.New()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("New: %v, want %q", err, want)
+	}
+	var oe *shed.OverrideError
+	if !errors.As(err, &oe) || !errors.Is(err, shed.ErrRepeatedKey) {
+		t.Errorf("New: %v does not unwrap to shed's error", err)
+	}
+	if _, err := policy.NewLive(p); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewLive: %v, want %q", err, want)
+	}
+	live, err := policy.NewLive(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Controller().Close()
+	if err := live.Apply(p); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Apply: %v, want %q", err, want)
 	}
 }

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/store"
 )
@@ -187,5 +189,129 @@ func TestAPIKeyHashed(t *testing.T) {
 	}
 	if st.keys[0] != st.keys[2] || st.keys[0] == st.keys[4] || len(st.keys[0]) != len("key:")+fingerprint.SumLen {
 		t.Fatalf("keys %q", st.keys)
+	}
+}
+
+// TestOverrideErrorsNeverShowTheRawKey: an override SetOverrides rejects is
+// named by its index and rule, never by a raw API key, on every error path
+// (a bad factor, a key given twice, a scale the store cannot hold).
+func TestOverrideErrorsNeverShowTheRawKey(t *testing.T) {
+	const secret = "sk_live_do_not_print_me"
+	c, err := New([]Rule{
+		{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 3, Window: 24 * time.Hour},
+		{Name: "burst", Identity: APIKey, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)},
+	}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	until := time.Now().Add(time.Hour)
+	ok := Override{Rule: "daily", Key: "acme", Factor: 2, Until: until}
+	for _, tc := range []struct {
+		name string
+		list []Override
+		want string
+	}{
+		{"factor", []Override{ok, {Rule: "burst", Key: secret, Factor: nan(), Until: until}},
+			`shed: overrides[1] (rule "burst"): factor must be positive and finite`},
+		{"twice", []Override{{Rule: "burst", Key: secret, Factor: 2, Until: until}, ok, {Rule: "burst", Key: secret, Factor: 3, Until: until}},
+			`shed: overrides[2] (rule "burst"): the key of overrides[0] is given again`},
+		{"scale", []Override{{Rule: "burst", Key: secret, Factor: 1e300, Until: until}},
+			`shed: overrides[0] (rule "burst"): scaled limit`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.SetOverrides(tc.list)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "do_not_print") {
+				t.Fatalf("the raw key is in the error: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+			var oe *OverrideError
+			if !errors.As(err, &oe) || oe.Rule != "burst" || oe.Index != len(tc.list)-1 || (oe.First >= 0) != (tc.name == "twice") {
+				t.Fatalf("error %v: OverrideError %+v", err, oe)
+			}
+		})
+	}
+}
+
+// TestOverrideExpiredNeverCollides: an expired override of a key does not
+// make a live one of the same key a repeat, in either order.
+func TestOverrideExpiredNeverCollides(t *testing.T) {
+	c, err := New([]Rule{{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 3, Window: 24 * time.Hour}}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	live := Override{Rule: "daily", Key: "acme", Factor: 2, Until: time.Now().Add(time.Hour)}
+	old := Override{Rule: "daily", Key: "acme", Factor: 10, Until: time.Now().Add(-time.Hour)}
+	for _, list := range [][]Override{{old, live}, {live, old}} {
+		if err := c.SetOverrides(list); err != nil {
+			t.Errorf("%v: %v", list, err)
+		}
+	}
+	if err := c.SetOverrides([]Override{live, live}); err == nil || !strings.Contains(err.Error(), "overrides[0] is given again") {
+		t.Errorf("a live repeat: %v", err)
+	}
+}
+
+// TestIPOverrideKeyMatchesTheMiddlewareKey: an IP override's key is
+// normalised as the middleware normalises a client (IPv4-mapped folded to
+// IPv4, zone dropped, grouped by the resolver's prefix), so that it applies
+// to the requests it names; what cannot be an address is rejected.
+func TestIPOverrideKeyMatchesTheMiddlewareKey(t *testing.T) {
+	v6in56, err := fingerprint.NewResolver(fingerprint.WithIPv6PrefixBits(56), fingerprint.WithIPv4PrefixBits(24))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, key, peer string
+		res             *fingerprint.Resolver
+	}{
+		{"v4", "192.0.2.1", "192.0.2.1:40000", nil},
+		{"v6 host in its /64", "2001:db8:0:1::1", "[2001:db8:0:1:aaaa::5]:40000", nil},
+		{"v6 spelled long", "2001:0db8:0000:0001:0000:0000:0000:0001", "[2001:db8:0:1::9]:40000", nil},
+		{"v4-mapped", "::ffff:192.0.2.1", "192.0.2.1:40000", nil},
+		{"peer v4-mapped", "192.0.2.1", "[::ffff:192.0.2.1]:40000", nil},
+		{"zoned", "fe80::1%eth0", "[fe80::1%eth0]:40000", nil},
+		{"zoned peer, bare key", "fe80::2", "[fe80::1%eth1]:40000", nil},
+		{"v6 /56 resolver", "2001:db8:0:1::1", "[2001:db8:0:ff::1]:40000", v6in56},
+		{"v4 /24 resolver", "192.0.2.200", "192.0.2.1:40000", v6in56},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []Option{}
+			if tc.res != nil {
+				opts = append(opts, WithResolver(tc.res))
+			}
+			c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}}, opts...)
+			if err := c.SetOverrides([]Override{{Rule: "ip", Key: tc.key, Factor: 3, Until: time.Now().Add(time.Hour)}}); err != nil {
+				t.Fatal(err)
+			}
+			ok := 0
+			for range 5 {
+				if w := send(h, "", func(r *http.Request) { r.RemoteAddr = tc.peer }); w.Code == http.StatusOK {
+					ok++
+				}
+			}
+			if ok != 3 {
+				t.Fatalf("override %q: %s admitted %d, want 3", tc.key, tc.peer, ok)
+			}
+		})
+	}
+	c, _, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour}})
+	until := time.Now().Add(time.Hour)
+	for _, key := range []string{"not-an-ip", "192.0.2.1:80", "[2001:db8::1]", "2001:db8::/64", "1.2.3", " 192.0.2.1", "192.0.2.1%eth0"} {
+		err := c.SetOverrides([]Override{{Rule: "ip", Key: key, Factor: 2, Until: until}})
+		if err == nil || !strings.Contains(err.Error(), `shed: overrides[0] (rule "ip"): key is not an IP address`) {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
+	// Two spellings of one group are one key given twice.
+	err = c.SetOverrides([]Override{{Rule: "ip", Key: "2001:db8::1", Factor: 2, Until: until}, {Rule: "ip", Key: "2001:db8::2%eth0", Factor: 3, Until: until}})
+	if err == nil || !strings.Contains(err.Error(), "overrides[1] (rule \"ip\"): the key of overrides[0] is given again") {
+		t.Errorf("one /64 twice: %v", err)
 	}
 }

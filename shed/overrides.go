@@ -20,9 +20,11 @@ const MaxOverrides = 1024
 type Override struct {
 	// Rule names a per-key rule (not Global).
 	Rule string
-	// Key is the client, as the rule's identity sees it: an IP address
-	// (the group the middleware keys on, such as the address itself or
-	// its /64), a user id, an API key (raw; it is hashed here as for
+	// Key is the client, as the rule's identity sees it: an IP address,
+	// normalised and grouped as the middleware's resolver (WithResolver)
+	// treats a client (an IPv4-mapped address is its IPv4 address, a zone
+	// is dropped, and any address of an IPv6 /64 names that /64 by
+	// default), a user id, an API key (raw; it is hashed here as for
 	// requests) or a tenant id.
 	Key string
 	// Factor multiplies the rule's Limit and, for a token bucket, its
@@ -43,9 +45,13 @@ type override struct {
 // SetOverrides replaces the Controller's overrides with list (nil clears
 // them); the store limits of scales no longer used are unregistered as
 // Reload's are. It returns an error, keeping the overrides in force, for
-// more than MaxOverrides, an unknown or Global rule, an empty or repeated
-// key, a factor that is not positive and finite, or scaled parameters the
-// store rejects. Overrides already expired are kept out. Safe for
+// more than MaxOverrides, an unknown or Global rule, an empty key or one
+// the rule's identity cannot have, a key that two overrides in force give
+// for one rule, a factor that is not positive and finite, or scaled
+// parameters the store rejects; the error of one override is an
+// *OverrideError, which names it by its index in list and its rule, never
+// by its key (which may be a secret).
+// Overrides already expired are kept out. Safe for
 // concurrent use with decisions, which see the old overrides or the new,
 // never a mix.
 func (c *Controller) SetOverrides(list []Override) error {
@@ -73,7 +79,11 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 		return nil, fmt.Errorf("shed: %d overrides, more than %d", len(list), MaxOverrides)
 	}
 	over := make([]map[string]override, len(s.rules))
-	for _, o := range list {
+	// at is the index in list of the override in force of each rule and
+	// store key, so that a repeat names the first by its index; a raw API
+	// key is never part of an error (see overrideError).
+	at := make(map[overrideAt]int, len(list))
+	for n, o := range list {
 		i := -1
 		for j := range s.rules {
 			if s.rules[j].Name == o.Rule {
@@ -81,24 +91,18 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 			}
 		}
 		if i < 0 {
-			return nil, fmt.Errorf("shed: override of unknown rule %q", o.Rule)
+			return nil, overrideError(n, o, errors.New("unknown rule"))
 		}
 		r := &s.rules[i]
 		if r.local() {
-			return nil, fmt.Errorf("shed: override of %q: a Global rule has no keys", o.Rule)
+			return nil, overrideError(n, o, errors.New("a Global rule has no keys"))
 		}
 		if math.IsNaN(o.Factor) || math.IsInf(o.Factor, 0) || o.Factor <= 0 {
-			return nil, fmt.Errorf("shed: override of %q for %q: factor must be positive and finite, got %v", o.Rule, o.Key, o.Factor)
+			return nil, overrideError(n, o, fmt.Errorf("factor must be positive and finite, got %v", o.Factor))
 		}
 		key, err := c.overrideKey(r.Identity, o.Key)
 		if err != nil {
-			return nil, fmt.Errorf("shed: override of %q: %w", o.Rule, err)
-		}
-		if over[i] == nil {
-			over[i] = make(map[string]override)
-		}
-		if _, dup := over[i][key]; dup {
-			return nil, fmt.Errorf("shed: override of %q for %q is given twice", o.Rule, o.Key)
+			return nil, overrideError(n, o, err)
 		}
 		// Sub saturates, so a far expiry (past 2262) means never.
 		until := int64(math.MaxInt64)
@@ -106,15 +110,65 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 			until = c.monoAnchor + int64(d)
 		}
 		if until <= c.now() {
-			continue // expired already
+			continue // expired already: it neither applies nor collides
 		}
+		if first, dup := at[overrideAt{i, key}]; dup {
+			return nil, &OverrideError{Index: n, Rule: o.Rule, First: first, Err: ErrRepeatedKey}
+		}
+		at[overrideAt{i, key}] = n
 		id, err := c.scaled(r, o.Factor)
 		if err != nil {
-			return nil, fmt.Errorf("shed: override of %q for %q: %w", o.Rule, o.Key, err)
+			return nil, overrideError(n, o, err)
+		}
+		if over[i] == nil {
+			over[i] = make(map[string]override)
 		}
 		over[i][key] = override{id: id, until: until}
 	}
 	return over, nil
+}
+
+// overrideAt is a rule (by index) and a store key of it.
+type overrideAt struct {
+	rule int
+	key  string
+}
+
+// OverrideError is the error of one override of a list that SetOverrides
+// or Reload rejects. It names the override by its index in the list and
+// its rule, never by its key, which may be a raw API key (secrets never
+// reach an error, and so a log line).
+type OverrideError struct {
+	// Index is the override's index in the list.
+	Index int
+	// Rule is the override's Rule.
+	Rule string
+	// First is, when the problem is that two overrides in force give one
+	// key of one rule (two spellings of an address, two addresses of one
+	// IPv6 group), the index of the first of them; -1 otherwise.
+	First int
+	// Err is the problem; ErrRepeatedKey when First is set.
+	Err error
+}
+
+// ErrRepeatedKey is the problem of an override whose rule and key an
+// earlier override in force gives too (see OverrideError.First).
+var ErrRepeatedKey = errors.New("shed: the key of an override is given again")
+
+// Error formats e as "shed: overrides[i] (rule "r"): problem".
+func (e *OverrideError) Error() string {
+	if e.First >= 0 {
+		return fmt.Sprintf("shed: overrides[%d] (rule %q): the key of overrides[%d] is given again", e.Index, e.Rule, e.First)
+	}
+	return fmt.Sprintf("shed: overrides[%d] (rule %q): %v", e.Index, e.Rule, e.Err)
+}
+
+// Unwrap returns the problem.
+func (e *OverrideError) Unwrap() error { return e.Err }
+
+// overrideError is the error of list[n].
+func overrideError(n int, o Override, err error) error {
+	return &OverrideError{Index: n, Rule: o.Rule, First: -1, Err: err}
 }
 
 // overrideKey returns the store key of identity id for value v, as
@@ -125,11 +179,17 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 	}
 	switch id {
 	case IP:
-		ip, err := netip.ParseAddr(v)
-		if err != nil {
-			return "", fmt.Errorf("key %q is not an IP address", v)
+		// One address, nothing else (no port, brackets or prefix); then the
+		// resolver the middleware uses normalises and groups it as it does
+		// a request's peer, so that the key is the one requests build.
+		if _, err := netip.ParseAddr(v); err != nil {
+			return "", errors.New("key is not an IP address")
 		}
-		return string(appendIPKey(nil, ip)), nil
+		g := c.res.Resolve(v, nil).Group
+		if !g.IsValid() {
+			return "", errors.New("key is not an IP address")
+		}
+		return string(appendIPKey(nil, g.Addr())), nil
 	case User:
 		return "user:" + v, nil
 	case APIKey:

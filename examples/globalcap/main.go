@@ -13,15 +13,14 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"log"
+	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
@@ -32,22 +31,20 @@ const (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8085", "listen address")
-	selftest := flag.Bool("selftest", false, "serve on 127.0.0.1:0, drive a burst against itself, print what happened and exit")
-	flag.Parse()
-	if *selftest {
-		if _, err := selfTest(os.Stdout); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	h, err := newHandler(clock.Now)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("search on http://%s/search, capped at %d requests per %v for all clients together\n", *addr, perWindow, window)
-	fmt.Printf("try: curl -sZ --parallel-max 16 -o /dev/null -w '%%{http_code}\\n' 'http://%s/search?q=[1-150]' 2>/dev/null | sort | uniq -c\n", *addr)
-	log.Fatal((&http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe())
+	demo.Command{
+		Addr:     "127.0.0.1:8085",
+		Drives:   "drive a burst against itself",
+		SelfTest: func(out io.Writer) error { _, err := selfTest(out); return err },
+		Serve: func(out io.Writer, addr string) (http.Handler, error) {
+			h, err := newHandler(clock.Now)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "search on http://%s/search, capped at %d requests per %v for all clients together\n", addr, perWindow, window)
+			fmt.Fprintf(out, "try: curl -sZ --parallel-max 16 -o /dev/null -w '%%{http_code}\\n' 'http://%s/search?q=[1-150]' 2>/dev/null | sort | uniq -c\n", addr)
+			return h, nil
+		},
+	}.Main()
 }
 
 // newHandler returns the search endpoint behind the global cap, reading

@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/examples/internal/demo"
 )
 
 // result is what the self-test saw.
@@ -31,25 +32,15 @@ func selfTest(out io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := demo.Serve(h)
 	if err != nil {
 		return result{}, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
 	defer srv.Close()
-	tr := &http.Transport{MaxIdleConnsPerHost: 16}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	endpoint := "http://" + ln.Addr().String() + "/search?q=sluice"
+	endpoint := srv.URL + "/search?q=sluice"
 	get := func() (int, string, error) {
-		resp, err := client.Get(endpoint)
-		if err != nil {
-			return 0, "", err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Retry-After"), nil
+		r, err := srv.Get("/search?q=sluice")
+		return r.Status, r.Header.Get("Retry-After"), err
 	}
 
 	res := result{burst: map[int]int{}}

@@ -12,37 +12,34 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log"
+	"io"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/store"
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8083", "listen address")
-	selftest := flag.Bool("selftest", false, "serve on 127.0.0.1:0, drive a short burst against itself, print what happened and exit")
-	flag.Parse()
-	if *selftest {
-		if _, err := selfTest(os.Stdout); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	h, _, err := newHandler()
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("login on http://%s/login: 5 attempts per account and 20 per IP per 15 minutes\n", *addr)
-	fmt.Printf("try: for i in $(seq 9); do curl -s -o /dev/null -w '%%{http_code} ' -d user=alice -d password=guess http://%s/login; done\n", *addr)
-	fmt.Printf("     curl -si -d user=alice -d password=guess http://%s/login\n", *addr)
-	log.Fatal((&http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe())
+	demo.Command{
+		Addr:     "127.0.0.1:8083",
+		Drives:   "drive a short burst against itself",
+		SelfTest: func(out io.Writer) error { _, err := selfTest(out); return err },
+		Serve: func(out io.Writer, addr string) (http.Handler, error) {
+			h, _, err := newHandler()
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "login on http://%s/login: 5 attempts per account and 20 per IP per 15 minutes\n", addr)
+			fmt.Fprintf(out, "try: for i in $(seq 9); do curl -s -o /dev/null -w '%%{http_code} ' -d user=alice -d password=guess http://%s/login; done\n", addr)
+			fmt.Fprintf(out, "     curl -si -d user=alice -d password=guess http://%s/login\n", addr)
+			return h, nil
+		},
+	}.Main()
 }
 
 // newHandler returns the login endpoint behind sluice, and the switch that

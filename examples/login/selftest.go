@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/sluicehq/sluice/examples/internal/demo"
 )
 
 // answer is what one login attempt got back.
@@ -26,30 +25,24 @@ func selfTest(out io.Writer) ([]answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := demo.Serve(h)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
 	defer srv.Close()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	endpoint := "http://" + ln.Addr().String() + "/login"
+	endpoint := srv.URL + "/login"
 
 	var got []answer
 	try := func(label, user string) error {
-		resp, err := client.PostForm(endpoint, url.Values{"user": {user}, "password": {"guess"}})
+		r, err := srv.PostForm("/login", url.Values{"user": {user}, "password": {"guess"}})
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		a := answer{label: label, user: user, status: resp.StatusCode,
-			retryAfter: resp.Header.Get("Retry-After"), rateLimit: resp.Header.Get("RateLimit")}
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		a := answer{label: label, user: user, status: r.Status,
+			retryAfter: r.Header.Get("Retry-After"), rateLimit: r.Header.Get("RateLimit")}
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
 			var p struct{ Type string }
-			if err := json.NewDecoder(resp.Body).Decode(&p); err == nil {
+			if err := json.Unmarshal(r.Body, &p); err == nil {
 				a.kind = p.Type[strings.LastIndexByte(p.Type, '#')+1:]
 			}
 		}

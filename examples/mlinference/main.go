@@ -17,14 +17,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log"
+	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -35,25 +34,23 @@ const (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8081", "listen address")
-	selftest := flag.Bool("selftest", false, "serve on 127.0.0.1:0, drive bursts and a load against itself, print what happened and exit")
-	flag.Parse()
-	if *selftest {
-		if _, err := selfTest(os.Stdout, 2*time.Second); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	h, _, err := newHandler(newModel().infer)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("inference on http://%s/infer: %d simulated accelerators, %v each; %d at once per X-API-Key, adaptive limit overall\n",
-		*addr, accelerators, serviceTime, perKey)
-	fmt.Printf("try: curl -si -H 'X-API-Key: k1' http://%s/infer\n", *addr)
-	fmt.Printf("     curl -sZ -o /dev/null -w '%%{http_code}\\n' -H 'X-API-Key: k1' 'http://%s/infer?n=[1-8]' 2>/dev/null | sort | uniq -c\n", *addr)
-	fmt.Printf("     for k in $(seq 16); do curl -sZ -o /dev/null -w '%%{http_code}\\n' -H \"X-API-Key: k$k\" 'http://%s/infer?n=[1-4]' & done 2>/dev/null | sort | uniq -c\n", *addr)
-	log.Fatal((&http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe())
+	demo.Command{
+		Addr:     "127.0.0.1:8081",
+		Drives:   "drive bursts and a load against itself",
+		SelfTest: func(out io.Writer) error { _, err := selfTest(out, 2*time.Second); return err },
+		Serve: func(out io.Writer, addr string) (http.Handler, error) {
+			h, _, err := newHandler(newModel().infer)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "inference on http://%s/infer: %d simulated accelerators, %v each; %d at once per X-API-Key, adaptive limit overall\n",
+				addr, accelerators, serviceTime, perKey)
+			fmt.Fprintf(out, "try: curl -si -H 'X-API-Key: k1' http://%s/infer\n", addr)
+			fmt.Fprintf(out, "     curl -sZ -o /dev/null -w '%%{http_code}\\n' -H 'X-API-Key: k1' 'http://%s/infer?n=[1-8]' 2>/dev/null | sort | uniq -c\n", addr)
+			fmt.Fprintf(out, "     for k in $(seq 16); do curl -sZ -o /dev/null -w '%%{http_code}\\n' -H \"X-API-Key: k$k\" 'http://%s/infer?n=[1-4]' & done 2>/dev/null | sort | uniq -c\n", addr)
+			return h, nil
+		},
+	}.Main()
 }
 
 // newHandler returns the inference endpoint, which runs infer, behind

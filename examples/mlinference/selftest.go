@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -51,13 +51,11 @@ func selfTest(out io.Writer, loadFor time.Duration) (result, error) {
 	return res, err
 }
 
-// server is the endpoint served on 127.0.0.1:0 and a client of it.
+// server is the endpoint served on 127.0.0.1:0, with its Controller.
 type server struct {
+	*demo.Loopback
 	sluice *shed.Controller
-	url    string
-	srv    *http.Server
-	tr     *http.Transport
-	client *http.Client
+	url    string // of the endpoint
 }
 
 func start(infer func(context.Context) error) (*server, error) {
@@ -65,33 +63,20 @@ func start(infer func(context.Context) error) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := demo.Serve(h)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{sluice: sluice, url: "http://" + ln.Addr().String() + "/infer",
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, tr: &http.Transport{MaxIdleConnsPerHost: 32}}
-	s.client = &http.Client{Transport: s.tr, Timeout: 10 * time.Second}
-	go s.srv.Serve(ln)
-	return s, nil
-}
-
-func (s *server) close() {
-	s.srv.Close()
-	s.tr.CloseIdleConnections()
+	return &server{Loopback: l, sluice: sluice, url: l.URL + "/infer"}, nil
 }
 
 func (s *server) get(key string) call {
-	req, _ := http.NewRequest("GET", s.url, nil)
-	req.Header.Set("X-API-Key", key)
 	begin := time.Now()
-	resp, err := s.client.Do(req)
+	r, err := s.Get("/infer", "X-API-Key", key)
 	if err != nil {
 		return call{key: key, retryAfter: err.Error()}
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return call{key: key, status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: time.Since(begin)}
+	return call{key: key, status: r.Status, retryAfter: r.Header.Get("Retry-After"), took: time.Since(begin)}
 }
 
 func burst(out io.Writer, res *result) error {
@@ -109,7 +94,7 @@ func burst(out io.Writer, res *result) error {
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	fmt.Fprintf(out, "GET %s: bursts while the accelerators are held busy\n", s.url)
 
 	answers := make(chan call, 32)
@@ -127,11 +112,7 @@ func burst(out io.Writer, res *result) error {
 		inflight, answered = inflight+int64(b.in), answered+b.shed
 		// Wait until the requests that get in are in and the others are
 		// answered.
-		reached := false
-		for deadline := time.Now().Add(10 * time.Second); !reached && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			reached = s.sluice.Stats().Inflight == inflight && len(answers) == answered
-		}
-		if !reached {
+		if !demo.Await(func() bool { return s.sluice.Stats().Inflight == inflight && len(answers) == answered }) {
 			return fmt.Errorf("mlinference: never reached %d inflight and %d answered", inflight, answered)
 		}
 	}
@@ -156,7 +137,7 @@ func load(out io.Writer, res *result, loadFor time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	fmt.Fprintf(out, "GET %s: 4 clients warm up for %v, then 24 clients back to back (20 ms pause after a 503) for %v\n", s.url, loadFor/4, loadFor)
 	s.drive(4, loadFor/4, func(call) {})
 

@@ -17,14 +17,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log"
+	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -38,23 +37,21 @@ const (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8082", "listen address")
-	selftest := flag.Bool("selftest", false, "serve on 127.0.0.1:0, drive two bursts against itself, print what happened and exit")
-	flag.Parse()
-	if *selftest {
-		if _, err := selfTest(os.Stdout); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	svc, err := newService(simulatedRender, func(context.Context, []byte) error { return nil })
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("PDFs on http://%s/pdf: %d renders at once, %d more may wait up to %v, uploads paced at %d/s\n",
-		*addr, renders, queueLength, maxWait, uploads)
-	fmt.Printf("try: curl -sZ -o /dev/null -w '%%{http_code} %%{time_total}s\\n' 'http://%s/pdf?n=[1-10]' 2>/dev/null\n", *addr)
-	log.Fatal((&http.Server{Addr: *addr, Handler: svc.handler(), ReadHeaderTimeout: 5 * time.Second}).ListenAndServe())
+	demo.Command{
+		Addr:     "127.0.0.1:8082",
+		Drives:   "drive two bursts against itself",
+		SelfTest: func(out io.Writer) error { _, err := selfTest(out); return err },
+		Serve: func(out io.Writer, addr string) (http.Handler, error) {
+			svc, err := newService(simulatedRender, func(context.Context, []byte) error { return nil })
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "PDFs on http://%s/pdf: %d renders at once, %d more may wait up to %v, uploads paced at %d/s\n",
+				addr, renders, queueLength, maxWait, uploads)
+			fmt.Fprintf(out, "try: curl -sZ -o /dev/null -w '%%{http_code} %%{time_total}s\\n' 'http://%s/pdf?n=[1-10]' 2>/dev/null\n", addr)
+			return svc.handler(), nil
+		},
+	}.Main()
 }
 
 // service renders PDFs under the render limit and archives them through

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/examples/internal/demo"
 )
 
 // call is what one request got back.
@@ -65,17 +65,12 @@ func selfTest(out io.Writer) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := demo.Serve(svc.handler())
 	if err != nil {
 		return res, err
 	}
-	srv := &http.Server{Handler: svc.handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
 	defer srv.Close()
-	tr := &http.Transport{MaxIdleConnsPerHost: 8}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	endpoint := "http://" + ln.Addr().String() + "/pdf"
+	endpoint := srv.URL + "/pdf"
 
 	answers := make(chan call, 8)
 	var wg sync.WaitGroup
@@ -84,14 +79,12 @@ func selfTest(out io.Writer) (result, error) {
 		for range n {
 			wg.Go(func() {
 				start := time.Now()
-				resp, err := client.Get(endpoint)
+				r, err := srv.Get("/pdf")
 				if err != nil {
 					answers <- call{status: 0, retryAfter: err.Error()}
 					return
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				answers <- call{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: time.Since(start)}
+				answers <- call{status: r.Status, retryAfter: r.Header.Get("Retry-After"), took: time.Since(start)}
 			})
 		}
 	}
@@ -113,12 +106,13 @@ func selfTest(out io.Writer) (result, error) {
 	// waitFor polls the render limit's state until the queue looks as
 	// expected.
 	waitFor := func(inflight int64, waiting int) error {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if r := svc.limit.Stats().Rules[0]; r.Inflight == inflight && r.Waiting == waiting {
-				return nil
-			}
+		if !demo.Await(func() bool {
+			r := svc.limit.Stats().Rules[0]
+			return r.Inflight == inflight && r.Waiting == waiting
+		}) {
+			return fmt.Errorf("pdf: the queue never reached %d rendering and %d waiting", inflight, waiting)
 		}
-		return fmt.Errorf("pdf: the queue never reached %d rendering and %d waiting", inflight, waiting)
+		return nil
 	}
 
 	fmt.Fprintf(out, "GET %s: %d renders at once, %d may wait up to %v, uploads paced at %d/s\n",

@@ -19,14 +19,14 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log"
+	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redisstore"
@@ -34,51 +34,49 @@ import (
 
 // redisQuotas returns a store that keeps the quotas in Redis at addr, with
 // the fallback to this instance's share of each quota (instances counted
-// through heartbeats) while Redis is down or slow, and a func to close it.
-func redisQuotas(addr string) (store.Store, func(), error) {
+// through heartbeats) while Redis is down or slow. It serves for the life
+// of the process.
+func redisQuotas(addr string) (store.Store, error) {
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	s, err := redisstore.New(client, redisstore.WithPrefix("sluice-tenants"))
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	f, err := redisstore.NewFallback(s)
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return f, func() { f.Close(); client.Close() }, nil
+	return f, nil
 }
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8084", "listen address")
 	redisAddr := flag.String("redis", "", "keep the quotas in the Redis server at this address (shared by every instance), falling back to this instance's share when it is down")
-	selftest := flag.Bool("selftest", false, "serve on 127.0.0.1:0, drive two tenants against itself (on a simulated clock), print what happened and exit")
-	flag.Parse()
-	if *selftest {
-		if _, err := selfTest(os.Stdout); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	var opts []shed.Option
-	if *redisAddr != "" {
-		st, closeStore, err := redisQuotas(*redisAddr)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer closeStore()
-		opts = append(opts, shed.WithStore(st))
-		fmt.Printf("quotas shared through Redis at %s\n", *redisAddr)
-	}
-	h, err := newHandler(opts...)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("reports on http://%s/report: per tenant, bursts of 10 then 5 a minute, and 100 a day\n", *addr)
-	fmt.Printf("try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code} ' -H 'X-Tenant: acme' http://%s/report; done\n", *addr)
-	fmt.Printf("     curl -si -H 'X-Tenant: acme' http://%s/report\n", *addr)
-	log.Fatal((&http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe())
+	demo.Command{
+		Addr:     "127.0.0.1:8084",
+		Drives:   "drive two tenants against itself (on a simulated clock)",
+		SelfTest: func(out io.Writer) error { _, err := selfTest(out); return err },
+		Serve: func(out io.Writer, addr string) (http.Handler, error) {
+			var opts []shed.Option
+			if *redisAddr != "" {
+				st, err := redisQuotas(*redisAddr)
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, shed.WithStore(st))
+				fmt.Fprintf(out, "quotas shared through Redis at %s\n", *redisAddr)
+			}
+			h, err := newHandler(opts...)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(out, "reports on http://%s/report: per tenant, bursts of 10 then 5 a minute, and 100 a day\n", addr)
+			fmt.Fprintf(out, "try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code} ' -H 'X-Tenant: acme' http://%s/report; done\n", addr)
+			fmt.Fprintf(out, "     curl -si -H 'X-Tenant: acme' http://%s/report\n", addr)
+			return h, nil
+		},
+	}.Main()
 }
 
 // newHandler returns the report endpoint behind sluice's per-tenant rules.

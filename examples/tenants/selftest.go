@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -31,34 +30,22 @@ func selfTest(out io.Writer) ([]answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := demo.Serve(h)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
 	defer srv.Close()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	endpoint := "http://" + ln.Addr().String() + "/report"
+	endpoint := srv.URL + "/report"
 
 	var got []answer
 	get := func(tenant string, n int) (answer, error) {
-		req, err := http.NewRequest("GET", endpoint, nil)
+		r, err := srv.Get("/report", "X-Tenant", tenant)
 		if err != nil {
 			return answer{}, err
 		}
-		req.Header.Set("X-Tenant", tenant)
-		resp, err := client.Do(req)
-		if err != nil {
-			return answer{}, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		a := answer{tenant: tenant, n: n, status: resp.StatusCode,
-			warning: resp.Header.Get("X-RateLimit-Warning"), rateLimit: resp.Header.Get("RateLimit"),
-			policy: resp.Header.Get("RateLimit-Policy"), retryAfter: resp.Header.Get("Retry-After")}
+		a := answer{tenant: tenant, n: n, status: r.Status,
+			warning: r.Header.Get("X-RateLimit-Warning"), rateLimit: r.Header.Get("RateLimit"),
+			policy: r.Header.Get("RateLimit-Policy"), retryAfter: r.Header.Get("Retry-After")}
 		got = append(got, a)
 		return a, nil
 	}
