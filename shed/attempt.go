@@ -89,7 +89,7 @@ func (a *attempt) buildKey(id Identity) bool {
 			if a.at.User == "" {
 				return false
 			}
-			a.buf = a.appendID(append(a.buf, "user:"...), a.at.User)
+			a.buf = a.c.appendID(append(a.buf, "user:"...), a.at.User)
 		case APIKey:
 			if a.at.APIKey == "" {
 				return false
@@ -99,7 +99,7 @@ func (a *attempt) buildKey(id Identity) bool {
 			if a.at.Tenant == "" {
 				return false
 			}
-			a.buf = a.appendID(append(a.buf, "tenant:"...), a.at.Tenant)
+			a.buf = a.c.appendID(append(a.buf, "tenant:"...), a.at.Tenant)
 		default:
 			return false
 		}
@@ -123,11 +123,11 @@ const MaxIdentityKey = len("tenant:") + MaxIdentity
 // appendID appends id to dst as a store key's identity: as given up to
 // MaxIdentity bytes, else "#" and its keyed hash. Ids that start with "#"
 // are hashed whatever their length, so a kept id never equals a hash.
-func (a *attempt) appendID(dst []byte, id string) []byte {
+func (c *Controller) appendID(dst []byte, id string) []byte {
 	if len(id) <= MaxIdentity && id[0] != '#' {
 		return append(dst, id...)
 	}
-	return a.c.hasher.AppendSumString(append(dst, '#'), id)
+	return c.hasher.AppendSumString(append(dst, '#'), id)
 }
 
 // appendIPKey appends the store key of client address ip: "ip:" and the

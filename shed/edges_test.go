@@ -470,3 +470,21 @@ func TestUnparseablePeerIsCounted(t *testing.T) {
 		t.Fatalf("key %q, want ip:unknown", rec.keys[0])
 	}
 }
+
+// TestOverrideOfLongIdentityMatches: an override names a long user or
+// tenant id as requests carry it, and reaches the hashed key they build.
+func TestOverrideOfLongIdentityMatches(t *testing.T) {
+	c, _, _ := newTest(t, []Rule{{Name: "tenant", Identity: Tenant, Algorithm: FixedWindow, Limit: 1, Window: time.Hour}})
+	long := strings.Repeat("t", 200)
+	if err := c.SetOverrides([]Override{{Rule: "tenant", Key: long, Factor: 3, Until: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if d := decide(t, c, Attempt{Tenant: long}); !d.Allowed {
+			t.Fatalf("request %d of a tenant allowed 3: %+v", i, d)
+		}
+	}
+	if d := decide(t, c, Attempt{Tenant: long}); d.Allowed {
+		t.Fatal("fourth admitted past the override's 3")
+	}
+}

@@ -191,11 +191,11 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 		}
 		return string(appendIPKey(nil, g.Addr())), nil
 	case User:
-		return "user:" + v, nil
+		return string(c.appendID([]byte("user:"), v)), nil
 	case APIKey:
 		return string(c.hasher.AppendSumString([]byte("key:"), v)), nil
 	case Tenant:
-		return "tenant:" + v, nil
+		return string(c.appendID([]byte("tenant:"), v)), nil
 	}
 	return "", fmt.Errorf("identity %v has no keys", id)
 }
