@@ -104,6 +104,16 @@ func (c Calendar) Clock(w time.Duration) WindowClock {
 // Span returns the window length on the window clock.
 func (k WindowClock) Span() time.Duration { return time.Duration(k.span) }
 
+// Shift and Months describe the clock to a network store that runs it on
+// its server (redisstore's script does): At(now) is now + Shift for
+// windows of a fixed length (Months 0); for calendar months, the local time
+// now + Shift is cut into windows of Months months, and each window spans
+// Span on the window clock, numbered from the one before January 1970.
+func (k WindowClock) Shift() time.Duration { return time.Duration(k.shift) }
+
+// Months returns the months per window, 0 for windows of a fixed length.
+func (k WindowClock) Months() int { return int(k.months) }
+
 // At returns now, nanoseconds since the Unix epoch, on the window clock.
 // now must be non-negative.
 func (k WindowClock) At(now int64) int64 {
