@@ -488,3 +488,40 @@ func TestOverrideOfLongIdentityMatches(t *testing.T) {
 		t.Fatal("fourth admitted past the override's 3")
 	}
 }
+
+// TestMonthlyQuotaResetsOnTheFirst: "100 a month" resets on the first of
+// each calendar month (UTC-05:00 here), for a per-key rule on the store
+// and for a Global rule in this process alike.
+func TestMonthlyQuotaResetsOnTheFirst(t *testing.T) {
+	est := store.Calendar{Months: 1, Offset: -5 * time.Hour}
+	c, err := New([]Rule{
+		{Name: "tenant-monthly", Identity: Tenant, Algorithm: FixedWindow, Limit: 2, Calendar: est},
+		{Name: "global-monthly", Algorithm: SlidingWindow, Limit: 1000, Calendar: est},
+	}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	at := func(s string) int64 {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixNano()
+	}
+	for _, s := range []string{"2027-01-31T06:00:00Z", "2027-02-01T04:00:00Z"} { // both still January in UTC-05:00
+		if d := decideAt(t, c, Attempt{Tenant: "acme", Now: at(s)}); !d.Allowed {
+			t.Fatalf("%s: %+v", s, d)
+		}
+	}
+	d := decideAt(t, c, Attempt{Tenant: "acme", Now: at("2027-02-01T04:30:00Z")})
+	if d.Allowed || d.Rule != "tenant-monthly" || d.RetryAfter != 30*time.Minute {
+		t.Fatalf("third in January (UTC-05:00): %+v, want a rejection for 30 min, until 05:00 UTC", d)
+	}
+	if d := decideAt(t, c, Attempt{Tenant: "acme", Now: at("2027-02-01T05:00:00Z")}); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("first of February (UTC-05:00): %+v", d)
+	}
+	if s := c.Stats(); s.Rules[1].Allowed != 3 {
+		t.Fatalf("global monthly rule: %+v", s.Rules[1])
+	}
+}

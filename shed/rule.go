@@ -153,8 +153,15 @@ type Rule struct {
 	// Rate is the refill rate of a TokenBucket (only).
 	Rate concurrency.Rate
 	// Window is the window of FixedWindow, SlidingWindow and SlidingLog
-	// (only).
+	// (only); zero for a window of calendar months.
 	Window time.Duration
+	// Calendar places the windows of FixedWindow and SlidingWindow rules
+	// (see store.Calendar), the same on every store and for Global rules:
+	// the zero value is UTC (a day window resets at midnight UTC, a week
+	// on Monday); Offset names another zone's fixed offset, Months makes
+	// each window that many calendar months ("100 a month, reset on the
+	// first at midnight UTC" is Limit 100, Calendar{Months: 1}).
+	Calendar store.Calendar
 	// LeaseTTL is how long a per-key Concurrency permit lives in the store
 	// if its request never finishes (only, and required, for per-key
 	// Concurrency): a crashed holder cannot leak permits forever.
@@ -277,7 +284,7 @@ func (r *Rule) validate() error {
 func (r *Rule) spec() store.Spec {
 	alg := store.Algorithm(r.Algorithm) // the constants are the store's
 	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
-		Window: r.Window, Capacity: r.Capacity, Overflow: r.Overflow, LeaseTTL: r.LeaseTTL}
+		Window: r.Window, Capacity: r.Capacity, Overflow: r.Overflow, Calendar: r.Calendar, LeaseTTL: r.LeaseTTL}
 }
 
 // softLimit returns the rule's soft-limit share.
@@ -288,11 +295,17 @@ func (r *Rule) softLimit() float64 {
 	return r.SoftLimit
 }
 
+// averageMonth is the mean length of a Gregorian month, 30.436875 days.
+const averageMonth = 2629746 * time.Second
+
 // policy returns the RateLimit-Policy entry of a rate rule: a token bucket
 // holds Limit tokens and refills completely in Limit emission intervals;
 // the window algorithms hold Limit per Window.
 func (r *Rule) policy() Policy {
 	p := Policy{Name: r.Name, Quota: r.Limit, Window: r.Window}
+	if m := r.Calendar.Months; m > 0 {
+		p.Window = time.Duration(m) * averageMonth // the field has no calendar: its mean
+	}
 	if r.Algorithm == TokenBucket {
 		// Validated: the interval is at least 1 ns and burst × interval
 		// fits the concurrency package's span bound (2^59 ns).

@@ -156,6 +156,20 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 	return s, nil
 }
 
+// calendarRate runs a Global window rule's limiter on its calendar's
+// window clock, as the store runs a per-key one.
+type calendarRate struct {
+	rate  localRate
+	clock store.WindowClock
+}
+
+func (c calendarRate) AllowN(now, n int64) concurrency.Decision {
+	at := c.clock.At(now)
+	return c.clock.Decision(now, at, c.rate.AllowN(at, n))
+}
+
+func (c calendarRate) Refund(now, n int64) { c.rate.Refund(c.clock.At(now), n) }
+
 // resizable reports whether r, a changed version of the rule o in force,
 // is the same Global Concurrency rule with another limit: it then keeps
 // o's semaphore, so the permits held under o count against r.
@@ -216,13 +230,18 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err := r.spec().Validate(); err != nil {
 			return r.errorf("%w", err)
 		}
+		clock := r.Calendar.Clock(r.Window)
 		switch r.Algorithm {
 		case TokenBucket:
 			dst.rate, err = concurrency.NewTokenBucket(r.Rate, r.Limit)
 		case FixedWindow:
-			dst.rate, err = concurrency.NewFixedWindowLimiter(r.Limit, r.Window)
+			var l *concurrency.FixedWindowLimiter
+			l, err = concurrency.NewFixedWindowLimiter(r.Limit, clock.Span())
+			dst.rate = calendarRate{l, clock}
 		case SlidingWindow:
-			dst.rate, err = concurrency.NewSlidingWindowLimiter(r.Limit, r.Window)
+			var l *concurrency.SlidingWindowLimiter
+			l, err = concurrency.NewSlidingWindowLimiter(r.Limit, clock.Span())
+			dst.rate = calendarRate{l, clock}
 		case SlidingLog:
 			dst.rate, err = concurrency.NewSlidingLogLimiter(r.Limit, r.Window)
 		}
@@ -252,8 +271,8 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		dst.itemPrefix = append(appendSFString(nil, r.Name), ";r="...)
 		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
 	}
-	if r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow {
-		dst.early = int64(r.Window)
+	if (r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow) && r.Calendar.Months == 0 {
+		dst.early = int64(r.Window) // months differ in length: no early warnings
 	}
 	ctr := newCounters(nPerRule)
 	dst.ctr = &ctr

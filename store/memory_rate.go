@@ -50,6 +50,12 @@ func newRateLimit[S any, P interface {
 }
 
 func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, out *HitResult) {
+	at := r.b.clock.At(now) // a window limit runs on its calendar's window clock
+	r.decideAt(h, at, out)
+	out.Decision = r.b.clock.Decision(now, at, out.Decision)
+}
+
+func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, out *HitResult) {
 	ref, ok := r.table.Get(h.Key, now)
 	if !ok {
 		out.Overflow = true
@@ -68,6 +74,7 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
 	if h.Cost == 0 {
 		return
 	}
+	now = r.b.clock.At(now)
 	if out.Overflow {
 		if r.share {
 			r.algo.Refund(&r.shared, now, h.Cost)

@@ -55,6 +55,17 @@ func genSpec(t *rapid.T, name string) store.Spec {
 
 // checkBound reports an admission pattern that breaks the limit's
 // guarantee for key at now.
+// windowOf numbers the window of length w that t falls in, counting from
+// Monday 1970-01-05 00:00 UTC (Calendar's zero value), rounding down.
+func windowOf(t, w int64) int64 {
+	d := t - int64(4*24*time.Hour)
+	q := d / w
+	if d%w < 0 {
+		q--
+	}
+	return q
+}
+
 func (l *propLimit) checkBound(key string, now int64) error {
 	adm := l.admits[key]
 	limit, w := l.spec.Limit, l.period
@@ -79,8 +90,8 @@ func (l *propLimit) checkBound(key string, now int64) error {
 			switch l.spec.Algorithm {
 			case store.TokenBucket: // burst + rate·T
 				in, bound = true, limit+limit*(b.at-a.at)/w
-			case store.FixedWindow, store.SlidingWindow: // per aligned window
-				in, bound = a.at/w == b.at/w, limit
+			case store.FixedWindow, store.SlidingWindow: // per aligned window: multiples of w from Monday 1970-01-05 UTC
+				in, bound = windowOf(a.at, w) == windowOf(b.at, w), limit
 			case store.SlidingLog: // any interval shorter than the window
 				in, bound = b.at-a.at < w, limit
 			}

@@ -93,6 +93,11 @@ type Spec struct {
 	// later finds room in the table starts fresh in its own entry, so across
 	// that move one key can get up to twice its limit in a window.
 	Overflow concurrency.Overflow
+	// Calendar places the windows of FixedWindow and SlidingWindow (only):
+	// the zero value is UTC (a day window starts at midnight UTC, a week on
+	// Monday); it may name a zone's fixed offset, or make the windows
+	// calendar months (then Window is zero). Every store places them alike.
+	Calendar Calendar
 	// LeaseTTL is how long a Concurrency lease holds its permits unless
 	// released earlier (only, and required, for Concurrency). Set it above
 	// the longest time a holder may legitimately run (such as the request
@@ -119,6 +124,9 @@ type built struct {
 	// recoverAfter is the longest an untouched state takes to recover: the
 	// RetryAfter hint for a key rejected by a full table.
 	recoverAfter time.Duration
+	// clock is the window clock of FixedWindow and SlidingWindow (the zero
+	// WindowClock, the time itself, for the others).
+	clock WindowClock
 }
 
 func (s Spec) errorf(format string, args ...any) error {
@@ -149,6 +157,10 @@ func (s Spec) build() (built, error) {
 	if !windowed && s.Window != 0 {
 		return b, s.errorf("a window does not apply to %v", s.Algorithm)
 	}
+	if err := s.Calendar.validate(s.Algorithm, s.Window); err != nil {
+		return b, s.errorf("%w", err)
+	}
+	span := s.Calendar.span(s.Window) // the window on the window clock
 	if s.Algorithm != Concurrency && s.LeaseTTL != 0 {
 		return b, s.errorf("a lease TTL applies only to %v, not %v", Concurrency, s.Algorithm)
 	}
@@ -159,11 +171,11 @@ func (s Spec) build() (built, error) {
 			b.recoverAfter = time.Duration(s.Limit) * b.gcra.Interval()
 		}
 	case FixedWindow:
-		b.fixed, err = concurrency.NewFixedWindow(s.Limit, s.Window)
-		b.recoverAfter = s.Window
+		b.fixed, err = concurrency.NewFixedWindow(s.Limit, span)
+		b.recoverAfter, b.clock = span, s.Calendar.Clock(span)
 	case SlidingWindow:
-		b.sliding, err = concurrency.NewSlidingWindow(s.Limit, s.Window)
-		b.recoverAfter = 2 * s.Window
+		b.sliding, err = concurrency.NewSlidingWindow(s.Limit, span)
+		b.recoverAfter, b.clock = 2*span, s.Calendar.Clock(span)
 	case SlidingLog:
 		b.log, err = concurrency.NewSlidingLog(s.Limit, s.Window)
 		b.recoverAfter = s.Window

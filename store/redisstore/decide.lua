@@ -7,25 +7,32 @@
 -- KEYS: two per hit, KEYS[2i-1] is the hit's state; KEYS[2i] is the lease
 -- metadata of a concurrency hit (the sliding log's and the rate limits'
 -- scripts repeat the first key there).
--- ARGV[1]: the number of hits; then four values per hit:
+-- ARGV[1]: the number of hits; then six values per hit:
 --   algorithm (1 token bucket, 2 fixed window, 3 sliding window,
---   4 sliding log, 5 concurrency), cost, limit, parameter.
+--   4 sliding log, 5 concurrency), cost, limit, parameter, shift, months.
 --   The parameter is the emission interval in ns (token bucket), the
---   window in µs (windows) or the lease TTL in µs (concurrency).
+--   window in µs (windows) or the lease TTL in µs (concurrency). Shift (µs)
+--   and months place the windows of the fixed and sliding windows on their
+--   calendar, as store.WindowClock does (0 and 0 for the others).
 --
 -- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
--- 2^53 for 285 years, so exact in Lua's doubles). The token bucket keeps its
--- theoretical arrival time as µs and a ns remainder and computes in ns
--- relative to t, exact for spans below 2^53 ns (104 days).
+-- 2^53 for 285 years, so exact in Lua's doubles, with room for the lease
+-- ids of 16·t). The token bucket keeps its theoretical arrival time as µs
+-- and a ns remainder and computes in ns relative to t, exact for spans
+-- below 2^53 ns (104 days). The windows run on a window clock derived from
+-- the Unix time tu, so that they start where store.Calendar says.
 --
 -- Reply: {sec, usec, evaluated, then per evaluated hit: allowed, reason,
 -- remaining, retry_after, reset_after, lease_id}. Durations are ns for the
 -- token bucket and µs otherwise; retry_after -1 is "never".
 -- Nothing is written unless every hit is admitted.
 
-local EPOCH = 1700000000
 local time = redis.call('TIME')
+local EPOCH = 1700000000
 local t = (tonumber(time[1]) - EPOCH) * 1000000 + tonumber(time[2])
+-- tu is the Unix time in µs, on which windows are placed (below 2^53 until
+-- the year 2255).
+local tu = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local n = tonumber(ARGV[1])
 
 -- idiv is floor(a/b) for integers, corrected for the rounding of the
@@ -88,8 +95,69 @@ local function gcra(key, cost, limit, interval)
   return 1, 0, rem, 0, nxt, 0
 end
 
--- Fixed window. State: hash i (window index) and c (count).
-local function fixed(key, cost, limit, w)
+-- The window clock of a calendar (store.WindowClock): windows of length w
+-- start at its multiples. For a fixed length it is t shifted; for calendar
+-- months each window of months months spans w (months·31 days) on it.
+local DAY = 86400000000
+
+-- firstOfMonth returns the day number (since 1970-01-01) of the first of
+-- month m (0-11) of year y, and civil the year and month (1-12) of day d:
+-- the proleptic Gregorian calendar counted in 400-year eras of 146097 days,
+-- with years starting in March so that a leap day comes last.
+local function firstOfMonth(y, m)
+  if m < 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m + 10) % 12 -- months since March
+  local doy = math.floor((153 * mp + 2) / 5)
+  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+end
+
+local function civil(d)
+  local z = d + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = (mp + 2) % 12 + 1
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+
+-- monthStart is µs at 00:00 on the first of month m counted from January
+-- 1970 (0).
+local function monthStart(m)
+  local y = math.floor(m / 12)
+  return firstOfMonth(1970 + y, m - y * 12) * DAY
+end
+
+local function windowClock(shift, months, w)
+  if months == 0 then return tu + shift end
+  local lt = tu + shift
+  local y, m = civil(math.floor(lt / DAY))
+  local p = math.floor(((y - 1970) * 12 + m - 1) / months)
+  local start, stop = monthStart(p * months), monthStart((p + 1) * months)
+  return (p + 1) * w + math.floor((lt - start) / (stop - start) * w)
+end
+
+-- realWait turns a wait d from tw on the window clock into µs from t,
+-- rounded up and one µs long (the doubles round a month's fraction).
+local function realWait(tw, d, shift, months, w)
+  if months == 0 or d <= 0 then return d end
+  local at = tw + d
+  local p = math.floor(at / w) - 1
+  local frac = at - (p + 1) * w
+  local start, stop = monthStart(p * months), monthStart((p + 1) * months)
+  local real = start - shift
+  if frac > 0 then real = real + math.ceil(frac / w * (stop - start)) + 1 end
+  return math.max(1, real - tu)
+end
+
+-- Fixed window. State: hash i (window index) and c (count). t is the
+-- window clock's time.
+local function fixed(key, cost, limit, w, t)
   local st = cache[key]
   if not st then
     local v = redis.call('HMGET', key, 'i', 'c')
@@ -125,8 +193,8 @@ local function fixed(key, cost, limit, w)
 end
 
 -- Sliding window counter. State: hash i (window index), c (current count),
--- p (previous count).
-local function sliding(key, cost, limit, w)
+-- p (previous count). t is the window clock's time.
+local function sliding(key, cost, limit, w, t)
   local st = cache[key]
   if not st then
     local v = redis.call('HMGET', key, 'i', 'c', 'p')
@@ -336,7 +404,7 @@ end
 
 local all = true
 for h = 1, n do
-  local b = 1 + (h - 1) * 4
+  local b = 1 + (h - 1) * 6
   local alg = tonumber(ARGV[b + 1])
   local cost = tonumber(ARGV[b + 2])
   local limit = tonumber(ARGV[b + 3])
@@ -345,10 +413,15 @@ for h = 1, n do
   local ok, reason, rem, retry, reset, id
   if alg == 1 then
     ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p)
-  elseif alg == 2 then
-    ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p)
-  elseif alg == 3 then
-    ok, reason, rem, retry, reset, id = sliding(key, cost, limit, p)
+  elseif alg == 2 or alg == 3 then
+    local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+    local tw = windowClock(shift, months, p)
+    if alg == 2 then
+      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw)
+    else
+      ok, reason, rem, retry, reset, id = sliding(key, cost, limit, p, tw)
+    end
+    retry, reset = realWait(tw, retry, shift, months, p), realWait(tw, reset, shift, months, p)
   elseif alg == 4 then
     ok, reason, rem, retry, reset, id = slog(key, cost, limit, p)
   else

@@ -58,12 +58,16 @@ type limit struct {
 	spec  store.Spec
 	alg   int   // the script's algorithm number
 	param int64 // interval in ns (token bucket), window or TTL in µs
-	kind  byte
+	// shift (µs) and months place a fixed or sliding window on its
+	// calendar (store.WindowClock); zero for the other algorithms.
+	shift  int64
+	months int
+	kind   byte
 	// unit converts the script's durations to nanoseconds.
 	unit time.Duration
-	// args are alg, Limit and param boxed once, so that a decision
-	// does not allocate for them.
-	args [3]any
+	// args are alg, Limit, param, shift and months boxed once, so that a
+	// decision does not allocate for them.
+	args [5]any
 }
 
 // New returns a Store deciding on client's server. The client must have
@@ -127,6 +131,11 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 			return 0, fmt.Errorf("store: limit %q: the Redis store needs a window of whole microseconds, got %v", spec.Name, spec.Window)
 		}
 		l.param = int64(spec.Window / time.Microsecond)
+		if spec.Algorithm != store.SlidingLog { // windows on the calendar's window clock
+			k := spec.Calendar.Clock(spec.Window)
+			l.param = int64(k.Span() / time.Microsecond)
+			l.shift, l.months = int64(k.Shift()/time.Microsecond), k.Months()
+		}
 	case store.Concurrency:
 		l.alg = 5
 		if spec.LeaseTTL%time.Microsecond != 0 {
@@ -134,7 +143,7 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 		}
 		l.param = int64(spec.LeaseTTL / time.Microsecond)
 	}
-	l.args = [3]any{l.alg, spec.Limit, l.param}
+	l.args = [5]any{l.alg, spec.Limit, l.param, l.shift, l.months}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.names[spec.Name]; dup {
@@ -220,7 +229,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	hits := req.Hits[:req.N]
 	var lim [store.MaxHits]*limit
 	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 1+4*req.N)
+	args := make([]any, 0, 1+6*req.N)
 	args = append(args, req.N)
 	for i := range hits {
 		h := &hits[i]
@@ -231,7 +240,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		lim[i] = l
 		k, m := s.keys(l, h.Key)
 		keys = append(keys, k, m)
-		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2])
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4])
 	}
 	vals, err := s.run(ctx, &s.decide, keys, args)
 	if err != nil {
