@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -36,6 +37,10 @@ func FromRules(rules []shed.Rule) (File, error) {
 			s.Rate = &RateSpec{Count: r.Rate.Count, Per: formatDuration(r.Rate.Per)}
 		}
 		s.Window = optDuration(r.Window)
+		s.Calendar = calendarSpec(r.Calendar)
+		if r.Overflow == concurrency.OverflowShare {
+			s.Overflow = "share"
+		}
 		s.LeaseTTL = optDuration(r.LeaseTTL)
 		s.MaxWait = optDuration(r.MaxWait)
 		f.Rules[i] = s

@@ -79,6 +79,13 @@ type RuleSpec struct {
 	LeaseTTL string `json:"lease_ttl,omitempty"`
 	// Capacity bounds the keys kept for a per-key rule.
 	Capacity int `json:"capacity,omitempty"`
+	// Overflow is what a per-key rule does with a new key when its table
+	// is full of live ones: "reject" (the default: 503) or "share" (one
+	// shared bounded state).
+	Overflow string `json:"overflow,omitempty"`
+	// Calendar places the windows of a fixed or sliding window (absent:
+	// UTC, a day from midnight UTC).
+	Calendar *CalendarSpec `json:"calendar,omitempty"`
 	// Adaptive describes the limiter of an adaptive rule.
 	Adaptive *AdaptiveSpec `json:"adaptive,omitempty"`
 	// MaxWait and QueueLength let requests wait for a global concurrency

@@ -276,11 +276,27 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		r.Rate = concurrency.Rate{Count: s.Rate.Count, Per: v.positive(path+".rate.per", s.Rate.Per)}
 	}
 	window := r.Algorithm == shed.FixedWindow || r.Algorithm == shed.SlidingWindow || r.Algorithm == shed.SlidingLog
+	r.Calendar = v.calendar(path+".calendar", s.Calendar)
 	switch {
+	case s.Calendar != nil && r.Algorithm != shed.FixedWindow && r.Algorithm != shed.SlidingWindow:
+		v.failf(path+".calendar", "applies only to fixed_window and sliding_window")
+	case window && r.Calendar.Months > 0 && s.Window != "":
+		v.failf(path+".window", "a window of %d calendar months takes no window", r.Calendar.Months)
+	case window && r.Calendar.Months > 0:
 	case window:
 		r.Window = v.positive(path+".window", s.Window)
 	case s.Window != "":
 		v.failf(path+".window", "applies only to fixed_window, sliding_window and sliding_log")
+	}
+	switch s.Overflow {
+	case "", "reject":
+	case "share":
+		r.Overflow = concurrency.OverflowShare
+	default:
+		v.failf(path+".overflow", "must be reject or share, got %q", s.Overflow)
+	}
+	if s.Overflow != "" && r.Identity == shed.Global {
+		v.failf(path+".overflow", "applies only to per-key rules (a global rule keeps no table of keys)")
 	}
 	r.LeaseTTL = v.duration(path+".lease_ttl", s.LeaseTTL)
 	r.MaxWait = v.duration(path+".max_wait", s.MaxWait)

@@ -47,7 +47,11 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		r.Window = dur("window", span)
 	case shed.FixedWindow, shed.SlidingWindow:
 		r.Limit = rapid.Int64Range(1, 1<<20).Draw(t, "limit")
-		r.Window = dur("window", span) + time.Millisecond
+		r.Calendar.Offset = time.Duration(rapid.IntRange(-14*60, 14*60).Draw(t, "zone-minutes")) * time.Minute
+		if r.Calendar.Months = rapid.IntRange(-12, 12).Draw(t, "months"); r.Calendar.Months <= 0 {
+			r.Calendar.Months = 0 // a window of a length, half the time
+			r.Window = dur("window", span) + time.Millisecond
+		}
 	case shed.Concurrency:
 		r.Limit = rapid.Int64Range(1, 1<<20).Draw(t, "limit")
 		if r.Identity == shed.Global {
@@ -64,6 +68,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		// tables keep the check fast.
 		r.Capacity = rapid.IntRange(1, 100).Draw(t, "capacity")
 		r.Failure = shed.FailureMode(rapid.IntRange(0, 1).Draw(t, "failure"))
+		r.Overflow = concurrency.Overflow(rapid.IntRange(0, 1).Draw(t, "overflow"))
 	}
 	return r
 }

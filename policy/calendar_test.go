@@ -1,0 +1,71 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/store"
+)
+
+// TestCalendarAndOverflowFields: "100 a month, reset on the first at
+// midnight UTC-05:00" and a shared overflow state are expressible in a
+// file; their mistakes are errors at their line.
+func TestCalendarAndOverflowFields(t *testing.T) {
+	doc := `{
+  "version": 1,
+  "rules": [
+    {"name": "monthly", "identity": "tenant", "algorithm": "fixed_window", "limit": 100,
+     "calendar": {"zone": "-05:00", "months": 1}, "overflow": "share"},
+    {"name": "daily", "identity": "ip", "algorithm": "sliding_window", "limit": 10, "window": "1d",
+     "calendar": {"zone": "+05:30"}}
+  ]
+}`
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := p.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rules[0].Calendar; got != (store.Calendar{Offset: -5 * time.Hour, Months: 1}) || rules[0].Window != 0 ||
+		rules[0].Overflow != concurrency.OverflowShare {
+		t.Fatalf("monthly: %+v", rules[0])
+	}
+	if got := rules[1].Calendar; got != (store.Calendar{Offset: 5*time.Hour + 30*time.Minute}) || rules[1].Window != 24*time.Hour {
+		t.Fatalf("daily: %+v", rules[1])
+	}
+	c, err := p.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	rule := func(body string) string {
+		return "{\n  \"version\": 1,\n  \"rules\": [\n    {\"name\": \"r\", \"identity\": \"ip\", \"limit\": 5,\n" + body + "}\n  ]\n}\n"
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"zone", rule("     \"algorithm\": \"fixed_window\", \"window\": \"1d\",\n     \"calendar\": {\"zone\": \"EST\"}\n"),
+			"t.json:6: rules[0].calendar.zone: zone must be UTC or an offset"},
+		{"far zone", rule("     \"algorithm\": \"fixed_window\", \"window\": \"1d\",\n     \"calendar\": {\"zone\": \"+15:00\"}\n"),
+			"t.json:6: rules[0].calendar.zone: must be within"},
+		{"months", rule("     \"algorithm\": \"fixed_window\",\n     \"calendar\": {\"months\": 13}\n"),
+			"t.json:6: rules[0].calendar.months: must be from 1 to 12"},
+		{"months and window", rule("     \"algorithm\": \"fixed_window\", \"calendar\": {\"months\": 1},\n     \"window\": \"1d\"\n"),
+			"t.json:6: rules[0].window: a window of 1 calendar months takes no window"},
+		{"calendar on a log", rule("     \"algorithm\": \"sliding_log\", \"window\": \"1d\",\n     \"calendar\": {\"zone\": \"+01:00\"}\n"),
+			"t.json:6: rules[0].calendar: applies only to fixed_window and sliding_window"},
+		{"overflow", rule("     \"algorithm\": \"fixed_window\", \"window\": \"1d\",\n     \"overflow\": \"drop\"\n"),
+			"t.json:6: rules[0].overflow: must be reject or share"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := policy.Parse("t.json", []byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
