@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -67,5 +68,32 @@ func TestCalendarAndOverflowFields(t *testing.T) {
 				t.Fatalf("%v\nwant %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestQueueField: a global concurrency rule's waiting discipline is
+// expressible in a file; a discipline without a queue is an error.
+func TestQueueField(t *testing.T) {
+	doc := `{
+  "version": 1,
+  "rules": [
+    {"name": "inflight", "identity": "global", "algorithm": "concurrency", "limit": 8, "max_wait": "50ms",
+     "queue": {"order": "adaptive_lifo", "codel": true, "reserve": 0.2}}
+  ]
+}`
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := p.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := rules[0].Queue; q.Order != queueing.AdaptiveLIFO || !q.CoDel || q.Reserve != 0.2 {
+		t.Fatalf("queue %+v", q)
+	}
+	bad := strings.Replace(doc, `"max_wait": "50ms",`, "", 1)
+	if _, err := policy.Parse("t.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "t.json:5: rules[0].queue: applies only") {
+		t.Fatalf("queue without max_wait: %v", err)
 	}
 }

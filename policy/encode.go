@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -24,7 +25,8 @@ func FromRules(rules []shed.Rule) (File, error) {
 		if r.Algorithm == shed.Adaptive || r.Limiter != nil {
 			return File{}, fmt.Errorf("policy: rule %q: an adaptive limiter cannot be written; use RuleSpec.Adaptive", r.Name)
 		}
-		if r.Identity > shed.Tenant || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed {
+		if r.Identity > shed.Tenant || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed ||
+			r.Queue.Order > queueing.AdaptiveLIFO {
 			return File{}, fmt.Errorf("policy: rule %q: identity, algorithm or failure mode out of range", r.Name)
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
@@ -38,6 +40,10 @@ func FromRules(rules []shed.Rule) (File, error) {
 		}
 		s.Window = optDuration(r.Window)
 		s.Calendar = calendarSpec(r.Calendar)
+		if q := r.Queue; q != (shed.Queue{}) {
+			s.Queue = &QueueSpec{Order: [...]string{"", "lifo", "adaptive_lifo"}[q.Order], CoDel: q.CoDel,
+				DeadlineAware: q.DeadlineAware, Reserve: q.Reserve}
+		}
 		if r.Overflow == concurrency.OverflowShare {
 			s.Overflow = "share"
 		}

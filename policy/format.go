@@ -92,6 +92,9 @@ type RuleSpec struct {
 	// or adaptive permit.
 	MaxWait     string `json:"max_wait,omitempty"`
 	QueueLength int    `json:"queue_length,omitempty"`
+	// Queue is the waiting discipline of a global concurrency rule with a
+	// max wait.
+	Queue *QueueSpec `json:"queue,omitempty"`
 	// Failure is "fail_open" (the default) or "fail_closed".
 	Failure   string  `json:"failure,omitempty"`
 	SoftLimit float64 `json:"soft_limit,omitempty"`
@@ -102,6 +105,16 @@ type RuleSpec struct {
 	// "name/tier": the rule's own limits for the tiers not listed (the
 	// default tier's, unless it is listed), these for the listed ones.
 	Tiers map[string]TierLimits `json:"tiers,omitempty"`
+}
+
+// QueueSpec is a shed.Queue: Order "fifo" (the default), "lifo" or
+// "adaptive_lifo"; CoDel and DeadlineAware shed early; Reserve is the share
+// of the limit kept for critical work, in [0, 1).
+type QueueSpec struct {
+	Order         string  `json:"order,omitempty"`
+	CoDel         bool    `json:"codel,omitempty"`
+	DeadlineAware bool    `json:"deadline_aware,omitempty"`
+	Reserve       float64 `json:"reserve,omitempty"`
 }
 
 // RateSpec is a concurrency.Rate: Count events per Per.

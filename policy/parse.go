@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -287,6 +288,21 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		r.Window = v.positive(path+".window", s.Window)
 	case s.Window != "":
 		v.failf(path+".window", "applies only to fixed_window, sliding_window and sliding_log")
+	}
+	if q := s.Queue; q != nil {
+		orders := map[string]queueing.Order{"": queueing.FIFO, "fifo": queueing.FIFO, "lifo": queueing.LIFO,
+			"adaptive_lifo": queueing.AdaptiveLIFO}
+		o, ok := orders[q.Order]
+		if !ok {
+			v.failf(path+".queue.order", "must be fifo, lifo or adaptive_lifo, got %q", q.Order)
+		}
+		if q.Reserve < 0 || q.Reserve >= 1 {
+			v.failf(path+".queue.reserve", "must be in [0, 1), got %v", q.Reserve)
+		}
+		if s.MaxWait == "" || r.Algorithm != shed.Concurrency || r.Identity != shed.Global {
+			v.failf(path+".queue", "applies only to a global concurrency rule with a max_wait")
+		}
+		r.Queue = shed.Queue{Order: o, CoDel: q.CoDel, DeadlineAware: q.DeadlineAware, Reserve: q.Reserve}
 	}
 	switch s.Overflow {
 	case "", "reject":

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -58,6 +59,11 @@ func genRule(t *rapid.T, i int) shed.Rule {
 			if rapid.Bool().Draw(t, "waits") {
 				r.MaxWait = dur("max-wait", int64(time.Hour))
 				r.QueueLength = rapid.IntRange(0, 1000).Draw(t, "queue")
+				r.Queue = shed.Queue{Order: queueing.Order(rapid.IntRange(0, 2).Draw(t, "order")),
+					CoDel: rapid.Bool().Draw(t, "codel"), DeadlineAware: rapid.Bool().Draw(t, "deadline-aware")}
+				if rapid.Bool().Draw(t, "reserves") {
+					r.Queue.Reserve = rapid.Float64Range(0.01, 0.99).Draw(t, "reserve")
+				}
 			}
 		} else {
 			r.LeaseTTL = dur("lease", int64(time.Hour))

@@ -186,7 +186,10 @@ func (c *Controller) decide(ctx context.Context, a *attempt, d *Decision) error 
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || now < 0 {
+	if cost < 0 || now < 0 || a.at.Priority < Sheddable || a.at.Priority > CriticalPlus {
+		if a.at.Priority < Sheddable || a.at.Priority > CriticalPlus {
+			return fmt.Errorf("shed: unknown priority %v", a.at.Priority)
+		}
 		if now < 0 {
 			// A store would refuse it, and a fail-open rule would then
 			// admit everything: a bad clock is this decision's error.
@@ -314,12 +317,13 @@ func (c *Controller) acquire(ctx context.Context, a *attempt, r *rule, i int) (b
 		a.sems = append(a.sems, i)
 		return true, 0, nil
 	}
-	if r.queue.TryAcquire(a.cost) {
+	lane := r.lanes[a.at.Priority.lane()]
+	if lane.TryAcquire(a.cost) {
 		a.sems = append(a.sems, i)
 		return true, 0, nil
 	}
 	start := c.now()
-	err := r.queue.Acquire(ctx, a.cost)
+	err := lane.Acquire(ctx, a.cost)
 	c.ctr.add(a.shard, cQueueWaits, 1)
 	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
 	switch {
@@ -590,7 +594,7 @@ func (c *Controller) releaseAt(a *attempt, now int64, o Outcome) {
 	for _, i := range a.sems {
 		r := &a.set.rules[i]
 		if r.queue != nil {
-			r.queue.Release(a.cost)
+			r.lanes[a.at.Priority.lane()].Release(a.cost)
 		} else {
 			r.sem.Release(a.cost)
 		}

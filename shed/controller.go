@@ -34,6 +34,7 @@ type rule struct {
 	rate   localRate
 	sem    *concurrency.Semaphore
 	queue  *queueing.Queue
+	lanes  [nPriorities]queueing.Lane // queue's, by Priority.lane
 	lim    *adaptive.Limiter
 	id     store.LimitID
 	limitV []string // X-RateLimit-Limit, shared by every response

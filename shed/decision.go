@@ -34,6 +34,11 @@ type Attempt struct {
 	// Cost is how many units the attempt takes from each rule; zero means
 	// 1, negative is an error.
 	Cost int64
+	// Priority is how much the attempt matters to a Global Concurrency
+	// rule's queue (Rule.Queue): higher classes are served first and shed
+	// last. The zero value is Critical; a value outside the four classes
+	// is an error.
+	Priority Priority
 	// Now is the instant of the decision in monotonic nanoseconds on the
 	// Controller's clock (WithClock; internal clock.Now by default), from
 	// which X-RateLimit-Reset is derived; zero means read that clock.

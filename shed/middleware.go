@@ -43,7 +43,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.client != nil {
 		cl := c.client(r)
-		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier = cl.User, cl.APIKey, cl.Tenant, cl.Tier
+		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier, a.at.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
 	}
 	ctx := r.Context()
 	var d Decision

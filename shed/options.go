@@ -27,6 +27,9 @@ type Client struct {
 	// Tier is the client's tier (see Attempt.Tier), resolved by the
 	// caller from what it knows of the client (its plan, its key type).
 	Tier string
+	// Priority is the request's class (see Attempt.Priority), from a
+	// header such as X-Priority, the route or the tier; zero is Critical.
+	Priority Priority
 }
 
 type config struct {

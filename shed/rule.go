@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -188,6 +189,10 @@ type Rule struct {
 	// QueueLength bounds how many requests wait at once for a Global
 	// Concurrency rule with MaxWait; zero means queueing.DefaultMaxLength.
 	QueueLength int
+	// Queue is the waiting discipline of a Global Concurrency rule with
+	// MaxWait: order, CoDel, deadline awareness and a reserve for critical
+	// work (see Queue and Attempt.Priority).
+	Queue Queue
 	// Failure is what the rule does when the store fails (store rules
 	// only: per-key rules; Global rules live in this process and cannot
 	// fail). The zero value is FailOpen.
@@ -262,6 +267,12 @@ func (r *Rule) validate() error {
 		return r.errorf("queue length must not be negative, got %d", r.QueueLength)
 	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency):
 		return r.errorf("a queue length applies only to a Global %v rule with a max wait", Concurrency)
+	case r.Queue != (Queue{}) && (r.MaxWait == 0 || r.Algorithm != Concurrency):
+		return r.errorf("a queue discipline applies only to a Global %v rule with a max wait", Concurrency)
+	case r.Queue.Order > queueing.AdaptiveLIFO:
+		return r.errorf("unknown queue order %v", r.Queue.Order)
+	case math.IsNaN(r.Queue.Reserve) || r.Queue.Reserve < 0 || r.Queue.Reserve >= 1:
+		return r.errorf("a queue reserve must be in [0, 1), got %v", r.Queue.Reserve)
 	}
 	if r.local() {
 		if r.Failure != FailOpen {

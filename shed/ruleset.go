@@ -216,12 +216,17 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			return r.errorf("%w", err)
 		}
 		if r.MaxWait > 0 {
-			qopts := []queueing.Option{queueing.WithMaxWait(r.MaxWait)}
+			qopts := append([]queueing.Option{queueing.WithMaxWait(r.MaxWait)}, r.Queue.options()...)
 			if r.QueueLength > 0 {
 				qopts = append(qopts, queueing.WithMaxLength(r.QueueLength))
 			}
 			if dst.queue, err = queueing.New(dst.sem, qopts...); err != nil {
 				return r.errorf("%w", err)
+			}
+			for p := range dst.lanes {
+				if dst.lanes[p], err = dst.queue.Lane(Sheddable.queueing()+queueing.Priority(p), ""); err != nil {
+					return r.errorf("%w", err)
+				}
 			}
 		}
 	case r.local():
