@@ -86,6 +86,7 @@ type Controller struct {
 	hasher  *fingerprint.Hasher
 	res     *fingerprint.Resolver
 	client  func(*http.Request) Client
+	cost    func(*http.Request) int64
 	cat     func(*http.Request) string
 	hook    func(Decision)
 	headers func(http.Header, Decision)
@@ -134,7 +135,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, fmt.Errorf("shed: no rules")
 	}
 	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
-		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cat: cfg.category, hook: cfg.hook,
+		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, cat: cfg.category, hook: cfg.hook,
 		headers: cfg.headers, reject: cfg.reject, dryPen: cfg.dryRun, fields: cfg.fields}
 	if c.fields == 0 {
 		c.fields = AllFields

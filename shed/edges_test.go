@@ -525,3 +525,33 @@ func TestMonthlyQuotaResetsOnTheFirst(t *testing.T) {
 		t.Fatalf("global monthly rule: %+v", s.Rules[1])
 	}
 }
+
+// TestCostFuncChargesEveryRule: WithCost makes the middleware charge what a
+// request costs (pages of a bulk export here) on every rule it meets, and a
+// cost above a rule's limit is refused at once as never admissible.
+func TestCostFuncChargesEveryRule(t *testing.T) {
+	c, h, _ := newTest(t, []Rule{{Name: "pages", Identity: IP, Algorithm: FixedWindow, Limit: 10, Window: time.Hour}},
+		WithCost(func(r *http.Request) int64 {
+			n, _ := strconv.ParseInt(r.URL.Query().Get("pages"), 10, 64)
+			return n
+		}))
+	pages := func(n string) func(*http.Request) {
+		return func(r *http.Request) { r.URL.RawQuery = "pages=" + n }
+	}
+	if w := send(h, "192.0.2.1", pages("7")); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Remaining") != "3" {
+		t.Fatalf("7 pages: %d, remaining %q", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	if w := send(h, "192.0.2.1", pages("4")); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4 more pages with 3 left: %d", w.Code)
+	}
+	w := send(h, "192.0.2.2", pages("11"))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "" {
+		t.Fatalf("11 pages against a limit of 10: %d, Retry-After %q (never admissible: no Retry-After)", w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := send(h, "192.0.2.3", pages("-1")); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a negative cost: %d, want no decision (503)", w.Code)
+	}
+	if s := c.Stats(); s.Rules[0].Allowed != 1 {
+		t.Fatalf("%+v", s.Rules[0])
+	}
+}

@@ -45,6 +45,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl := c.client(r)
 		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier, a.at.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
 	}
+	if c.cost != nil {
+		a.at.Cost = c.cost(r)
+	}
 	ctx := r.Context()
 	var d Decision
 	if err := c.decideIn(ctx, a, r, &d); err != nil {

@@ -42,6 +42,7 @@ type config struct {
 	resolver    *fingerprint.Resolver
 	hasher      *fingerprint.Hasher
 	client      func(*http.Request) Client
+	cost        func(*http.Request) int64
 	category    func(*http.Request) string
 	hook        func(Decision)
 	headers     func(http.Header, Decision)
@@ -156,6 +157,22 @@ func WithClient(f func(*http.Request) Client) Option {
 			return errors.New("shed: WithClient(nil)")
 		}
 		c.client = f
+		return nil
+	})
+}
+
+// WithCost tells the middleware what a request costs (Attempt.Cost): the
+// items of a bulk request, the pages of an export, the tokens an LLM call
+// is expected to use. Zero means 1; a negative cost is an error of the
+// decision (the request is answered 503). A cost above a rule's limit is
+// refused at once (Decision.RetryAfter is concurrency.Never), never queued.
+// f runs on every request and must be fast and safe for concurrent use.
+func WithCost(f func(*http.Request) int64) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("shed: WithCost(nil)")
+		}
+		c.cost = f
 		return nil
 	})
 }
