@@ -280,8 +280,8 @@ func (r *Rule) softLimit() float64 {
 // policy returns the RateLimit-Policy entry of a rate rule: a token bucket
 // holds Limit tokens and refills completely in Limit emission intervals;
 // the window algorithms hold Limit per Window.
-func (r *Rule) policy() Policy {
-	p := Policy{Name: r.Name, Quota: r.Limit, Window: r.Window}
+func (r *Rule) policy() quotaPolicy {
+	p := quotaPolicy{Name: r.Name, Quota: r.Limit, Window: r.Window}
 	if r.Algorithm == TokenBucket {
 		// Validated: the interval is at least 1 ns and burst × interval
 		// fits the concurrency package's span bound (2^59 ns).

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sfv"
 )
 
 // transportQuota is one quota an upstream reported on a response: Remaining
@@ -81,15 +83,15 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 			policies, _ := transportRateLimitList(strings.Join(h.Values("Ratelimit-Policy"), ","))
 			var qs []transportQuota
 			for _, it := range items {
-				r, okR := it.intParam("r")
-				t, okT := it.intParam("t")
+				r, okR := it.IntParam("r")
+				t, okT := it.IntParam("t")
 				if !okR || !okT || r < 0 || t < 0 {
 					continue
 				}
 				qs = append(qs, transportQuota{
-					name:      it.s,
+					name:      it.S,
 					remaining: r,
-					limit:     transportPolicyLimit(policies, it.s),
+					limit:     transportPolicyLimit(policies, it.S),
 					reset:     time.Duration(min(t, transportMaxSeconds)) * time.Second,
 				})
 				if len(qs) == transportMaxQuotas {
@@ -137,18 +139,18 @@ const transportMaxSFMembers = 16
 // parameter): the whole field is then ignored, as RFC 9651 asks. The shape
 // is judged on what is kept: the first transportMaxSFMembers members, and
 // as many parameters of each.
-func transportRateLimitList(v string) ([]sfItem, bool) {
-	items, err := parseSFList(v, transportMaxSFMembers)
+func transportRateLimitList(v string) ([]sfv.Member, bool) {
+	items, err := sfv.ParseList(v, transportMaxSFMembers)
 	if err != nil {
 		return nil, false
 	}
 	for _, it := range items {
-		if it.kind != sfString && it.kind != sfToken {
+		if it.Kind != sfv.String && it.Kind != sfv.Token {
 			return nil, false
 		}
-		for _, p := range it.params {
-			switch p.kind {
-			case sfDecimal, sfDate, sfDisplayString:
+		for _, p := range it.Params {
+			switch p.Kind {
+			case sfv.Decimal, sfv.Date, sfv.DisplayString:
 				return nil, false
 			}
 		}
@@ -158,9 +160,9 @@ func transportRateLimitList(v string) ([]sfItem, bool) {
 
 // transportPolicyLimit returns the quota q of the policy named name, from
 // the last such policy with a positive q; 0 when there is none.
-func transportPolicyLimit(policies []sfItem, name string) int64 {
+func transportPolicyLimit(policies []sfv.Member, name string) int64 {
 	for i := len(policies) - 1; i >= 0; i-- {
-		if q, ok := policies[i].intParam("q"); ok && q > 0 && policies[i].s == name {
+		if q, ok := policies[i].IntParam("q"); ok && q > 0 && policies[i].S == name {
 			return q
 		}
 	}

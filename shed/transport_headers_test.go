@@ -124,7 +124,7 @@ func FuzzTransportQuotas(f *testing.F) {
 // with quotes and backslashes included), so a sluice client understands a
 // sluice server.
 func TestTransportReadsShedHeaders(t *testing.T) {
-	policies := []Policy{
+	policies := []quotaPolicy{
 		{Name: "burst", Quota: 100, Window: time.Minute},
 		{Name: `odd "name" \ here`, Quota: 5000, Window: time.Hour, Unit: "requests"},
 	}
