@@ -245,3 +245,31 @@ func FuzzParseList(f *testing.F) {
 		}
 	})
 }
+
+// TestDates: RFC 9651 Dates (section 3.3.7), which the vendored suite does
+// not cover: an '@' and an Integer, in range, as an item, a parameter and
+// a dictionary member; they serialize as they are written.
+func TestDates(t *testing.T) {
+	for _, s := range []string{`@1659578233`, `@-1659578233`, `@0`, `@999999999999999`, `@1659578233;a=@1`} {
+		m, err := ParseItem(s, math.MaxInt)
+		if err != nil || m.Kind != Date {
+			t.Errorf("%q: %+v, %v", s, m, err)
+			continue
+		}
+		if out, err := AppendItem(nil, m); err != nil || string(out) != s {
+			t.Errorf("%q serialized as %q, %v", s, out, err)
+		}
+	}
+	d, err := ParseDictionary(`a=@1, b=@-2;c`, math.MaxInt)
+	if err != nil || len(d) != 2 || d[0].Value != (Value{Kind: Date, N: 1}) || d[1].Value != (Value{Kind: Date, N: -2}) {
+		t.Errorf("dictionary of dates: %+v, %v", d, err)
+	}
+	for _, s := range []string{`@`, `@ 1`, `@1.5`, `@1234567890123456`, `@-`, `@a`, `@@1`, `@1 2`} {
+		if m, err := ParseItem(s, math.MaxInt); err == nil {
+			t.Errorf("%q parsed as %+v, must fail", s, m)
+		}
+	}
+	if out, err := AppendItem(nil, Member{Value: Value{Kind: Date, N: MaxInteger + 1}}); err == nil {
+		t.Errorf("a date out of range serialized as %q", out)
+	}
+}
