@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
-
 	"github.com/sluicehq/sluice/internal/sfv"
 )
 

@@ -13,9 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
-	"pgregory.net/rapid"
-
 	"github.com/sluicehq/sluice/internal/sfv"
+	"pgregory.net/rapid"
 )
 
 // TestPermitsConserved: under any sequence of attempts, completions (with

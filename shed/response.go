@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/concurrency"
-
 	"github.com/sluicehq/sluice/internal/sfv"
 )
 

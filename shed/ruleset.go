@@ -6,10 +6,9 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/sfv"
 	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/store"
-
-	"github.com/sluicehq/sluice/internal/sfv"
 )
 
 // ruleSet is a compiled set of rules: what one decision reads. It is
