@@ -1,9 +1,12 @@
-// Package shed composes sluice's parts into what a service puts in front of
-// its endpoints: rules that decide admission per endpoint category and
-// client identity, and net/http middleware that answers with correct status
-// codes (429 for a client over its limit, 503 when the server sheds load for
-// its own protection), Retry-After, X-RateLimit-* and the IETF RateLimit and
-// RateLimit-Policy header fields.
+// Package shed is sluice's server side: it composes sluice's parts into
+// what a service puts in front of its endpoints: rules that decide
+// admission per endpoint category and client identity, and net/http
+// middleware that answers with correct status codes (429 for a client over
+// its limit, 503 when the server sheds load for its own protection),
+// Retry-After, X-RateLimit-* and the IETF RateLimit and RateLimit-Policy
+// header fields. The client side, calls to services that limit you
+// (pacing, honouring Retry-After and quota headers, SRE throttling, retry
+// budgets), is package upstream.
 //
 // A Rule names a category of endpoints ("" for all), an Identity to count
 // per (IP, User, APIKey, Tenant or Global), an Algorithm (token bucket,

@@ -3,13 +3,14 @@ package shed
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sfv"
 )
 
-// Policy is one quota as the client sees it, for the IETF RateLimit-Policy
-// header field: Quota units per Window, named Name.
-type Policy struct {
+// quotaPolicy is one quota as the client sees it, for the IETF
+// RateLimit-Policy header field: Quota units per Window, named Name.
+type quotaPolicy struct {
 	// Name identifies the policy in both header fields; printable ASCII.
 	Name string
 	// Quota is how many units the window holds (the draft's q).
@@ -23,7 +24,7 @@ type Policy struct {
 }
 
 // validate returns an error for a policy no valid header can express.
-func (p Policy) validate() error {
+func (p quotaPolicy) validate() error {
 	if p.Name == "" {
 		return fmt.Errorf("shed: policy name is empty")
 	}
@@ -32,8 +33,8 @@ func (p Policy) validate() error {
 			return fmt.Errorf("shed: policy name %q has a byte outside printable ASCII", p.Name)
 		}
 	}
-	if p.Quota <= 0 || p.Quota > maxSFInteger {
-		return fmt.Errorf("shed: policy %q quota must be in 1..%d, got %d", p.Name, int64(maxSFInteger), p.Quota)
+	if p.Quota <= 0 || p.Quota > sfv.MaxInteger {
+		return fmt.Errorf("shed: policy %q quota must be in 1..%d, got %d", p.Name, int64(sfv.MaxInteger), p.Quota)
 	}
 	if p.Window <= 0 {
 		return fmt.Errorf("shed: policy %q window must be positive, got %v", p.Name, p.Window)
@@ -44,30 +45,6 @@ func (p Policy) validate() error {
 		return fmt.Errorf("shed: policy %q unit %q is not one of requests, content-bytes, concurrent-requests", p.Name, p.Unit)
 	}
 	return nil
-}
-
-// maxSFInteger is the largest integer a Structured Field can carry (15
-// digits, RFC 9651 section 3.3.1).
-const maxSFInteger = 999_999_999_999_999
-
-// appendSFString appends s as a Structured Field string: quoted, with
-// backslash and double quote escaped. The caller guarantees printable ASCII.
-func appendSFString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || c == '\\' {
-			dst = append(dst, '\\')
-		}
-		dst = append(dst, s[i])
-	}
-	return append(dst, '"')
-}
-
-// appendSFInt appends v clamped into the Structured Field integer range:
-// the clamp only applies to figures no client can act on (over 31 million
-// years in seconds).
-func appendSFInt(dst []byte, v int64) []byte {
-	return strconv.AppendInt(dst, min(max(v, -maxSFInteger), maxSFInteger), 10)
 }
 
 // decimalPairs holds the two digits of 0..99, for appendDecimal.
@@ -114,20 +91,20 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // appendPolicy appends one member of the RateLimit-Policy list.
-func appendPolicy(dst []byte, p Policy) []byte {
-	dst = appendSFString(dst, p.Name)
+func appendPolicy(dst []byte, p quotaPolicy) []byte {
+	dst = sfv.AppendString(dst, p.Name)
 	dst = append(dst, ";q="...)
-	dst = appendSFInt(dst, p.Quota)
+	dst = sfv.AppendInteger(dst, p.Quota)
 	if p.Unit != "" {
 		dst = append(dst, ";qu="...)
-		dst = appendSFString(dst, p.Unit)
+		dst = sfv.AppendString(dst, p.Unit)
 	}
 	dst = append(dst, ";w="...)
-	return appendSFInt(dst, ceilSeconds(p.Window))
+	return sfv.AppendInteger(dst, ceilSeconds(p.Window))
 }
 
 // policyField returns the RateLimit-Policy field value for ps, in order.
-func policyField(ps []Policy) string {
+func policyField(ps []quotaPolicy) string {
 	var b []byte
 	for i, p := range ps {
 		if i > 0 {
@@ -141,9 +118,9 @@ func policyField(ps []Policy) string {
 // appendRateLimitItem appends one member of the RateLimit list: name,
 // remaining units r, and t, the seconds until more quota (rounded up).
 func appendRateLimitItem(dst []byte, name string, remaining int64, reset time.Duration) []byte {
-	dst = appendSFString(dst, name)
+	dst = sfv.AppendString(dst, name)
 	dst = append(dst, ";r="...)
-	dst = appendSFInt(dst, max(0, remaining))
+	dst = sfv.AppendInteger(dst, max(0, remaining))
 	dst = append(dst, ";t="...)
-	return appendSFInt(dst, ceilSeconds(reset))
+	return sfv.AppendInteger(dst, ceilSeconds(reset))
 }

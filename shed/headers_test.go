@@ -30,7 +30,7 @@ func TestCeilSecondsNeverEarly(t *testing.T) {
 }
 
 func TestPolicyField(t *testing.T) {
-	ps := []Policy{
+	ps := []quotaPolicy{
 		{Name: "burst", Quota: 100, Window: time.Minute},
 		{Name: "daily", Quota: 1000, Window: 24 * time.Hour},
 		{Name: `we"ird\`, Quota: 5, Window: 1500 * time.Millisecond, Unit: "concurrent-requests"},
@@ -52,7 +52,7 @@ func TestPolicyField(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	bad := []Policy{
+	bad := []quotaPolicy{
 		{Name: "", Quota: 1, Window: time.Second},
 		{Name: "a\nb", Quota: 1, Window: time.Second},
 		{Name: "é", Quota: 1, Window: time.Second},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/sfv"
 )
 
 // rateCases are the rate algorithms with a limit of 5 and how long each
@@ -221,22 +222,22 @@ func TestHeaders(t *testing.T) {
 			t.Fatalf("request %d: %d", i, w.Code)
 		}
 		hd := w.Header()
-		policies, err := parseSFList(hd.Get("RateLimit-Policy"), math.MaxInt)
+		policies, err := sfv.ParseList(hd.Get("RateLimit-Policy"), math.MaxInt)
 		if err != nil || len(policies) != 2 {
 			t.Fatalf("RateLimit-Policy %q: %v", hd.Get("RateLimit-Policy"), err)
 		}
-		if q, _ := policies[0].param("q"); q != sfInt(3) {
+		if q, _ := policies[0].Param("q"); q != (sfv.Value{Kind: sfv.Integer, N: 3}) {
 			t.Fatalf("burst q = %v", q)
 		}
-		if wnd, _ := policies[0].param("w"); wnd != sfInt(30) {
+		if wnd, _ := policies[0].Param("w"); wnd != (sfv.Value{Kind: sfv.Integer, N: 30}) {
 			t.Fatalf("burst w = %v", wnd)
 		}
-		items, err := parseSFList(hd.Get("RateLimit"), math.MaxInt)
-		if err != nil || len(items) != 1 || items[0].sfValue != sfStr("burst") {
+		items, err := sfv.ParseList(hd.Get("RateLimit"), math.MaxInt)
+		if err != nil || len(items) != 1 || items[0].Value != (sfv.Value{Kind: sfv.String, S: "burst"}) {
 			t.Fatalf("RateLimit %q: %v", hd.Get("RateLimit"), err)
 		}
-		r, okR := items[0].intParam("r")
-		tt, okT := items[0].intParam("t")
+		r, okR := items[0].IntParam("r")
+		tt, okT := items[0].IntParam("t")
 		rem, _ := strconv.ParseInt(hd.Get("X-RateLimit-Remaining"), 10, 64)
 		reset, _ := strconv.ParseInt(hd.Get("X-RateLimit-Reset"), 10, 64)
 		if !okR || r != rem || rem != int64(2-i) || (prev >= 0 && rem != prev-1) {
@@ -384,11 +385,11 @@ func TestHeadersLongName(t *testing.T) {
 		if w.Code != want {
 			t.Fatalf("request %d: %d", i, w.Code)
 		}
-		items, err := parseSFList(w.Header().Get("RateLimit"), math.MaxInt)
-		if err != nil || len(items) != 1 || items[0].sfValue != sfStr(name) {
+		items, err := sfv.ParseList(w.Header().Get("RateLimit"), math.MaxInt)
+		if err != nil || len(items) != 1 || items[0].Value != (sfv.Value{Kind: sfv.String, S: name}) {
 			t.Fatalf("RateLimit %q: %v", w.Header().Get("RateLimit"), err)
 		}
-		r, ok := items[0].intParam("r")
+		r, ok := items[0].IntParam("r")
 		if !ok || r != int64(max(0, 1-i)) || w.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(max(0, 1-i)) {
 			t.Fatalf("request %d: r=%v, remaining %q", i, r, w.Header().Get("X-RateLimit-Remaining"))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/sfv"
 	"pgregory.net/rapid"
 )
 
@@ -179,18 +180,18 @@ func TestHeadersParse(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "requests") {
 			w := send(h, "192.0.2.1")
 			hd := w.Header()
-			pol, err := parseSFList(hd.Get("RateLimit-Policy"), math.MaxInt)
-			if err != nil || len(pol) != 1 || pol[0].sfValue != sfStr(name) {
+			pol, err := sfv.ParseList(hd.Get("RateLimit-Policy"), math.MaxInt)
+			if err != nil || len(pol) != 1 || pol[0].Value != (sfv.Value{Kind: sfv.String, S: name}) {
 				t.Fatalf("RateLimit-Policy %q: %v", hd.Get("RateLimit-Policy"), err)
 			}
-			if q, _ := pol[0].param("q"); q != sfInt(limit) {
+			if q, _ := pol[0].Param("q"); q != (sfv.Value{Kind: sfv.Integer, N: limit}) {
 				t.Fatalf("q %v, limit %d", q, limit)
 			}
-			items, err := parseSFList(hd.Get("RateLimit"), math.MaxInt)
-			if err != nil || len(items) != 1 || items[0].sfValue != sfStr(name) {
+			items, err := sfv.ParseList(hd.Get("RateLimit"), math.MaxInt)
+			if err != nil || len(items) != 1 || items[0].Value != (sfv.Value{Kind: sfv.String, S: name}) {
 				t.Fatalf("RateLimit %q: %v", hd.Get("RateLimit"), err)
 			}
-			rem, ok := items[0].intParam("r")
+			rem, ok := items[0].IntParam("r")
 			if !ok || fmt.Sprint(rem) != hd.Get("X-RateLimit-Remaining") || rem > limit {
 				t.Fatalf("r=%v, X-RateLimit-Remaining %q", rem, hd.Get("X-RateLimit-Remaining"))
 			}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/sfv"
 )
 
 // Canonical header keys, so that setting them indexes the map directly.
@@ -126,7 +127,7 @@ func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
 	reset := len(b)
 	if d.Warning {
 		b = append(b, "quota "...)
-		b = appendSFString(b, d.WarningRule)
+		b = sfv.AppendString(b, d.WarningRule)
 		b = append(b, " is past its soft limit"...)
 	}
 	warn := len(b)
@@ -212,20 +213,10 @@ func problemBody(d Decision, policy string) []byte {
 	b = strconv.AppendQuote(b, detail)
 	if policy != "" {
 		b = append(b, `,"violated-policies":[`...)
-		b = appendJSONString(b, policy)
+		// policy is printable ASCII, for which a JSON string and a
+		// Structured Field String escape alike (see sfv.AppendString).
+		b = sfv.AppendString(b, policy)
 		b = append(b, ']')
 	}
 	return append(b, "}\n"...)
-}
-
-// appendJSONString appends s, printable ASCII, as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
 }

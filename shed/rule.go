@@ -312,8 +312,8 @@ const averageMonth = 2629746 * time.Second
 // policy returns the RateLimit-Policy entry of a rate rule: a token bucket
 // holds Limit tokens and refills completely in Limit emission intervals;
 // the window algorithms hold Limit per Window.
-func (r *Rule) policy() Policy {
-	p := Policy{Name: r.Name, Quota: r.Limit, Window: r.Window}
+func (r *Rule) policy() quotaPolicy {
+	p := quotaPolicy{Name: r.Name, Quota: r.Limit, Window: r.Window}
 	if m := r.Calendar.Months; m > 0 {
 		p.Window = time.Duration(m) * averageMonth // the field has no calendar: its mean
 	}

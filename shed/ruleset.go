@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/sfv"
 	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/store"
 )
@@ -273,7 +274,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		}
 		dst.softAt = int64(math.Ceil(r.softLimit() * float64(r.Limit)))
 		dst.limitV = []string{fmt.Sprint(r.Limit)}
-		dst.itemPrefix = append(appendSFString(nil, r.Name), ";r="...)
+		dst.itemPrefix = append(sfv.AppendString(nil, r.Name), ";r="...)
 		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
 	}
 	if (r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow) && r.Calendar.Months == 0 {
@@ -325,7 +326,7 @@ func (s *ruleSet) makeTiered(cat string, fields HeaderFields) (*plan, error) {
 
 func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error) {
 	p := &plan{rules: s.rules, fields: fields}
-	var policies []Policy
+	var policies []quotaPolicy
 	for i := range s.rules {
 		r := &s.rules[i]
 		if r.Category != "" && r.Category != cat || r.Tier != "" && r.Tier != tier {

@@ -3,8 +3,8 @@
 // second, bursts of 5, per API key), enforces it with 429 and Retry-After,
 // and reports its quota in X-RateLimit-* headers. Then it calls the API
 // twice with the same eager clients: once with a plain http.Client, once
-// through shed.Transport (pacing to 90% of the published limit) behind a
-// shed.RetryTransport (retries within a 10% budget), and prints what each
+// through upstream.Transport (pacing to 90% of the published limit) behind a
+// upstream.RetryTransport (retries within a 10% budget), and prints what each
 // did: calls, waits, and the 429s received (zero through the Transport).
 //
 //	go run ./examples/client
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
-	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 func main() {
@@ -70,12 +70,12 @@ func run() error {
 	// Run 2: the same callers through the Transport.
 	// A pacer (no bursts) at 90% of the limit keeps the API's bucket near
 	// full, so the quota it reports never runs out.
-	paced, err := shed.NewTransport(base, concurrency.Per(*limit, time.Second),
-		shed.WithTransportMaxWait(30*time.Second))
+	paced, err := upstream.NewTransport(base, concurrency.Per(*limit, time.Second),
+		upstream.WithMaxWait(30*time.Second))
 	if err != nil {
 		return err
 	}
-	retrying, err := shed.NewRetryTransport(paced)
+	retrying, err := upstream.NewRetryTransport(paced)
 	if err != nil {
 		return err
 	}

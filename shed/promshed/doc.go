@@ -1,5 +1,6 @@
-// Package promshed exports a shed.Controller's Stats as Prometheus
-// metrics.
+// Package promshed exports a shed.Controller's Stats, and the Stats of
+// the client side (an upstream.Transport and upstream.RetryTransport), as
+// Prometheus metrics.
 //
 // A Collector reads (*shed.Controller).Stats at scrape time: nothing is
 // added to the request path. It is registered on the prometheus.Registerer
@@ -13,6 +14,10 @@
 // through prometheus.WrapRegistererWith with a label that tells them apart
 // ({controller="api"}, {controller="jobs"}): their metric names are the
 // same.
+//
+// An UpstreamCollector (NewUpstream) does the same for the client side: its
+// metrics are named sluice_upstream_*, its one label is the status of an
+// upstream's rejection (429 or 503), and no upstream key is a label.
 //
 // Errors start with "promshed: ".
 package promshed

@@ -1,126 +1,57 @@
-package shed
+package sfv
 
 import (
 	"encoding/base64"
 	"errors"
 	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 )
 
-// sfInt and sfStr are the Integer and String bare items, for comparisons.
-func sfInt(n int64) sfValue  { return sfValue{kind: sfInteger, n: n} }
-func sfStr(s string) sfValue { return sfValue{kind: sfString, s: s} }
+// intValue and strValue are the Integer and String bare items, for comparisons.
+func intValue(n int64) Value  { return Value{Kind: Integer, N: n} }
+func strValue(s string) Value { return Value{Kind: String, S: s} }
 
 // bytes decodes a Byte Sequence, its text checked by the parser.
-func (v sfValue) bytes() []byte {
-	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(v.s, "="))
+func (v Value) bytes() []byte {
+	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(v.S, "="))
 	if err != nil {
-		panic("shed: parser let through byte sequence :" + v.s + ":")
+		panic("sfv: parser let through byte sequence :" + v.S + ":")
 	}
 	return b
 }
 
-// appendSFList appends items serialized by RFC 9651 section 4.1, which
-// writes every value in one canonical form.
-func appendSFList(dst []byte, items []sfItem) []byte {
-	for i, it := range items {
-		if i > 0 {
-			dst = append(dst, ", "...)
-		}
-		dst = appendSFMember(dst, it)
+// list serializes items, which the test expects to be serializable.
+func list(t testing.TB, items []Member) string {
+	t.Helper()
+	b, err := AppendList(nil, items)
+	if err != nil {
+		t.Fatalf("%+v: %v", items, err)
 	}
-	return dst
+	return string(b)
 }
 
-func appendSFMember(dst []byte, it sfItem) []byte {
-	if it.kind == sfInnerList {
-		dst = append(dst, '(')
-		for i, m := range it.inner {
-			if i > 0 {
-				dst = append(dst, ' ')
-			}
-			dst = appendSFMember(dst, m)
-		}
-		dst = append(dst, ')')
-	} else {
-		dst = appendSFBareItem(dst, it.sfValue)
-	}
-	for _, p := range it.params {
-		dst = append(dst, ';')
-		dst = append(dst, p.key...)
-		if p.sfValue != (sfValue{kind: sfBoolean, n: 1}) {
-			dst = append(dst, '=')
-			dst = appendSFBareItem(dst, p.sfValue)
-		}
-	}
-	return dst
-}
-
-func appendSFBareItem(dst []byte, v sfValue) []byte {
-	switch v.kind {
-	case sfInteger:
-		return strconv.AppendInt(dst, v.n, 10)
-	case sfDecimal:
-		n := v.n
-		if n < 0 {
-			dst = append(dst, '-')
-			n = -n
-		}
-		dst = strconv.AppendInt(dst, n/1000, 10)
-		frac := strings.TrimRight(strconv.FormatInt(1000+n%1000, 10)[1:], "0")
-		if frac == "" {
-			frac = "0"
-		}
-		return append(append(dst, '.'), frac...)
-	case sfString:
-		return appendSFString(dst, v.s)
-	case sfToken:
-		return append(dst, v.s...)
-	case sfByteSequence:
-		dst = append(dst, ':')
-		dst = base64.StdEncoding.AppendEncode(dst, v.bytes())
-		return append(dst, ':')
-	case sfBoolean:
-		return append(dst, '?', byte('0'+v.n))
-	case sfDate:
-		return strconv.AppendInt(append(dst, '@'), v.n, 10)
-	case sfDisplayString:
-		dst = append(dst, '%', '"')
-		for i := 0; i < len(v.s); i++ {
-			if c := v.s[i]; c == '%' || c == '"' || c < 0x20 || c > 0x7e {
-				dst = append(dst, '%', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&15])
-			} else {
-				dst = append(dst, c)
-			}
-		}
-		return append(dst, '"')
-	}
-	panic("shed: no bare item of kind " + strconv.Itoa(int(v.kind)))
-}
-
-// sfCanonical returns items with every Byte Sequence's text in the form
+// canonical returns items with every Byte Sequence's text in the form
 // the serializer writes (padded), so that a parse of the serialization
 // compares equal.
-func sfCanonical(items []sfItem) []sfItem {
+func canonical(items []Member) []Member {
 	if items == nil {
 		return nil
 	}
-	out := make([]sfItem, len(items))
+	out := make([]Member, len(items))
 	for i, it := range items {
 		out[i] = it
-		if it.kind == sfByteSequence {
-			out[i].s = base64.StdEncoding.EncodeToString(it.bytes())
+		if it.Kind == ByteSequence {
+			out[i].S = base64.StdEncoding.EncodeToString(it.bytes())
 		}
-		out[i].inner = sfCanonical(it.inner)
-		if it.params != nil {
-			out[i].params = make([]sfParam, len(it.params))
-			for j, p := range it.params {
-				out[i].params[j] = p
-				if p.kind == sfByteSequence {
-					out[i].params[j].s = base64.StdEncoding.EncodeToString(p.bytes())
+		out[i].Inner = canonical(it.Inner)
+		if it.Params != nil {
+			out[i].Params = make([]Param, len(it.Params))
+			for j, p := range it.Params {
+				out[i].Params[j] = p
+				if p.Kind == ByteSequence {
+					out[i].Params[j].S = base64.StdEncoding.EncodeToString(p.bytes())
 				}
 			}
 		}
@@ -128,26 +59,26 @@ func sfCanonical(items []sfItem) []sfItem {
 	return out
 }
 
-// sfTruncate returns items cut as parseSFList(s, keep) cuts them.
-func sfTruncate(items []sfItem, keep int) []sfItem {
+// truncate returns items cut as ParseList(s, keep) cuts them.
+func truncate(items []Member, keep int) []Member {
 	if items == nil {
 		return nil
 	}
-	out := make([]sfItem, min(keep, len(items)))
+	out := make([]Member, min(keep, len(items)))
 	for i := range out {
 		out[i] = items[i]
-		out[i].inner = sfTruncate(items[i].inner, keep)
-		if len(items[i].params) > keep {
-			out[i].params = items[i].params[:keep]
+		out[i].Inner = truncate(items[i].Inner, keep)
+		if len(items[i].Params) > keep {
+			out[i].Params = items[i].Params[:keep]
 		}
 	}
 	return out
 }
 
-// TestSFParser: valid List fields parse to what they say (shown in the
+// TestParseList: valid List fields parse to what they say (shown in the
 // canonical form the serializer writes); invalid ones are rejected with
 // the byte at fault.
-func TestSFParser(t *testing.T) {
+func TestParseList(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`"burst";q=100;w=60, "daily";q=1000;w=86400`, `"burst";q=100;w=60, "daily";q=1000;w=86400`},
 		{`"a";r=0;t=1`, `"a";r=0;t=1`},
@@ -176,21 +107,21 @@ func TestSFParser(t *testing.T) {
 		// Dates and Display Strings (RFC 9651's additions).
 		{`@1659578233, %"f%c3%bc%c3%bc", %"50%25 %22q%22"`, `@1659578233, %"f%c3%bc%c3%bc", %"50%25 %22q%22"`},
 	} {
-		items, err := parseSFList(tc.in, math.MaxInt)
+		items, err := ParseList(tc.in, math.MaxInt)
 		if err != nil {
 			t.Errorf("%q: %v", tc.in, err)
 			continue
 		}
-		if got := string(appendSFList(nil, items)); got != tc.want {
+		if got := list(t, items); got != tc.want {
 			t.Errorf("%q parsed as %q, want %q", tc.in, got, tc.want)
 		}
 	}
 
-	items, err := parseSFList(`"say \"hi\" \\ now";k=tok, %"f%c3%bc"`, math.MaxInt)
-	if err != nil || items[0].sfValue != sfStr(`say "hi" \ now`) || items[1].s != "fü" {
+	items, err := ParseList(`"say \"hi\" \\ now";k=tok, %"f%c3%bc"`, math.MaxInt)
+	if err != nil || items[0].Value != strValue(`say "hi" \ now`) || items[1].S != "fü" {
 		t.Errorf("unescaped: %+v, %v", items, err)
 	}
-	if v, _ := items[0].param("k"); v != (sfValue{kind: sfToken, s: "tok"}) {
+	if v, _ := items[0].Param("k"); v != (Value{Kind: Token, S: "tok"}) {
 		t.Errorf("param k = %+v", v)
 	}
 
@@ -239,10 +170,10 @@ func TestSFParser(t *testing.T) {
 		{`%"ü"`, 2},
 		{`%"abc`, 0},
 	} {
-		_, err := parseSFList(tc.in, math.MaxInt)
-		var se *sfError
+		_, err := ParseList(tc.in, math.MaxInt)
+		var se *Error
 		if !errors.As(err, &se) {
-			t.Errorf("%q: got %v, want an *sfError", tc.in, err)
+			t.Errorf("%q: got %v, want an *Error", tc.in, err)
 			continue
 		}
 		if se.at != tc.at {
@@ -251,28 +182,28 @@ func TestSFParser(t *testing.T) {
 	}
 }
 
-// TestSFParserKeep: members, parameters and inner-list members past keep
+// TestParseListKeep: members, parameters and inner-list members past keep
 // are checked, then dropped.
-func TestSFParserKeep(t *testing.T) {
+func TestParseListKeep(t *testing.T) {
 	const in = `a;p=1;q=2;r=3, (1 2 3);s, c, d`
-	items, err := parseSFList(in, 2)
+	items, err := ParseList(in, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(appendSFList(nil, items)), `a;p=1;q=2, (1 2);s`; got != want {
+	if got, want := list(t, items), `a;p=1;q=2, (1 2);s`; got != want {
 		t.Errorf("keep 2: %q, want %q", got, want)
 	}
-	if _, err := parseSFList(in+`, "e`, 2); err == nil {
+	if _, err := ParseList(in+`, "e`, 2); err == nil {
 		t.Error("an invalid member past keep was let through")
 	}
 }
 
-// FuzzSFList feeds arbitrary field values to the parser, which reads
+// FuzzParseList feeds arbitrary field values to the parser, which reads
 // untrusted upstream headers: it never panics; what it rejects it rejects
 // with an error at a byte of the value; what it accepts serializes to a
 // value that parses to the same List, and serializes again unchanged; and
 // a parse with keep is the full parse cut at keep.
-func FuzzSFList(f *testing.F) {
+func FuzzParseList(f *testing.F) {
 	for _, s := range []string{
 		`"burst";q=100;w=60, "daily";q=1000;w=86400`,
 		`"burst";r=50;t=30, "daily";r=999;t=3600`,
@@ -288,29 +219,57 @@ func FuzzSFList(f *testing.F) {
 		f.Add(s, 2)
 	}
 	f.Fuzz(func(t *testing.T, s string, keep int) {
-		items, err := parseSFList(s, math.MaxInt)
+		items, err := ParseList(s, math.MaxInt)
 		if err != nil {
-			var se *sfError
+			var se *Error
 			if !errors.As(err, &se) || se.at < 0 || se.at > len(s) || err.Error() == "" {
 				t.Fatalf("%q: error %v", s, err)
 			}
 			return
 		}
-		out := appendSFList(nil, items)
-		again, err := parseSFList(string(out), math.MaxInt)
+		out := []byte(list(t, items))
+		again, err := ParseList(string(out), math.MaxInt)
 		if err != nil {
 			t.Fatalf("%q serialized as %q, which does not parse: %v", s, out, err)
 		}
-		if !reflect.DeepEqual(again, sfCanonical(items)) {
+		if !reflect.DeepEqual(again, canonical(items)) {
 			t.Fatalf("%q serialized as %q, which parses to %+v, not %+v", s, out, again, items)
 		}
-		if out2 := appendSFList(nil, again); string(out2) != string(out) {
+		if out2 := []byte(list(t, again)); string(out2) != string(out) {
 			t.Fatalf("%q serialized as %q, then as %q", s, out, out2)
 		}
 		keep = 1 + keep&15
-		kept, err := parseSFList(s, keep)
-		if err != nil || !reflect.DeepEqual(kept, sfTruncate(items, keep)) {
-			t.Fatalf("%q with keep %d: %+v, %v; want %+v", s, keep, kept, err, sfTruncate(items, keep))
+		kept, err := ParseList(s, keep)
+		if err != nil || !reflect.DeepEqual(kept, truncate(items, keep)) {
+			t.Fatalf("%q with keep %d: %+v, %v; want %+v", s, keep, kept, err, truncate(items, keep))
 		}
 	})
+}
+
+// TestDates: RFC 9651 Dates (section 3.3.7), which the vendored suite does
+// not cover: an '@' and an Integer, in range, as an item, a parameter and
+// a dictionary member; they serialize as they are written.
+func TestDates(t *testing.T) {
+	for _, s := range []string{`@1659578233`, `@-1659578233`, `@0`, `@999999999999999`, `@1659578233;a=@1`} {
+		m, err := ParseItem(s, math.MaxInt)
+		if err != nil || m.Kind != Date {
+			t.Errorf("%q: %+v, %v", s, m, err)
+			continue
+		}
+		if out, err := AppendItem(nil, m); err != nil || string(out) != s {
+			t.Errorf("%q serialized as %q, %v", s, out, err)
+		}
+	}
+	d, err := ParseDictionary(`a=@1, b=@-2;c`, math.MaxInt)
+	if err != nil || len(d) != 2 || d[0].Value != (Value{Kind: Date, N: 1}) || d[1].Value != (Value{Kind: Date, N: -2}) {
+		t.Errorf("dictionary of dates: %+v, %v", d, err)
+	}
+	for _, s := range []string{`@`, `@ 1`, `@1.5`, `@1234567890123456`, `@-`, `@a`, `@@1`, `@1 2`} {
+		if m, err := ParseItem(s, math.MaxInt); err == nil {
+			t.Errorf("%q parsed as %+v, must fail", s, m)
+		}
+	}
+	if out, err := AppendItem(nil, Member{Value: Value{Kind: Date, N: MaxInteger + 1}}); err == nil {
+		t.Errorf("a date out of range serialized as %q", out)
+	}
 }

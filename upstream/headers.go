@@ -1,46 +1,48 @@
-package shed
+package upstream
 
 import (
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sfv"
 )
 
-// transportQuota is one quota an upstream reported on a response: Remaining
+// quota is one quota an upstream reported on a response: Remaining
 // units left until Reset from the response's arrival, out of Limit (0 when
 // the upstream did not say). Name is the IETF policy name ("" for the
 // X-RateLimit-* fields).
-type transportQuota struct {
+type quota struct {
 	name      string
 	remaining int64
 	limit     int64
 	reset     time.Duration
 }
 
-// transportMaxQuotas bounds how many quotas one response may report that a
+// maxQuotas bounds how many quotas one response may report that a
 // Transport keeps per key; further ones are ignored.
-const transportMaxQuotas = 4
+const maxQuotas = 4
 
-// transportMaxSeconds bounds every delta in seconds taken from a header (a
+// maxSeconds bounds every delta in seconds taken from a header (a
 // year): larger values are treated as that, so that no sum overflows.
-const transportMaxSeconds = 365 * 24 * 3600
+const maxSeconds = 365 * 24 * 3600
 
-// transportEpochSeconds separates the two readings of X-RateLimit-Reset:
+// epochSeconds separates the two readings of X-RateLimit-Reset:
 // values at or above it are Unix times in seconds (GitHub's style), smaller
 // ones are delta-seconds.
-const transportEpochSeconds = 1_000_000_000
+const epochSeconds = 1_000_000_000
 
-// transportRetryAfter parses a Retry-After field value, delta-seconds or an
+// parseRetryAfter parses a Retry-After field value, delta-seconds or an
 // HTTP-date, into the wait from date (the time the response arrived, as
 // wall-clock time). It reports false for an absent or invalid value. A date
 // in the past is a wait of zero.
-func transportRetryAfter(v string, date time.Time) (time.Duration, bool) {
+func parseRetryAfter(v string, date time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if secs, ok := transportDeltaSeconds(v); ok {
+	if secs, ok := deltaSeconds(v); ok {
 		return time.Duration(secs) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
@@ -51,48 +53,48 @@ func transportRetryAfter(v string, date time.Time) (time.Duration, bool) {
 	if d < 0 {
 		d = 0
 	}
-	return min(d, transportMaxSeconds*time.Second), true
+	return min(d, maxSeconds*time.Second), true
 }
 
-// transportDeltaSeconds parses a non-negative integer of seconds, capped at
-// transportMaxSeconds.
-func transportDeltaSeconds(v string) (int64, bool) {
+// deltaSeconds parses a non-negative integer of seconds, capped at
+// maxSeconds.
+func deltaSeconds(v string) (int64, bool) {
 	if v == "" || strings.Trim(v, "0123456789") != "" {
 		return 0, false
 	}
 	if len(v) > 15 {
-		return transportMaxSeconds, true
+		return maxSeconds, true
 	}
 	n, _ := strconv.ParseInt(v, 10, 64) // at most 15 digits: cannot fail
-	return min(n, transportMaxSeconds), true
+	return min(n, maxSeconds), true
 }
 
-// transportQuotas reads the quotas an upstream reported in h: the IETF
+// readQuotas reads the quotas an upstream reported in h: the IETF
 // RateLimit field (with limits from RateLimit-Policy), else the
 // X-RateLimit-Remaining / -Reset / -Limit fields. date is the wall-clock
 // time the response arrived, for a Reset given as a Unix time. Invalid
 // fields are ignored; items without a remaining count or a reset time are
 // skipped, since neither alone says how long the count holds.
-func transportQuotas(h http.Header, date time.Time) []transportQuota {
+func readQuotas(h http.Header, date time.Time) []quota {
 	// The field names are written in canonical form (as http.Header keeps
 	// them), which spares Get and Values a copy of each.
 	if v := h.Values("Ratelimit"); len(v) > 0 {
-		if items, ok := transportRateLimitList(strings.Join(v, ",")); ok {
-			policies, _ := transportRateLimitList(strings.Join(h.Values("Ratelimit-Policy"), ","))
-			var qs []transportQuota
+		if items, ok := rateLimitList(strings.Join(v, ",")); ok {
+			policies, _ := rateLimitList(strings.Join(h.Values("Ratelimit-Policy"), ","))
+			var qs []quota
 			for _, it := range items {
-				r, okR := it.intParam("r")
-				t, okT := it.intParam("t")
+				r, okR := it.IntParam("r")
+				t, okT := it.IntParam("t")
 				if !okR || !okT || r < 0 || t < 0 {
 					continue
 				}
-				qs = append(qs, transportQuota{
-					name:      it.s,
+				qs = append(qs, quota{
+					name:      it.S,
 					remaining: r,
-					limit:     transportPolicyLimit(policies, it.s),
-					reset:     time.Duration(min(t, transportMaxSeconds)) * time.Second,
+					limit:     policyLimit(policies, it.S),
+					reset:     time.Duration(min(t, maxSeconds)) * time.Second,
 				})
-				if len(qs) == transportMaxQuotas {
+				if len(qs) == maxQuotas {
 					break
 				}
 			}
@@ -101,7 +103,7 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 			}
 		}
 	}
-	rem, ok := transportDeltaSeconds(strings.TrimSpace(h.Get("X-Ratelimit-Remaining")))
+	rem, ok := deltaSeconds(strings.TrimSpace(h.Get("X-Ratelimit-Remaining")))
 	if !ok {
 		return nil
 	}
@@ -111,44 +113,44 @@ func transportQuotas(h http.Header, date time.Time) []transportQuota {
 	}
 	reset, _ := strconv.ParseInt(rv, 10, 64) // at most 15 digits: cannot fail
 	var d time.Duration
-	if reset >= transportEpochSeconds {
+	if reset >= epochSeconds {
 		// A Unix time is whole seconds: the reset can be up to a second
 		// later than written, never earlier. reset has at most 15 digits,
 		// so the difference cannot overflow.
 		secs := reset - date.Unix() + 1
-		d = time.Duration(min(max(secs, 0), transportMaxSeconds)) * time.Second
+		d = time.Duration(min(max(secs, 0), maxSeconds)) * time.Second
 	} else {
-		d = time.Duration(min(reset, transportMaxSeconds)) * time.Second
+		d = time.Duration(min(reset, maxSeconds)) * time.Second
 	}
-	limit, _ := transportDeltaSeconds(strings.TrimSpace(h.Get("X-Ratelimit-Limit")))
-	return []transportQuota{{remaining: rem, limit: limit, reset: d}}
+	limit, _ := deltaSeconds(strings.TrimSpace(h.Get("X-Ratelimit-Limit")))
+	return []quota{{remaining: rem, limit: limit, reset: d}}
 }
 
-// transportMaxSFMembers caps the members kept of one list, and the
+// maxMembers caps the members kept of one list, and the
 // parameters kept of one member, so that a hostile header costs bounded
 // memory; the rest are checked, then ignored.
-const transportMaxSFMembers = 16
+const maxMembers = 16
 
-// transportRateLimitList parses a RateLimit or RateLimit-Policy field
+// rateLimitList parses a RateLimit or RateLimit-Policy field
 // value: a Structured Field List of Strings or Tokens naming policies, with
 // parameters whose values are Integers, Strings, Tokens, Byte Sequences or
 // Booleans. It reports false for a value that is not a valid List, or a
 // List of another shape (an Inner List, a number as a member, a Decimal
 // parameter): the whole field is then ignored, as RFC 9651 asks. The shape
-// is judged on what is kept: the first transportMaxSFMembers members, and
+// is judged on what is kept: the first maxMembers members, and
 // as many parameters of each.
-func transportRateLimitList(v string) ([]sfItem, bool) {
-	items, err := parseSFList(v, transportMaxSFMembers)
+func rateLimitList(v string) ([]sfv.Member, bool) {
+	items, err := sfv.ParseList(v, maxMembers)
 	if err != nil {
 		return nil, false
 	}
 	for _, it := range items {
-		if it.kind != sfString && it.kind != sfToken {
+		if it.Kind != sfv.String && it.Kind != sfv.Token {
 			return nil, false
 		}
-		for _, p := range it.params {
-			switch p.kind {
-			case sfDecimal, sfDate, sfDisplayString:
+		for _, p := range it.Params {
+			switch p.Kind {
+			case sfv.Decimal, sfv.Date, sfv.DisplayString:
 				return nil, false
 			}
 		}
@@ -156,11 +158,11 @@ func transportRateLimitList(v string) ([]sfItem, bool) {
 	return items, true
 }
 
-// transportPolicyLimit returns the quota q of the policy named name, from
+// policyLimit returns the quota q of the policy named name, from
 // the last such policy with a positive q; 0 when there is none.
-func transportPolicyLimit(policies []sfItem, name string) int64 {
+func policyLimit(policies []sfv.Member, name string) int64 {
 	for i := len(policies) - 1; i >= 0; i-- {
-		if q, ok := policies[i].intParam("q"); ok && q > 0 && policies[i].s == name {
+		if q, ok := policies[i].IntParam("q"); ok && q > 0 && policies[i].S == name {
 			return q
 		}
 	}

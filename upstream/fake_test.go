@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"fmt"
@@ -14,12 +14,12 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
-// transportInMemory is an http.RoundTripper that serves requests by calling
+// inMemory is an http.RoundTripper that serves requests by calling
 // a handler directly, with no socket: what a synctest bubble needs (real
 // loopback sockets do not work inside one).
-type transportInMemory struct{ h http.Handler }
+type inMemory struct{ h http.Handler }
 
-func (u transportInMemory) RoundTrip(req *http.Request) (*http.Response, error) {
+func (u inMemory) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	u.h.ServeHTTP(rec, req)
 	if req.Body != nil {
@@ -30,23 +30,23 @@ func (u transportInMemory) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// transportHeaderStyle is how a test upstream reports its quota.
-type transportHeaderStyle int
+// headerStyle is how a test upstream reports its quota.
+type headerStyle int
 
 const (
-	transportNoHeaders transportHeaderStyle = iota
-	transportXRateLimit
-	transportIETF
+	noHeaders headerStyle = iota
+	xRateLimit
+	ietfHeaders
 )
 
-// transportLimitedUpstream is a test upstream that enforces a token bucket
+// limitedUpstream is a test upstream that enforces a token bucket
 // (concurrency.TokenBucket) per host, answers 429 with Retry-After (rounded
 // up) when over it, optionally reports its quota, and records what reached
 // it. latency is virtual time spent in the handler after the decision.
-type transportLimitedUpstream struct {
+type limitedUpstream struct {
 	rate    concurrency.Rate
 	burst   int64
-	style   transportHeaderStyle
+	style   headerStyle
 	latency time.Duration
 
 	mu       sync.Mutex
@@ -57,11 +57,11 @@ type transportLimitedUpstream struct {
 	peak     int
 }
 
-func newTransportLimitedUpstream(rate concurrency.Rate, burst int64, style transportHeaderStyle) *transportLimitedUpstream {
-	return &transportLimitedUpstream{rate: rate, burst: burst, style: style, buckets: map[string]*concurrency.TokenBucket{}}
+func newLimitedUpstream(rate concurrency.Rate, burst int64, style headerStyle) *limitedUpstream {
+	return &limitedUpstream{rate: rate, burst: burst, style: style, buckets: map[string]*concurrency.TokenBucket{}}
 }
 
-func (u *transportLimitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := clock.Now()
 	u.mu.Lock()
 	b := u.buckets[r.Host]
@@ -90,11 +90,11 @@ func (u *transportLimitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Requ
 	}()
 	reset := int64(math.Ceil(d.ResetAfter.Seconds()))
 	switch u.style {
-	case transportXRateLimit:
+	case xRateLimit:
 		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
 		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
-	case transportIETF:
+	case ietfHeaders:
 		w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, d.Limit, int64(math.Ceil(u.rate.Per.Seconds()))))
 		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, d.Remaining, reset))
 	}
@@ -109,14 +109,14 @@ func (u *transportLimitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Requ
 	io.WriteString(w, "ok")
 }
 
-func (u *transportLimitedUpstream) counts() (ok, r429 int) {
+func (u *limitedUpstream) counts() (ok, r429 int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.ok, u.r429
 }
 
-// transportGet sends one GET through rt and returns the status, or the error.
-func transportGet(rt http.RoundTripper, url string) (int, error) {
+// get sends one GET through rt and returns the status, or the error.
+func get(rt http.RoundTripper, url string) (int, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err

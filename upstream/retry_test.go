@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ func retryOpenLoop(rt http.RoundTripper, perSecond int, d time.Duration) (sent, 
 	for end := clock.Now() + int64(d); clock.Now() < end; time.Sleep(gap) {
 		sent++
 		wg.Go(func() {
-			if code, err := transportGet(rt, "http://api.example/"); err == nil && code == http.StatusOK {
+			if code, err := get(rt, "http://api.example/"); err == nil && code == http.StatusOK {
 				okCount.Add(1)
 			}
 		})
@@ -71,9 +71,9 @@ func TestRetryStormBudget(t *testing.T) {
 	run := func(t *testing.T, opts ...RetryOption) (requests, calls, ok int64) {
 		synctest.Test(t, func(t *testing.T) {
 			up := &retryOutage{recoverAt: clock.Now() + int64(10*time.Second)}
-			rt, err := NewRetryTransport(transportInMemory{up}, append([]RetryOption{
-				WithRetryAttempts(5), WithRetryBackoff(100*time.Millisecond, time.Second),
-				WithRetryRandom(retrySeeded(1)),
+			rt, err := NewRetryTransport(inMemory{up}, append([]RetryOption{
+				WithAttempts(5), WithBackoff(100*time.Millisecond, time.Second),
+				WithBackoffRandom(retrySeeded(1)),
 			}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +95,7 @@ func TestRetryStormBudget(t *testing.T) {
 		}
 	})
 	t.Run("control-unlimited", func(t *testing.T) {
-		requests, calls, _ := run(t, WithRetryBudget(1, 1_000_000), WithRetryFloor(concurrency.Per(1_000_000, time.Second)))
+		requests, calls, _ := run(t, WithBudget(1, 1_000_000), WithFloor(concurrency.Per(1_000_000, time.Second)))
 		if float64(calls) < 2*float64(requests) {
 			t.Fatalf("control: %d calls for %d requests; retries without a budget should multiply load", calls, requests)
 		}
@@ -110,13 +110,13 @@ func TestRetryRecoversWithinOneBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := clock.Now()
 		up := &retryOutage{recoverAt: start + int64(10*time.Second)}
-		rt, err := NewRetryTransport(transportInMemory{up}, WithRetryAttempts(100),
-			WithRetryBackoff(100*time.Millisecond, 2*time.Second), WithRetryFloor(concurrency.Per(10, time.Second)),
-			WithRetryRandom(retrySeeded(3)))
+		rt, err := NewRetryTransport(inMemory{up}, WithAttempts(100),
+			WithBackoff(100*time.Millisecond, 2*time.Second), WithFloor(concurrency.Per(10, time.Second)),
+			WithBackoffRandom(retrySeeded(3)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, err := transportGet(rt, "http://api.example/")
+		code, err := get(rt, "http://api.example/")
 		if err != nil || code != http.StatusOK {
 			t.Fatalf("%d, %v", code, err)
 		}
@@ -145,11 +145,11 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			}
 		})
-		rt, err := NewRetryTransport(transportInMemory{h}, WithRetryBudget(1, 10), WithRetryFloor(concurrency.Per(10, time.Second)))
+		rt, err := NewRetryTransport(inMemory{h}, WithBudget(1, 10), WithFloor(concurrency.Per(10, time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code, err := transportGet(rt, "http://api.example/"); err != nil || code != http.StatusOK {
+		if code, err := get(rt, "http://api.example/"); err != nil || code != http.StatusOK {
 			t.Fatalf("%d, %v", code, err)
 		}
 		if len(times) != 2 || times[1]-times[0] != int64(2*time.Second) {
@@ -164,14 +164,14 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 		}
 		resp.Body.Close()
 		// A Retry-After beyond WithRetryAfterMax is returned, not waited.
-		short, err := NewRetryTransport(transportInMemory{h}, WithRetryAfterMax(time.Second),
-			WithRetryBudget(1, 10), WithRetryFloor(concurrency.Per(10, time.Second)))
+		short, err := NewRetryTransport(inMemory{h}, WithRetryAfterMax(time.Second),
+			WithBudget(1, 10), WithFloor(concurrency.Per(10, time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		times = times[:0]
 		start := clock.Now()
-		if code, err := transportGet(short, "http://api.example/"); err != nil || code != http.StatusTooManyRequests ||
+		if code, err := get(short, "http://api.example/"); err != nil || code != http.StatusTooManyRequests ||
 			len(times) != 1 || clock.Now() != start {
 			t.Fatalf("Retry-After 2s over a 1s max: %d, %v, %d attempts, %v; want the 429 at once",
 				code, err, len(times), time.Duration(clock.Now()-start))
@@ -192,7 +192,7 @@ func TestRetryBody(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 		})
-		rt, err := NewRetryTransport(transportInMemory{h}, WithRetryBudget(1, 10), WithRetryFloor(concurrency.Per(10, time.Second)))
+		rt, err := NewRetryTransport(inMemory{h}, WithBudget(1, 10), WithFloor(concurrency.Per(10, time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestRetryBody(t *testing.T) {
 // TestRetryBudgetArithmetic: ten requests fund one retry at the default 10%,
 // and the saved balance stops at its cap.
 func TestRetryBudgetArithmetic(t *testing.T) {
-	rt, err := NewRetryTransport(http.DefaultTransport, WithRetryBudget(0.1, 3))
+	rt, err := NewRetryTransport(http.DefaultTransport, WithBudget(0.1, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +252,9 @@ func TestRetryBudgetArithmetic(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("a capped balance of 3 funded %d retries", n)
 	}
-	for _, bad := range []RetryOption{WithRetryAttempts(0), WithRetryBudget(0, 1), WithRetryBudget(1.5, 1),
-		WithRetryBudget(0.1, 0), WithRetryBackoff(0, time.Second), WithRetryBackoff(time.Second, time.Millisecond),
-		WithRetryFloor(concurrency.Rate{}), WithRetryRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
+	for _, bad := range []RetryOption{WithAttempts(0), WithBudget(0, 1), WithBudget(1.5, 1),
+		WithBudget(0.1, 0), WithBackoff(0, time.Second), WithBackoff(time.Second, time.Millisecond),
+		WithFloor(concurrency.Rate{}), WithBackoffRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
 		if _, err := NewRetryTransport(http.DefaultTransport, bad); err == nil {
 			t.Fatal("an invalid option was accepted")
 		}
@@ -271,12 +271,12 @@ func TestRetryBudgetArithmetic(t *testing.T) {
 func TestRetryStormThroughTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up := &retryOutage{recoverAt: clock.Now() + int64(10*time.Second)}
-		tr, err := NewTransport(transportInMemory{up}, concurrency.Per(100, time.Second), WithTransportBurst(10),
-			WithTransportMaxWait(5*time.Second), WithTransportThrottleMax(0.8), WithTransportRandom(retrySeeded(5)))
+		tr, err := NewTransport(inMemory{up}, concurrency.Per(100, time.Second), WithBurst(10),
+			WithMaxWait(5*time.Second), WithThrottleMax(0.8), WithThrottleRandom(retrySeeded(5)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, err := NewRetryTransport(tr, WithRetryAttempts(5), WithRetryRandom(retrySeeded(6)))
+		rt, err := NewRetryTransport(tr, WithAttempts(5), WithBackoffRandom(retrySeeded(6)))
 		if err != nil {
 			t.Fatal(err)
 		}

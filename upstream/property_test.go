@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
-// transportScriptStep is one scripted answer of the property test's
+// scriptStep is one scripted answer of the property test's
 // upstream.
-type transportScriptStep struct {
+type scriptStep struct {
 	status     int
 	retryAfter int   // seconds; -1: none
 	remaining  int64 // -1: no quota headers
@@ -38,8 +38,8 @@ func TestTransportProperty(t *testing.T) {
 		perSecond := rapid.Int64Range(1, 20).Draw(rt, "perSecond")
 		burst := rapid.Int64Range(0, 6).Draw(rt, "burst") // 0: pacer
 		maxWait := rapid.IntRange(0, 5).Draw(rt, "maxWaitSeconds")
-		script := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) transportScriptStep {
-			s := transportScriptStep{status: http.StatusOK, retryAfter: -1, remaining: -1}
+		script := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) scriptStep {
+			s := scriptStep{status: http.StatusOK, retryAfter: -1, remaining: -1}
 			switch rapid.IntRange(0, 4).Draw(t, "kind") {
 			case 1:
 				s.remaining = rapid.Int64Range(0, 5).Draw(t, "remaining")
@@ -61,7 +61,7 @@ func TestTransportProperty(t *testing.T) {
 
 		var failure string
 		synctest.Test(t, func(*testing.T) {
-			failure = transportPropertyRun(perSecond, burst, maxWait, script, clients, perClient, deadlines)
+			failure = propertyRun(perSecond, burst, maxWait, script, clients, perClient, deadlines)
 		})
 		if failure != "" {
 			rt.Fatal(failure)
@@ -69,7 +69,7 @@ func TestTransportProperty(t *testing.T) {
 	})
 }
 
-func transportPropertyRun(perSecond, burst int64, maxWait int, script []transportScriptStep, clients, perClient int, deadlines []int) string {
+func propertyRun(perSecond, burst int64, maxWait int, script []scriptStep, clients, perClient int, deadlines []int) string {
 	var mu sync.Mutex
 	var arrivals []int64
 	type block struct{ from, until int64 }
@@ -92,14 +92,14 @@ func transportPropertyRun(perSecond, burst int64, maxWait int, script []transpor
 		}
 		w.WriteHeader(s.status)
 	})
-	opts := []TransportOption{WithoutTransportThrottle()}
+	opts := []Option{WithoutThrottle()}
 	if burst > 0 {
-		opts = append(opts, WithTransportBurst(burst))
+		opts = append(opts, WithBurst(burst))
 	}
 	if maxWait > 0 {
-		opts = append(opts, WithTransportMaxWait(time.Duration(maxWait)*time.Second))
+		opts = append(opts, WithMaxWait(time.Duration(maxWait)*time.Second))
 	}
-	tr, err := NewTransport(transportInMemory{h}, concurrency.Per(perSecond, time.Second), opts...)
+	tr, err := NewTransport(inMemory{h}, concurrency.Per(perSecond, time.Second), opts...)
 	if err != nil {
 		return err.Error()
 	}
@@ -119,7 +119,7 @@ func transportPropertyRun(perSecond, burst int64, maxWait int, script []transpor
 					resp.Body.Close()
 					continue
 				}
-				if !errors.Is(err, ErrTransportDeadline) && !errors.Is(err, ErrTransportMaxWait) && !errors.Is(err, context.DeadlineExceeded) {
+				if !errors.Is(err, ErrDeadline) && !errors.Is(err, ErrMaxWait) && !errors.Is(err, context.DeadlineExceeded) {
 					errs <- err
 				}
 			}

@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"sync"
@@ -7,11 +7,11 @@ import (
 	"github.com/sluicehq/sluice/queueing"
 )
 
-// transportKey is the state a Transport keeps per upstream key, in a
+// keyState is the state a Transport keeps per upstream key, in a
 // concurrency.Table. Its zero value is the fresh state. Every field but the
 // bucket is guarded by mu; the table's Reset runs only while it holds the
 // entry exclusively.
-type transportKey struct {
+type keyState struct {
 	mu sync.Mutex
 
 	bucket concurrency.GCRAState // token-bucket mode
@@ -28,7 +28,7 @@ type transportKey struct {
 	epoch        uint64
 
 	// quotas are the upstream's own counts, from its response headers.
-	quotas [transportMaxQuotas]transportQuotaState
+	quotas [maxQuotas]quotaState
 
 	// sent numbers the requests dispatched to the upstream.
 	sent uint64
@@ -39,9 +39,9 @@ type transportKey struct {
 	capWake chan struct{}          // closed when the semaphore frees a place
 }
 
-// transportQuotaState is one quota the upstream reported: left requests
+// quotaState is one quota the upstream reported: left requests
 // may still be sent before resetAt; from resetAt on it no longer applies.
-type transportQuotaState struct {
+type quotaState struct {
 	active  bool
 	name    string
 	left    int64
@@ -51,12 +51,12 @@ type transportQuotaState struct {
 
 // Reset makes k the fresh state again (concurrency.Table calls it when it
 // recycles an entry).
-func (k *transportKey) Reset() {
+func (k *keyState) Reset() {
 	k.bucket.Reset()
 	k.reservation = 0
 	k.pacer, k.lastSlot = nil, 0
 	k.blockedUntil, k.epoch = 0, 0
-	k.quotas = [transportMaxQuotas]transportQuotaState{}
+	k.quotas = [maxQuotas]quotaState{}
 	k.sent = 0
 	k.throttle = throttleWindow{}
 	k.sem, k.capWake = nil, nil
@@ -65,7 +65,7 @@ func (k *transportKey) Reset() {
 // earliestLocked returns the first instant at or after now at which the
 // key may send: after any block, and after the reset of any quota the
 // upstream reported exhausted. Quotas that ended are dropped.
-func (k *transportKey) earliestLocked(now int64) int64 {
+func (k *keyState) earliestLocked(now int64) int64 {
 	at := max(now, k.blockedUntil)
 	for i := range k.quotas {
 		q := &k.quotas[i]
@@ -73,7 +73,7 @@ func (k *transportKey) earliestLocked(now int64) int64 {
 			continue
 		}
 		if q.resetAt <= now {
-			*q = transportQuotaState{}
+			*q = quotaState{}
 			continue
 		}
 		if q.left <= 0 {
@@ -85,7 +85,7 @@ func (k *transportKey) earliestLocked(now int64) int64 {
 
 // chargeLocked counts one request sent at now against the quotas the
 // upstream reported, and returns its dispatch number.
-func (k *transportKey) chargeLocked(now int64) uint64 {
+func (k *keyState) chargeLocked(now int64) uint64 {
 	for i := range k.quotas {
 		if q := &k.quotas[i]; q.active && q.resetAt > now {
 			q.left--
@@ -99,7 +99,7 @@ func (k *transportKey) chargeLocked(now int64) uint64 {
 // now, for a Transport whose pacer spaces slots spacing apart (or whose
 // bucket is g). The table calls it only while no request holds the entry,
 // so no request is waiting or in flight.
-func (k *transportKey) recovered(now int64, g *concurrency.GCRA, spacing int64) bool {
+func (k *keyState) recovered(now int64, g *concurrency.GCRA, spacing int64) bool {
 	if k.blockedUntil > now || (k.pacer != nil && k.lastSlot+spacing > now) || !k.throttle.empty(now) {
 		return false
 	}

@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"errors"
@@ -50,14 +50,14 @@ func TestThrottleFollowsFormula(t *testing.T) {
 			src := rand.New(rand.NewPCG(7, 11))
 			replicaSrc := rand.New(rand.NewPCG(7, 11))
 			up := &throttleFlaky{accept: 4}
-			opts := []TransportOption{WithTransportBurst(1000),
-				WithTransportThrottle(k), WithTransportRandom(func() float64 {
+			opts := []Option{WithBurst(1000),
+				WithThrottle(k), WithThrottleRandom(func() float64 {
 					rmu.Lock()
 					defer rmu.Unlock()
 					return src.Float64()
 				})}
 			if tc.max < 1 {
-				opts = append(opts, WithTransportThrottleMax(tc.max))
+				opts = append(opts, WithThrottleMax(tc.max))
 			}
 			tr, err := NewTransport(up, concurrency.Per(1000, time.Second), opts...)
 			if err != nil {
@@ -98,8 +98,8 @@ func TestThrottleFollowsFormula(t *testing.T) {
 				wantReject := p > 0 && replicaSrc.Float64() < p
 
 				upCalls := up.calls
-				_, err := transportGet(tr, "http://api.example/")
-				gotReject := errors.Is(err, ErrTransportThrottled)
+				_, err := get(tr, "http://api.example/")
+				gotReject := errors.Is(err, ErrThrottled)
 				if gotReject != wantReject {
 					t.Fatalf("K=%v request %d at %v: rejected %v, want %v (p=%.3f, %d requests, %d accepted)",
 						k, i, time.Duration(now-start), gotReject, wantReject, p, r, a)

@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // busy cores did see 429s).
 func TestTransportRealServer(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	up := newTransportLimitedUpstream(concurrency.Per(40, time.Second), 10, transportNoHeaders)
+	up := newLimitedUpstream(concurrency.Per(40, time.Second), 10, noHeaders)
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	base := srv.Client().Transport.(*http.Transport)
@@ -57,6 +57,6 @@ func TestTransportRealServer(t *testing.T) {
 	}
 	ok, r429 := up.counts()
 	if ok != 24 || r429 != 0 {
-		t.Fatalf("upstream: %d ok, %d 429; want 24 ok, no 429", ok, r429)
+		t.Fatalf("fake upstream: %d ok, %d 429; want 24 ok, no 429", ok, r429)
 	}
 }

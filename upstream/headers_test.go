@@ -1,9 +1,15 @@
-package shed
+package upstream
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/shed"
 )
 
 func TestTransportRetryAfterParse(t *testing.T) {
@@ -20,16 +26,16 @@ func TestTransportRetryAfterParse(t *testing.T) {
 		{"Monday, 30-Nov-26 12:00:07 GMT", 7 * time.Second, true}, // RFC 850
 		{"Mon Nov 30 12:00:07 2026", 7 * time.Second, true},       // asctime
 		{"Mon, 30 Nov 2026 11:00:00 GMT", 0, true},                // in the past
-		{"99999999999999999999", transportMaxSeconds * time.Second, true},
+		{"99999999999999999999", maxSeconds * time.Second, true},
 		{"", 0, false},
 		{"-1", 0, false},
 		{"+3", 0, false},
 		{"1.5", 0, false},
 		{"soon", 0, false},
 	} {
-		got, ok := transportRetryAfter(tc.in, date)
+		got, ok := parseRetryAfter(tc.in, date)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("transportRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -46,38 +52,38 @@ func TestTransportQuotasParse(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		h    http.Header
-		want []transportQuota
+		want []quota
 	}{
 		{"x-ratelimit delta", h("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "30"),
-			[]transportQuota{{remaining: 7, limit: 100, reset: 30 * time.Second}}},
+			[]quota{{remaining: 7, limit: 100, reset: 30 * time.Second}}},
 		{"x-ratelimit unix time", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000060"),
-			[]transportQuota{{remaining: 0, reset: 61 * time.Second}}},
+			[]quota{{remaining: 0, reset: 61 * time.Second}}},
 		{"x-ratelimit no reset", h("X-RateLimit-Remaining", "7"), nil},
 		{"x-ratelimit bad", h("X-RateLimit-Remaining", "-7", "X-RateLimit-Reset", "1"), nil},
 		{"ietf", h("RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`,
 			"RateLimit", `"burst";r=50;t=30, "daily";r=999;t=3600`),
-			[]transportQuota{{"burst", 50, 100, 30 * time.Second}, {"daily", 999, 1000, time.Hour}}},
+			[]quota{{"burst", 50, 100, 30 * time.Second}, {"daily", 999, 1000, time.Hour}}},
 		{"ietf token names, repeated field lines", h("RateLimit", `burst;r=5;t=1`, "RateLimit", `day;r=9;t=9;pk=:cGsx:`),
-			[]transportQuota{{"burst", 5, 0, time.Second}, {"day", 9, 0, 9 * time.Second}}},
+			[]quota{{"burst", 5, 0, time.Second}, {"day", 9, 0, 9 * time.Second}}},
 		{"ietf beats x-ratelimit", h("RateLimit", `"a";r=1;t=2`, "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
-			[]transportQuota{{"a", 1, 0, 2 * time.Second}}},
+			[]quota{{"a", 1, 0, 2 * time.Second}}},
 		{"ietf invalid falls back", h("RateLimit", `"a";r=1;t=2,`, "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
-			[]transportQuota{{"", 9, 0, 9 * time.Second}}},
+			[]quota{{"", 9, 0, 9 * time.Second}}},
 		{"ietf item without t skipped", h("RateLimit", `"a";r=1, "b";r=2;t=3`),
-			[]transportQuota{{"b", 2, 0, 3 * time.Second}}},
+			[]quota{{"b", 2, 0, 3 * time.Second}}},
 		{"ietf decimal rejected", h("RateLimit", `"a";r=1.5;t=2`), nil},
 		{"ietf other shapes ignored", h("RateLimit", `"a";r=1;t=2, (1 2)`, "RateLimit", `"b";r=1;t=2;d=@1`,
 			"X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
-			[]transportQuota{{"", 9, 0, 9 * time.Second}}},
+			[]quota{{"", 9, 0, 9 * time.Second}}},
 		{"ietf byte sequence not base64", h("RateLimit", `"a";r=1;t=2;pk=:A:`, "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "9"),
-			[]transportQuota{{"", 9, 0, 9 * time.Second}}},
+			[]quota{{"", 9, 0, 9 * time.Second}}},
 		{"ietf invalid policy ignored", h("RateLimit-Policy", `"a";q=5,`, "RateLimit", `"a";r=1;t=2`),
-			[]transportQuota{{"a", 1, 0, 2 * time.Second}}},
+			[]quota{{"a", 1, 0, 2 * time.Second}}},
 		{"ietf last positive q wins", h("RateLimit-Policy", `a;q=5, b;q=6, "a";q=7, a;q=0`, "RateLimit", `"a";r=1;t=2`),
-			[]transportQuota{{"a", 1, 7, 2 * time.Second}}},
+			[]quota{{"a", 1, 7, 2 * time.Second}}},
 		{"none", h(), nil},
 	} {
-		got := transportQuotas(tc.h, date)
+		got := readQuotas(tc.h, date)
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 			continue
@@ -90,9 +96,9 @@ func TestTransportQuotasParse(t *testing.T) {
 	}
 }
 
-// FuzzTransportQuotas feeds hostile header values to the parsers: they
+// FuzzReadQuotas feeds hostile header values to the parsers: they
 // never panic, and what they return is within bounds.
-func FuzzTransportQuotas(f *testing.F) {
+func FuzzReadQuotas(f *testing.F) {
 	f.Add(`"burst";r=50;t=30, "daily";r=999;t=3600`, `"burst";q=100;w=60`, "7", "30", "3")
 	f.Add(`a;r=1;t=2;pk=:cGsx:;x=?1;y="s\"q"`, `a;q=-1`, "0", "1800000060", "Mon, 30 Nov 2026 12:00:07 GMT")
 	f.Add(`"a";r=999999999999999;t=999999999999999`, ``, "99999999999999999999", "-1", "")
@@ -104,49 +110,59 @@ func FuzzTransportQuotas(f *testing.F) {
 		h.Set("X-RateLimit-Remaining", remaining)
 		h.Set("X-RateLimit-Reset", reset)
 		date := time.Unix(1_800_000_000, 0)
-		qs := transportQuotas(h, date)
-		if len(qs) > transportMaxQuotas {
+		qs := readQuotas(h, date)
+		if len(qs) > maxQuotas {
 			t.Fatalf("%d quotas", len(qs))
 		}
 		for _, q := range qs {
-			if q.remaining < 0 || q.limit < 0 || q.reset < 0 || q.reset > (transportMaxSeconds+1)*time.Second {
+			if q.remaining < 0 || q.limit < 0 || q.reset < 0 || q.reset > (maxSeconds+1)*time.Second {
 				t.Fatalf("out of bounds: %+v", q)
 			}
 		}
-		if d, ok := transportRetryAfter(retryAfter, date); d < 0 || d > transportMaxSeconds*time.Second || (!ok && d != 0) {
+		if d, ok := parseRetryAfter(retryAfter, date); d < 0 || d > maxSeconds*time.Second || (!ok && d != 0) {
 			t.Fatalf("Retry-After %q: %v, %v", retryAfter, d, ok)
 		}
 	})
 }
 
-// TestTransportReadsShedHeaders: the Transport's parser reads the
-// RateLimit and RateLimit-Policy fields shed's own writers produce (names
-// with quotes and backslashes included), so a sluice client understands a
-// sluice server.
+// TestTransportReadsShedHeaders: the Transport reads the RateLimit and
+// RateLimit-Policy fields shed's middleware writes (a rule name with
+// quotes and a backslash included), so a sluice client understands a
+// sluice server: what it reads for the deciding rule is what the
+// X-RateLimit-* fields of the same response say.
 func TestTransportReadsShedHeaders(t *testing.T) {
-	policies := []Policy{
-		{Name: "burst", Quota: 100, Window: time.Minute},
-		{Name: `odd "name" \ here`, Quota: 5000, Window: time.Hour, Unit: "requests"},
+	const odd = `odd "name" \ here`
+	c, err := shed.New([]shed.Rule{
+		{Name: "burst", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 100, Rate: concurrency.Per(100, time.Minute)},
+		{Name: odd, Identity: shed.IP, Algorithm: shed.FixedWindow, Limit: 3, Window: time.Hour},
+	}, shed.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	rl := appendRateLimitItem(nil, policies[0].Name, 42, 1500*time.Millisecond)
-	rl = append(rl, ", "...)
-	rl = appendRateLimitItem(rl, policies[1].Name, 0, 30*time.Minute)
-	h := http.Header{}
-	h.Set("RateLimit-Policy", policyField(policies))
-	h.Set("RateLimit", string(rl))
-	got := transportQuotas(h, time.Now())
-	want := []transportQuota{
-		{name: "burst", remaining: 42, limit: 100, reset: 2 * time.Second}, // rounded up
-		{name: `odd "name" \ here`, remaining: 0, limit: 5000, reset: 30 * time.Minute},
-	}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("RateLimit %q, RateLimit-Policy %q: got %+v, want %+v", h.Get("RateLimit"), h.Get("RateLimit-Policy"), got, want)
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		hd := w.Header()
+		got := readQuotas(hd, time.Now())
+		if len(got) != 1 {
+			t.Fatalf("request %d: RateLimit %q, RateLimit-Policy %q: read %+v, want one quota",
+				i, hd.Get("RateLimit"), hd.Get("RateLimit-Policy"), got)
+		}
+		q := got[0]
+		want := quota{name: odd, remaining: max(0, int64(2-i)), limit: 3, reset: q.reset}
+		if q != want || hd.Get("X-RateLimit-Remaining") != strconv.FormatInt(want.remaining, 10) ||
+			q.reset <= 0 || q.reset > time.Hour {
+			t.Fatalf("request %d: RateLimit %q, RateLimit-Policy %q, X-RateLimit-Remaining %q: read %+v, want %+v (reset within the hour)",
+				i, hd.Get("RateLimit"), hd.Get("RateLimit-Policy"), hd.Get("X-RateLimit-Remaining"), q, want)
+		}
 	}
 }
 
-// BenchmarkTransportQuotas measures reading the quota fields of one
+// BenchmarkReadQuotas measures reading the quota fields of one
 // upstream response, per shape of header the Transport meets.
-func BenchmarkTransportQuotas(b *testing.B) {
+func BenchmarkReadQuotas(b *testing.B) {
 	date := time.Unix(1_800_000_000, 0)
 	for _, bc := range []struct {
 		name string
@@ -163,13 +179,13 @@ func BenchmarkTransportQuotas(b *testing.B) {
 		for i := 0; i < len(bc.kv); i += 2 {
 			h.Add(bc.kv[i], bc.kv[i+1])
 		}
-		if len(transportQuotas(h, date)) == 0 {
+		if len(readQuotas(h, date)) == 0 {
 			b.Fatalf("%s: no quota read from %v", bc.name, h)
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				transportQuotas(h, date)
+				readQuotas(h, date)
 			}
 		})
 	}

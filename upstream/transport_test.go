@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
-// transportDrive runs clients goroutines that call url through rt in a loop
+// drive runs clients goroutines that call url through rt in a loop
 // until d of virtual time has passed; each request's context ends then.
 // It returns how many calls got each status, and how many failed with each
 // error (by message prefix).
-func transportDrive(t *testing.T, rt http.RoundTripper, clients int, d time.Duration, urls ...string) (statuses map[int]int, errs int) {
+func drive(t *testing.T, rt http.RoundTripper, clients int, d time.Duration, urls ...string) (statuses map[int]int, errs int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -58,25 +58,25 @@ func TestTransportNeverGets429FromKnownLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		upstreamBurst  int64
-		style          transportHeaderStyle
-		opts           []TransportOption
+		style          headerStyle
+		opts           []Option
 		minOKPerSecond float64
 	}{
-		{"bucket", 10, transportXRateLimit, []TransportOption{WithTransportBurst(10)}, 8.9},
-		{"bucket-ietf", 10, transportIETF, []TransportOption{WithTransportBurst(10)}, 8.9},
+		{"bucket", 10, xRateLimit, []Option{WithBurst(10)}, 8.9},
+		{"bucket-ietf", 10, ietfHeaders, []Option{WithBurst(10)}, 8.9},
 		// An upstream with no burst reports "0 left, more in 1 s" (whole
 		// seconds) after every request, which would rightly slow the
 		// Transport to 1/s: this one sends no quota headers.
-		{"pacer", 1, transportNoHeaders, nil, 8.9},
+		{"pacer", 1, noHeaders, nil, 8.9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				up := newTransportLimitedUpstream(concurrency.Per(10, time.Second), tc.upstreamBurst, tc.style)
-				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(10, time.Second), tc.opts...)
+				up := newLimitedUpstream(concurrency.Per(10, time.Second), tc.upstreamBurst, tc.style)
+				tr, err := NewTransport(inMemory{up}, concurrency.Per(10, time.Second), tc.opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				statuses, _ := transportDrive(t, tr, 20, 60*time.Second, "http://a.example/", "http://b.example/")
+				statuses, _ := drive(t, tr, 20, 60*time.Second, "http://a.example/", "http://b.example/")
 				ok, r429 := up.counts()
 				if r429 != 0 || statuses[http.StatusTooManyRequests] != 0 {
 					t.Fatalf("upstream answered %d 429s (Transport saw %d)", r429, statuses[http.StatusTooManyRequests])
@@ -93,10 +93,10 @@ func TestTransportNeverGets429FromKnownLimit(t *testing.T) {
 	}
 }
 
-// transportScriptedUpstream answers 200, except that its first request at
+// scriptedUpstream answers 200, except that its first request at
 // or after at is answered with status and the Retry-After retryAfter
 // returns for the time of that request. It records every request.
-type transportScriptedUpstream struct {
+type scriptedUpstream struct {
 	at         int64
 	status     int
 	retryAfter func(now int64) string
@@ -107,7 +107,7 @@ type transportScriptedUpstream struct {
 	answers []int
 }
 
-func (u *transportScriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := clock.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -142,7 +142,7 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := clock.Now()
 				var blockEnd int64
-				up := &transportScriptedUpstream{at: start + int64(10*time.Second) + 7, status: tc.status}
+				up := &scriptedUpstream{at: start + int64(10*time.Second) + 7, status: tc.status}
 				up.retryAfter = func(now int64) string {
 					if !tc.date {
 						blockEnd = now + int64(3*time.Second)
@@ -158,15 +158,15 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 					blockEnd = now + int64(date.Sub(time.Now()))
 					return date.UTC().Format(http.TimeFormat)
 				}
-				opts := []TransportOption{WithoutTransportThrottle()}
+				opts := []Option{WithoutThrottle()}
 				if tc.burst > 0 {
-					opts = append(opts, WithTransportBurst(tc.burst))
+					opts = append(opts, WithBurst(tc.burst))
 				}
-				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(20, time.Second), opts...)
+				tr, err := NewTransport(inMemory{up}, concurrency.Per(20, time.Second), opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				transportDrive(t, tr, 5, 20*time.Second, "http://api.example/")
+				drive(t, tr, 5, 20*time.Second, "http://api.example/")
 				up.mu.Lock()
 				defer up.mu.Unlock()
 				if up.fired == 0 {
@@ -197,7 +197,7 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 				}
 				// Around the block, the traffic never exceeded the local
 				// limit (90% of 20/s, burst 90% of 20 or none).
-				transportConforms(t, up.times, concurrency.Per(18, time.Second), max(1, tc.burst*9/10))
+				conforms(t, up.times, concurrency.Per(18, time.Second), max(1, tc.burst*9/10))
 			})
 		})
 	}
@@ -214,28 +214,28 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 func TestTransportResyncFromHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		style   transportHeaderStyle
+		style   headerStyle
 		clients int
 	}{
-		{"x-ratelimit-1", transportXRateLimit, 1},
-		{"x-ratelimit-4", transportXRateLimit, 4},
-		{"ietf-1", transportIETF, 1},
-		{"ietf-4", transportIETF, 4},
-		{"no-headers-4", transportNoHeaders, 4},
+		{"x-ratelimit-1", xRateLimit, 1},
+		{"x-ratelimit-4", xRateLimit, 4},
+		{"ietf-1", ietfHeaders, 1},
+		{"ietf-4", ietfHeaders, 4},
+		{"no-headers-4", noHeaders, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				up := newTransportLimitedUpstream(concurrency.Per(5, time.Second), 5, tc.style)
+				up := newLimitedUpstream(concurrency.Per(5, time.Second), 5, tc.style)
 				up.latency = 20 * time.Millisecond
-				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(50, time.Second),
-					WithTransportBurst(50), WithoutTransportThrottle())
+				tr, err := NewTransport(inMemory{up}, concurrency.Per(50, time.Second),
+					WithBurst(50), WithoutThrottle())
 				if err != nil {
 					t.Fatal(err)
 				}
-				transportDrive(t, tr, tc.clients, 60*time.Second, "http://api.example/")
+				drive(t, tr, tc.clients, 60*time.Second, "http://api.example/")
 				ok, r429 := up.counts()
 				t.Logf("ok %d (%.2f/s), 429 %d, stats %+v", ok, float64(ok)/60, r429, tr.Stats())
-				if tc.style == transportNoHeaders {
+				if tc.style == noHeaders {
 					if r429 == 0 {
 						t.Fatal("control: a misconfigured Transport without headers got no 429")
 					}
@@ -252,10 +252,10 @@ func TestTransportResyncFromHeaders(t *testing.T) {
 	}
 }
 
-// transportConforms fails t unless the request times (in order) fit a token
+// conforms fails t unless the request times (in order) fit a token
 // bucket of rate and burst: the Transport never sends above its limit,
 // whatever blocks and waits happened.
-func transportConforms(t *testing.T, times []int64, rate concurrency.Rate, burst int64) {
+func conforms(t *testing.T, times []int64, rate concurrency.Rate, burst int64) {
 	t.Helper()
 	// One nanosecond per token of slack for the rounding of rates to whole
 	// nanoseconds per token.

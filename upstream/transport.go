@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"context"
@@ -20,31 +20,31 @@ import (
 // Errors a Transport returns without calling the upstream. Each is wrapped
 // with detail; test for them with errors.Is.
 var (
-	// ErrTransportDeadline: the request's context deadline falls before its
+	// ErrDeadline: the request's context deadline falls before its
 	// turn to be sent. The Transport fails it at once instead of sleeping
 	// until the deadline.
-	ErrTransportDeadline = errors.New("shed: transport: request deadline falls before its turn")
-	// ErrTransportMaxWait: the request's turn is further away than the
+	ErrDeadline = errors.New("upstream: request deadline falls before its turn")
+	// ErrMaxWait: the request's turn is further away than the
 	// Transport's max wait.
-	ErrTransportMaxWait = errors.New("shed: transport: turn is beyond the max wait")
-	// ErrTransportThrottled: adaptive client throttling rejected the request
+	ErrMaxWait = errors.New("upstream: turn is beyond the max wait")
+	// ErrThrottled: adaptive client throttling rejected the request
 	// locally, because the upstream rejected much of what was sent lately.
-	ErrTransportThrottled = errors.New("shed: transport: throttled locally (upstream rejects)")
+	ErrThrottled = errors.New("upstream: throttled locally (upstream rejects)")
 )
 
-// transportDefaultKeys is the default capacity of the per-key table.
-const transportDefaultKeys = 1024
+// defaultKeys is the default capacity of the per-key table.
+const defaultKeys = 1024
 
-// transportDefaultBlock is how long a 429 or 503 that says nothing about
+// defaultBlock is how long a 429 or 503 that says nothing about
 // when to come back (no Retry-After, no exhausted quota) blocks its key.
-const transportDefaultBlock = time.Second
+const defaultBlock = time.Second
 
 // Transport is an http.RoundTripper that makes a client a good citizen of
 // the upstreams it calls. Per upstream key (the host, or a caller-chosen
 // key) it:
 //
 //   - paces requests to the upstream's published limit times a reserve
-//     (default 90%), as a pacer (no bursts) or, with WithTransportBurst, as
+//     (default 90%), as a pacer (no bursts) or, with WithBurst, as
 //     a token bucket; waiting callers are served in turn order;
 //   - learns from responses: a 429 or 503 with Retry-After (delta-seconds
 //     or HTTP-date) blocks the key until then, and waiting callers wake at
@@ -61,16 +61,16 @@ const transportDefaultBlock = time.Second
 //     with a reset in whole seconds it is slow (the example in
 //     examples/client paces without bursts, which keeps the report off 0);
 //   - rejects locally with the SRE adaptive-throttling probability when the
-//     upstream rejects much of what is sent (ErrTransportThrottled);
+//     upstream rejects much of what is sent (ErrThrottled);
 //   - optionally caps the requests in flight.
 //
 // A request waits for its turn under its context: when the turn falls after
 // the context's deadline (or beyond the max wait) RoundTrip fails at once
-// with ErrTransportDeadline (ErrTransportMaxWait) and sends nothing; when the
+// with ErrDeadline (ErrMaxWait) and sends nothing; when the
 // context ends while waiting it returns the context's error. In token-bucket
 // mode the turn is exact; in pacer mode it is the pacer's slot.
 //
-// The state of at most WithTransportKeys keys is kept (default 1,024), in a
+// The state of at most WithKeys keys is kept (default 1,024), in a
 // table that recycles only idle, fully recovered keys.
 //
 // Transport takes the time from internal/clock and blocks on timers, so it
@@ -79,12 +79,12 @@ const transportDefaultBlock = time.Second
 // NewTransport.
 type Transport struct {
 	next    http.RoundTripper
-	cfg     transportConfig
+	cfg     config
 	gcra    *concurrency.GCRA // token-bucket mode; nil in pacer mode
 	pacerN  int64             // pacer mode: n slots per pacerP
 	pacerP  time.Duration
 	spacing int64 // pacer mode: the longest gap between slots, in ns
-	keys    *concurrency.Table[transportKey, *transportKey]
+	keys    *concurrency.Table[keyState, *keyState]
 
 	requests, sent, delayed, throttled, failedFast atomic.Int64
 	rejected429, rejected503, waitNanos            atomic.Int64
@@ -94,16 +94,16 @@ type Transport struct {
 // the upstream's published rate per key. It returns an error when next is
 // nil, limit's count or period is not positive, an option is invalid, or
 // the reserved rate is faster than one request per nanosecond.
-func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...TransportOption) (*Transport, error) {
+func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...Option) (*Transport, error) {
 	if next == nil {
-		return nil, errors.New("shed: transport needs a next RoundTripper")
+		return nil, errors.New("upstream: transport needs a next RoundTripper")
 	}
 	if limit.Count <= 0 || limit.Per <= 0 {
-		return nil, fmt.Errorf("shed: transport limit must have a positive count and period, got %v", limit)
+		return nil, fmt.Errorf("upstream: transport limit must have a positive count and period, got %v", limit)
 	}
-	cfg := transportConfig{
+	cfg := config{
 		reserve:   0.9,
-		keys:      transportDefaultKeys,
+		keys:      defaultKeys,
 		throttle:  true,
 		k:         throttleDefaultK,
 		maxReject: 1,
@@ -112,16 +112,16 @@ func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...Transp
 	}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("shed: nil TransportOption")
+			return nil, errors.New("upstream: nil Option")
 		}
-		if err := o.applyTransport(&cfg); err != nil {
+		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	// The reserve stretches the period: Count requests per Per/reserve.
 	per := math.Ceil(float64(limit.Per) / cfg.reserve)
 	if per > float64(math.MaxInt64/2) {
-		return nil, fmt.Errorf("shed: transport limit %v with reserve %v has too long a period", limit, cfg.reserve)
+		return nil, fmt.Errorf("upstream: limit %v with reserve %v has too long a period", limit, cfg.reserve)
 	}
 	t := &Transport{next: next, cfg: cfg}
 	reserved := concurrency.Rate{Count: limit.Count, Per: time.Duration(per)}
@@ -129,28 +129,28 @@ func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...Transp
 		burst := max(1, int64(math.Floor(float64(cfg.burst)*cfg.reserve)))
 		g, err := concurrency.NewGCRA(reserved, burst)
 		if err != nil {
-			return nil, fmt.Errorf("shed: transport: %w", err)
+			return nil, fmt.Errorf("upstream: %w", err)
 		}
 		t.gcra = g
 	} else {
 		if _, err := queueing.NewPacer(reserved.Count, reserved.Per); err != nil {
-			return nil, fmt.Errorf("shed: transport: %w", err)
+			return nil, fmt.Errorf("upstream: %w", err)
 		}
 		t.pacerN, t.pacerP = reserved.Count, reserved.Per
 		t.spacing = (int64(reserved.Per) + reserved.Count - 1) / reserved.Count
 	}
-	keys, err := concurrency.NewTable[transportKey](cfg.keys, func(k *transportKey, now int64) bool {
+	keys, err := concurrency.NewTable[keyState](cfg.keys, func(k *keyState, now int64) bool {
 		return k.recovered(now, t.gcra, t.spacing)
 	}, concurrency.WithOverflow(concurrency.OverflowShare))
 	if err != nil {
-		return nil, fmt.Errorf("shed: transport: %w", err)
+		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	t.keys = keys
 	return t, nil
 }
 
-// TransportStats is a snapshot of a Transport's counters since it was made.
-type TransportStats struct {
+// Stats is a snapshot of a Transport's counters since it was made.
+type Stats struct {
 	// Requests counts calls to RoundTrip.
 	Requests int64
 	// Sent counts requests passed to the upstream.
@@ -170,8 +170,8 @@ type TransportStats struct {
 
 // Stats returns the Transport's counters. It is safe for concurrent use;
 // the fields are read one by one, not as one atomic snapshot.
-func (t *Transport) Stats() TransportStats {
-	return TransportStats{
+func (t *Transport) Stats() Stats {
+	return Stats{
 		Requests:   t.requests.Load(),
 		Sent:       t.sent.Load(),
 		Delayed:    t.delayed.Load(),
@@ -195,14 +195,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	k := ref.Value()
 	if err := t.admit(k, start); err != nil {
 		ref.Release()
-		transportCloseBody(req)
+		closeBody(req)
 		return nil, err
 	}
 	ctx := req.Context()
 	if t.cfg.concurrency > 0 {
 		if err := t.acquirePlace(ctx, k, start); err != nil {
 			ref.Release()
-			transportCloseBody(req)
+			closeBody(req)
 			return nil, err
 		}
 	}
@@ -210,7 +210,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		t.releasePlace(k)
 		ref.Release()
-		transportCloseBody(req)
+		closeBody(req)
 		return nil, err
 	}
 	t.sent.Add(1)
@@ -225,7 +225,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ref.Release()
 		return resp, err
 	}
-	resp.Body = &transportBody{rc: resp.Body, done: func() { t.releasePlace(k); ref.Release() }}
+	resp.Body = &placeBody{rc: resp.Body, done: func() { t.releasePlace(k); ref.Release() }}
 	return resp, nil
 }
 
@@ -234,7 +234,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // locally, in learn when the upstream answered. (Counting them on arrival
 // would make requests that wait for their turn, or are in flight, look
 // like rejections.)
-func (t *Transport) admit(k *transportKey, now int64) error {
+func (t *Transport) admit(k *keyState, now int64) error {
 	if !t.cfg.throttle {
 		return nil
 	}
@@ -249,16 +249,16 @@ func (t *Transport) admit(k *transportKey, now int64) error {
 	k.mu.Unlock()
 	t.throttled.Add(1)
 	return fmt.Errorf("%w: rejection probability %.2f (%d requests, %d accepted in the window)",
-		ErrTransportThrottled, p, requests, accepts)
+		ErrThrottled, p, requests, accepts)
 }
 
-// transportBounds are the latest instants a request's turn may fall on.
-type transportBounds struct {
+// turnBounds are the latest instants a request's turn may fall on.
+type turnBounds struct {
 	deadline, maxWait int64 // math.MaxInt64: none
 }
 
-func (t *Transport) bounds(ctx context.Context, start int64) transportBounds {
-	b := transportBounds{deadline: math.MaxInt64, maxWait: math.MaxInt64}
+func (t *Transport) bounds(ctx context.Context, start int64) turnBounds {
+	b := turnBounds{deadline: math.MaxInt64, maxWait: math.MaxInt64}
 	if dl, ok := ctx.Deadline(); ok {
 		// The context's deadline is wall-clock time; time.Until follows
 		// synctest's clock as clock.Now does.
@@ -271,21 +271,21 @@ func (t *Transport) bounds(ctx context.Context, start int64) transportBounds {
 }
 
 // check returns the error for a turn at, or nil when at is within bounds.
-func (t *Transport) check(b transportBounds, now, at int64) error {
+func (t *Transport) check(b turnBounds, now, at int64) error {
 	if at > b.deadline {
 		t.failedFast.Add(1)
-		return fmt.Errorf("%w: turn in %v", ErrTransportDeadline, time.Duration(at-now))
+		return fmt.Errorf("%w: turn in %v", ErrDeadline, time.Duration(at-now))
 	}
 	if at > b.maxWait {
 		t.failedFast.Add(1)
-		return fmt.Errorf("%w: turn in %v", ErrTransportMaxWait, time.Duration(at-now))
+		return fmt.Errorf("%w: turn in %v", ErrMaxWait, time.Duration(at-now))
 	}
 	return nil
 }
 
 // awaitTurn blocks until the request may be sent, charges it and returns its
 // dispatch number, and whether it had to wait.
-func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64) (seq uint64, waited bool, err error) {
+func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (seq uint64, waited bool, err error) {
 	b := t.bounds(ctx, start)
 	for ; ; waited = true {
 		if err := ctx.Err(); err != nil {
@@ -320,7 +320,7 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 			if err := t.check(b, now, from); err != nil {
 				return 0, waited, err
 			}
-			if err := transportSleep(ctx, from-now); err != nil {
+			if err := sleep(ctx, from-now); err != nil {
 				return 0, waited, err
 			}
 			continue
@@ -332,7 +332,7 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 		if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed() {
 			if d.Reason() != concurrency.ReasonLimited {
 				k.mu.Unlock()
-				return 0, waited, fmt.Errorf("shed: transport: bucket cannot grant a request: %v", d.Reason())
+				return 0, waited, fmt.Errorf("upstream: bucket cannot grant a request: %v", d.Reason())
 			}
 			at = from + int64(d.RetryAfter)
 			if err := t.check(b, now, at); err != nil {
@@ -342,7 +342,7 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 			if d := t.gcra.AllowN(&k.bucket, at, 1); !d.Allowed() {
 				// Under k.mu nobody charged the bucket in between.
 				k.mu.Unlock()
-				panic("shed: transport: reserved token refused")
+				panic("upstream: reserved token refused")
 			}
 			k.reservation++
 		} else {
@@ -361,7 +361,7 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 		}
 		k.mu.Unlock()
 		waited = true
-		if err := transportSleep(ctx, at-now); err != nil {
+		if err := sleep(ctx, at-now); err != nil {
 			k.mu.Lock()
 			t.refundLocked(k, mine, clock.Now())
 			k.mu.Unlock()
@@ -387,7 +387,7 @@ func (t *Transport) awaitTurn(ctx context.Context, k *transportKey, start int64)
 // would otherwise still belong to another waiter (a double booking). A
 // token that cannot be given back is lost: the key runs below its rate for
 // a moment, never above it.
-func (t *Transport) refundLocked(k *transportKey, mine uint64, now int64) {
+func (t *Transport) refundLocked(k *keyState, mine uint64, now int64) {
 	if k.reservation != mine {
 		return
 	}
@@ -397,7 +397,7 @@ func (t *Transport) refundLocked(k *transportKey, mine uint64, now int64) {
 
 // pacerTurn waits for a pacer slot. It reports false when the caller must
 // look at the key's blocks again, and whether it waited.
-func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportBounds, now int64) (bool, bool, error) {
+func (t *Transport) pacerTurn(ctx context.Context, k *keyState, b turnBounds, now int64) (bool, bool, error) {
 	k.mu.Lock()
 	if k.pacer == nil {
 		p, err := queueing.NewPacer(t.pacerN, t.pacerP) // validated in NewTransport
@@ -425,15 +425,15 @@ func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportB
 		switch {
 		case errors.Is(err, queueing.ErrDeadline) && maxWaitFirst:
 			t.failedFast.Add(1)
-			return false, true, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
+			return false, true, fmt.Errorf("%w (%w)", ErrMaxWait, err)
 		case errors.Is(err, queueing.ErrDeadline):
 			t.failedFast.Add(1)
-			return false, true, fmt.Errorf("%w (%w)", ErrTransportDeadline, err)
+			return false, true, fmt.Errorf("%w (%w)", ErrDeadline, err)
 		case ctx.Err() != nil:
 			return false, true, ctx.Err()
 		case maxWaitFirst && errors.Is(err, context.DeadlineExceeded):
 			t.failedFast.Add(1)
-			return false, true, fmt.Errorf("%w (%w)", ErrTransportMaxWait, err)
+			return false, true, fmt.Errorf("%w (%w)", ErrMaxWait, err)
 		}
 		return false, true, err
 	}
@@ -443,8 +443,8 @@ func (t *Transport) pacerTurn(ctx context.Context, k *transportKey, b transportB
 	return true, true, nil
 }
 
-// transportSleep waits d on a timer, or until ctx ends.
-func transportSleep(ctx context.Context, d int64) error {
+// sleep waits d on a timer, or until ctx ends.
+func sleep(ctx context.Context, d int64) error {
 	tm := time.NewTimer(time.Duration(d))
 	defer tm.Stop()
 	select {
@@ -457,7 +457,7 @@ func transportSleep(ctx context.Context, d int64) error {
 
 // acquirePlace takes a place under the key's concurrency cap, waiting for
 // one under ctx and the max wait.
-func (t *Transport) acquirePlace(ctx context.Context, k *transportKey, start int64) error {
+func (t *Transport) acquirePlace(ctx context.Context, k *keyState, start int64) error {
 	k.mu.Lock()
 	if k.sem == nil {
 		sem, err := concurrency.NewSemaphore(t.cfg.concurrency)
@@ -473,7 +473,7 @@ func (t *Transport) acquirePlace(ctx context.Context, k *transportKey, start int
 		}
 		if err != nil {
 			k.mu.Unlock()
-			return fmt.Errorf("shed: transport: %w", err)
+			return fmt.Errorf("upstream: %w", err)
 		}
 		k.sem = sem
 	}
@@ -503,14 +503,14 @@ func (t *Transport) acquirePlace(ctx context.Context, k *transportKey, start int
 			return ctx.Err()
 		case <-timeout:
 			t.failedFast.Add(1)
-			return fmt.Errorf("%w: the concurrency cap of %d stayed full", ErrTransportMaxWait, t.cfg.concurrency)
+			return fmt.Errorf("%w: the concurrency cap of %d stayed full", ErrMaxWait, t.cfg.concurrency)
 		}
 	}
 	return nil
 }
 
 // releasePlace gives back the place acquirePlace took, if a cap is set.
-func (t *Transport) releasePlace(k *transportKey) {
+func (t *Transport) releasePlace(k *keyState) {
 	if t.cfg.concurrency == 0 {
 		return
 	}
@@ -522,7 +522,7 @@ func (t *Transport) releasePlace(k *transportKey) {
 
 // learn updates the key's state from the upstream's answer to the request
 // dispatched as number seq.
-func (t *Transport) learn(k *transportKey, seq uint64, resp *http.Response, err error) {
+func (t *Transport) learn(k *keyState, seq uint64, resp *http.Response, err error) {
 	now := clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -548,17 +548,17 @@ func (t *Transport) learn(k *transportKey, seq uint64, resp *http.Response, err 
 		}
 	}
 	date := time.Now() // wall-clock time for HTTP-dates; synctest's in a bubble
-	for _, q := range transportQuotas(resp.Header, date) {
+	for _, q := range readQuotas(resp.Header, date) {
 		t.applyQuotaLocked(k, seq, now, q)
 	}
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return
 	}
 	block := int64(0)
-	if d, ok := transportRetryAfter(resp.Header.Get("Retry-After"), date); ok {
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), date); ok {
 		block = now + int64(d)
 	} else if k.earliestLocked(now) <= now {
-		block = now + int64(transportDefaultBlock) // no word on when: back off a little
+		block = now + int64(defaultBlock) // no word on when: back off a little
 	}
 	if block > k.blockedUntil {
 		k.blockedUntil = block
@@ -571,7 +571,7 @@ func (t *Transport) learn(k *transportKey, seq uint64, resp *http.Response, err 
 // of the limit is taken off when the limit is known, and every request dispatched after seq is
 // assumed to be missing from it. A report replaces the one on file for the
 // same name when it is newer (a later request's) or stricter.
-func (t *Transport) applyQuotaLocked(k *transportKey, seq uint64, now int64, q transportQuota) {
+func (t *Transport) applyQuotaLocked(k *keyState, seq uint64, now int64, q quota) {
 	left := q.remaining - int64(k.sent-seq)
 	if q.limit > 0 {
 		// The share of the limit kept back, as for the local burst: the
@@ -583,7 +583,7 @@ func (t *Transport) applyQuotaLocked(k *transportKey, seq uint64, now int64, q t
 	for i := range k.quotas {
 		s := &k.quotas[i]
 		if s.active && s.resetAt <= now {
-			*s = transportQuotaState{}
+			*s = quotaState{}
 		}
 		if !s.active {
 			if free < 0 {
@@ -595,24 +595,24 @@ func (t *Transport) applyQuotaLocked(k *transportKey, seq uint64, now int64, q t
 			continue
 		}
 		if seq > s.seq || left < s.left {
-			*s = transportQuotaState{active: true, name: q.name, left: left, resetAt: resetAt, seq: seq}
+			*s = quotaState{active: true, name: q.name, left: left, resetAt: resetAt, seq: seq}
 		}
 		return
 	}
 	if free >= 0 {
-		k.quotas[free] = transportQuotaState{active: true, name: q.name, left: left, resetAt: resetAt, seq: seq}
+		k.quotas[free] = quotaState{active: true, name: q.name, left: left, resetAt: resetAt, seq: seq}
 	}
 }
 
-// transportBody releases a request's place under the concurrency cap when
+// placeBody releases a request's place under the concurrency cap when
 // the response body is closed or read to its end, exactly once.
-type transportBody struct {
+type placeBody struct {
 	rc   io.ReadCloser
 	once sync.Once
 	done func()
 }
 
-func (b *transportBody) Read(p []byte) (int, error) {
+func (b *placeBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		b.once.Do(b.done)
@@ -620,15 +620,15 @@ func (b *transportBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *transportBody) Close() error {
+func (b *placeBody) Close() error {
 	err := b.rc.Close()
 	b.once.Do(b.done)
 	return err
 }
 
-// transportCloseBody closes a request body the Transport will not send, as
+// closeBody closes a request body the Transport will not send, as
 // the RoundTripper contract asks.
-func transportCloseBody(req *http.Request) {
+func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}

@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"errors"
@@ -25,8 +25,8 @@ import (
 // By default it retries 429 responses, and for idempotent requests (GET,
 // HEAD, OPTIONS, TRACE, PUT, DELETE, or any request with an Idempotency-Key
 // header) also 502, 503, 504 and failed round trips; never the Transport's
-// local rejections (ErrTransportThrottled, ErrTransportDeadline,
-// ErrTransportMaxWait), and never a request whose body cannot be replayed
+// local rejections (ErrThrottled, ErrDeadline,
+// ErrMaxWait), and never a request whose body cannot be replayed
 // (a body without GetBody). A retry that cannot start before the request's
 // context deadline is not made, nor one after a Retry-After longer than
 // WithRetryAfterMax (default one minute): the last response or error is
@@ -65,57 +65,57 @@ type retryOptionFunc func(*retryConfig) error
 
 func (f retryOptionFunc) applyRetry(c *retryConfig) error { return f(c) }
 
-// WithRetryAttempts sets the most attempts per request, the first included;
+// WithAttempts sets the most attempts per request, the first included;
 // the default is 3. It must be at least 1 (1: never retry).
-func WithRetryAttempts(n int) RetryOption {
+func WithAttempts(n int) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if n < 1 {
-			return fmt.Errorf("shed: retry attempts must be at least 1, got %d", n)
+			return fmt.Errorf("upstream: retry attempts must be at least 1, got %d", n)
 		}
 		c.attempts = n
 		return nil
 	})
 }
 
-// WithRetryBudget sets the retry budget: each request deposits ratio of a
+// WithBudget sets the retry budget: each request deposits ratio of a
 // retry (in (0, 1]; default 0.1), and at most maxBalance retries can be
 // saved up (at least 1; default 10). Over any stretch of traffic the
 // retries are at most ratio times the requests plus maxBalance (plus the
 // floor's, if set).
-func WithRetryBudget(ratio float64, maxBalance int64) RetryOption {
+func WithBudget(ratio float64, maxBalance int64) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if math.IsNaN(ratio) || ratio <= 0 || ratio > 1 {
-			return fmt.Errorf("shed: retry budget ratio must be in (0, 1], got %v", ratio)
+			return fmt.Errorf("upstream: retry budget ratio must be in (0, 1], got %v", ratio)
 		}
 		if maxBalance < 1 || maxBalance > math.MaxInt64/1000 {
-			return fmt.Errorf("shed: retry budget balance must be in 1..%d, got %d", int64(math.MaxInt64/1000), maxBalance)
+			return fmt.Errorf("upstream: retry budget balance must be in 1..%d, got %d", int64(math.MaxInt64/1000), maxBalance)
 		}
 		c.ratio, c.maxBalance = ratio, maxBalance
 		return nil
 	})
 }
 
-// WithRetryFloor allows retries at rate (a token bucket of one second's
+// WithFloor allows retries at rate (a token bucket of one second's
 // worth, at least 1) when the budget is empty, so that a client with little
 // traffic can still retry. By default there is no floor.
-func WithRetryFloor(rate concurrency.Rate) RetryOption {
+func WithFloor(rate concurrency.Rate) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if rate.Count <= 0 || rate.Per <= 0 {
-			return fmt.Errorf("shed: retry floor must have a positive count and period, got %v", rate)
+			return fmt.Errorf("upstream: retry floor must have a positive count and period, got %v", rate)
 		}
 		c.floor = rate
 		return nil
 	})
 }
 
-// WithRetryBackoff sets the backoff: before retry n (1, 2, ...) the
+// WithBackoff sets the backoff: before retry n (1, 2, ...) the
 // RetryTransport waits a uniformly random time in [d/2, d) with
 // d = min(base·2^(n-1), max). Defaults: base 100ms, max 5s. A Retry-After
 // from the upstream replaces the backoff.
-func WithRetryBackoff(base, max time.Duration) RetryOption {
+func WithBackoff(base, max time.Duration) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if base <= 0 || max < base {
-			return fmt.Errorf("shed: retry backoff needs 0 < base <= max, got base %v, max %v", base, max)
+			return fmt.Errorf("upstream: retry backoff needs 0 < base <= max, got base %v, max %v", base, max)
 		}
 		c.base, c.cap = base, max
 		return nil
@@ -128,20 +128,20 @@ func WithRetryBackoff(base, max time.Duration) RetryOption {
 func WithRetryAfterMax(d time.Duration) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if d <= 0 {
-			return fmt.Errorf("shed: retry-after max must be positive, got %v", d)
+			return fmt.Errorf("upstream: retry-after max must be positive, got %v", d)
 		}
 		c.afterMax = d
 		return nil
 	})
 }
 
-// WithRetryRandom sets the source of uniform numbers in [0, 1) for the
+// WithBackoffRandom sets the source of uniform numbers in [0, 1) for the
 // backoff jitter; the default is math/rand/v2's Float64. It must be safe for
 // concurrent use.
-func WithRetryRandom(f func() float64) RetryOption {
+func WithBackoffRandom(f func() float64) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if f == nil {
-			return errors.New("shed: retry random func is nil")
+			return errors.New("upstream: backoff random func is nil")
 		}
 		c.random = f
 		return nil
@@ -155,7 +155,7 @@ func WithRetryRandom(f func() float64) RetryOption {
 func WithRetryPolicy(retry func(req *http.Request, resp *http.Response, err error) bool) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if retry == nil {
-			return errors.New("shed: retry policy func is nil")
+			return errors.New("upstream: retry policy func is nil")
 		}
 		c.policy = retry
 		return nil
@@ -166,7 +166,7 @@ func WithRetryPolicy(retry func(req *http.Request, resp *http.Response, err erro
 // when next is nil or an option is invalid.
 func NewRetryTransport(next http.RoundTripper, opts ...RetryOption) (*RetryTransport, error) {
 	if next == nil {
-		return nil, errors.New("shed: retry transport needs a next RoundTripper")
+		return nil, errors.New("upstream: retry transport needs a next RoundTripper")
 	}
 	cfg := retryConfig{
 		attempts:   3,
@@ -176,11 +176,11 @@ func NewRetryTransport(next http.RoundTripper, opts ...RetryOption) (*RetryTrans
 		cap:        5 * time.Second,
 		afterMax:   time.Minute,
 		random:     rand.Float64,
-		policy:     RetryDefaultPolicy,
+		policy:     DefaultRetryPolicy,
 	}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("shed: nil RetryOption")
+			return nil, errors.New("upstream: nil RetryOption")
 		}
 		if err := o.applyRetry(&cfg); err != nil {
 			return nil, err
@@ -191,20 +191,20 @@ func NewRetryTransport(next http.RoundTripper, opts ...RetryOption) (*RetryTrans
 		burst := max(1, int64(float64(cfg.floor.Count)*float64(time.Second)/float64(cfg.floor.Per)))
 		b, err := concurrency.NewTokenBucket(cfg.floor, burst)
 		if err != nil {
-			return nil, fmt.Errorf("shed: retry floor: %w", err)
+			return nil, fmt.Errorf("upstream: retry floor: %w", err)
 		}
 		r.floor = b
 	}
 	return r, nil
 }
 
-// RetryDefaultPolicy is the RetryTransport's default decision: retry a 429;
+// DefaultRetryPolicy is the RetryTransport's default decision: retry a 429;
 // for idempotent requests also a 502, 503, 504 or a failed round trip;
 // never a local rejection of a Transport or a cancelled request.
-func RetryDefaultPolicy(req *http.Request, resp *http.Response, err error) bool {
+func DefaultRetryPolicy(req *http.Request, resp *http.Response, err error) bool {
 	if err != nil {
-		if errors.Is(err, ErrTransportThrottled) || errors.Is(err, ErrTransportDeadline) ||
-			errors.Is(err, ErrTransportMaxWait) || req.Context().Err() != nil {
+		if errors.Is(err, ErrThrottled) || errors.Is(err, ErrDeadline) ||
+			errors.Is(err, ErrMaxWait) || req.Context().Err() != nil {
 			return false
 		}
 		return retryIdempotent(req)
@@ -301,7 +301,7 @@ func (r *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		wait := r.backoff(n)
 		if err == nil {
-			if d, ok := transportRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 				if d > r.cfg.afterMax {
 					return resp, nil // longer than the caller wants to wait
 				}
@@ -327,7 +327,7 @@ func (r *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 			resp.Body.Close()
 		}
-		if serr := transportSleep(ctx, int64(wait)); serr != nil {
+		if serr := sleep(ctx, int64(wait)); serr != nil {
 			return nil, serr
 		}
 		r.retries.Add(1)

@@ -1,4 +1,4 @@
-package shed_test
+package upstream_test
 
 import (
 	"fmt"
@@ -7,34 +7,34 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
-	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/upstream"
 )
 
-// ExampleTransport calls an upstream that publishes a limit of 100 requests
+// Example calls an upstream that publishes a limit of 100 requests
 // per second (with a burst of 5) through a Transport, behind a
 // RetryTransport whose retries draw from a budget.
-func ExampleTransport() {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func Example() {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "ok")
 	}))
-	defer upstream.Close()
+	defer api.Close()
 
 	// Any RoundTripper: here the test server's own, whose connections
 	// close with the server.
-	paced, err := shed.NewTransport(upstream.Client().Transport, concurrency.Per(100, time.Second),
-		shed.WithTransportBurst(5),             // the upstream allows bursts of 5
-		shed.WithTransportMaxWait(time.Second), // fail fast rather than queue longer
+	paced, err := upstream.NewTransport(api.Client().Transport, concurrency.Per(100, time.Second),
+		upstream.WithBurst(5),             // the upstream allows bursts of 5
+		upstream.WithMaxWait(time.Second), // fail fast rather than queue longer
 	)
 	if err != nil {
 		panic(err)
 	}
-	retrying, err := shed.NewRetryTransport(paced) // retries <= 10% of requests
+	retrying, err := upstream.NewRetryTransport(paced) // retries <= 10% of requests
 	if err != nil {
 		panic(err)
 	}
 	client := &http.Client{Transport: retrying}
 	for range 10 {
-		resp, err := client.Get(upstream.URL)
+		resp, err := client.Get(api.URL)
 		if err != nil {
 			panic(err)
 		}

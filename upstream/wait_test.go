@@ -1,4 +1,4 @@
-package shed
+package upstream
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
-// transportCounting is an in-memory upstream that answers 200 after latency
+// counting is an in-memory upstream that answers 200 after latency
 // of virtual time and counts the requests and the peak in flight.
-type transportCounting struct {
+type counting struct {
 	latency time.Duration
 	calls   atomic.Int64
 	mu      sync.Mutex
 	in, pk  int
 }
 
-func (u *transportCounting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.calls.Add(1)
 	u.mu.Lock()
 	u.in++
@@ -45,17 +45,17 @@ func (u *transportCounting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestTransportDeadlineFailsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []TransportOption
+		opts []Option
 	}{
-		{"bucket", []TransportOption{WithTransportBurst(1)}},
+		{"bucket", []Option{WithBurst(1)}},
 		{"pacer", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				up := &transportCounting{}
+				up := &counting{}
 				// 1 per 900 ms at 90%: one request per second.
-				tr, err := NewTransport(transportInMemory{up}, concurrency.Per(1, 900*time.Millisecond),
-					append(tc.opts, WithTransportMaxWait(2*time.Second))...)
+				tr, err := NewTransport(inMemory{up}, concurrency.Per(1, 900*time.Millisecond),
+					append(tc.opts, WithMaxWait(2*time.Second))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -75,8 +75,8 @@ func TestTransportDeadlineFailsAtOnce(t *testing.T) {
 				}
 				// The next turn is 1 s away: a 500 ms deadline fails now.
 				err = call(500 * time.Millisecond)
-				if !errors.Is(err, ErrTransportDeadline) {
-					t.Fatalf("err = %v, want ErrTransportDeadline", err)
+				if !errors.Is(err, ErrDeadline) {
+					t.Fatalf("err = %v, want ErrDeadline", err)
 				}
 				if now := clock.Now(); now != start {
 					t.Fatalf("failing took %v of virtual time, want none", time.Duration(now-start))
@@ -97,8 +97,8 @@ func TestTransportDeadlineFailsAtOnce(t *testing.T) {
 				if errs[0] != nil || errs[1] != nil || at[0] != time.Second || at[1] != 2*time.Second {
 					t.Fatalf("first two: %v at %v, %v at %v; want nil at 1s, nil at 2s", errs[0], at[0], errs[1], at[1])
 				}
-				if !errors.Is(errs[2], ErrTransportMaxWait) || at[2] != 0 {
-					t.Fatalf("third: %v after %v, want ErrTransportMaxWait at once", errs[2], at[2])
+				if !errors.Is(errs[2], ErrMaxWait) || at[2] != 0 {
+					t.Fatalf("third: %v after %v, want ErrMaxWait at once", errs[2], at[2])
 				}
 				if got := up.calls.Load(); got != 3 {
 					t.Fatalf("upstream got %d calls, want 3", got)
@@ -115,13 +115,13 @@ func TestTransportDeadlineFailsAtOnce(t *testing.T) {
 // returns the context's error and its turn goes to the next request.
 func TestTransportCancelGivesTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &transportCounting{}
-		tr, err := NewTransport(transportInMemory{up}, concurrency.Per(1, 900*time.Millisecond), WithTransportBurst(1))
+		up := &counting{}
+		tr, err := NewTransport(inMemory{up}, concurrency.Per(1, 900*time.Millisecond), WithBurst(1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := clock.Now()
-		if _, err := transportGet(tr, "http://api.example/"); err != nil {
+		if _, err := get(tr, "http://api.example/"); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +136,7 @@ func TestTransportCancelGivesTurnBack(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
-		if _, err := transportGet(tr, "http://api.example/"); err != nil {
+		if _, err := get(tr, "http://api.example/"); err != nil {
 			t.Fatal(err)
 		}
 		if got := time.Duration(clock.Now() - start); got != time.Second {
@@ -153,13 +153,13 @@ func TestTransportCancelGivesTurnBack(t *testing.T) {
 // requests at the upstream, do reach 3, and every place is given back.
 func TestTransportConcurrencyCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		up := &transportCounting{latency: 100 * time.Millisecond}
-		tr, err := NewTransport(transportInMemory{up}, concurrency.Per(1000, time.Second),
-			WithTransportBurst(1000), WithTransportConcurrency(3))
+		up := &counting{latency: 100 * time.Millisecond}
+		tr, err := NewTransport(inMemory{up}, concurrency.Per(1000, time.Second),
+			WithBurst(1000), WithConcurrency(3))
 		if err != nil {
 			t.Fatal(err)
 		}
-		statuses, _ := transportDrive(t, tr, 10, 10*time.Second, "http://api.example/")
+		statuses, _ := drive(t, tr, 10, 10*time.Second, "http://api.example/")
 		if up.pk != 3 {
 			t.Fatalf("peak in flight %d, want 3", up.pk)
 		}
@@ -176,13 +176,13 @@ func TestTransportConcurrencyCap(t *testing.T) {
 }
 
 // TestTransportConcurrencyCapMaxWait: a request that cannot get a place
-// within the max wait fails with ErrTransportMaxWait.
+// within the max wait fails with ErrMaxWait.
 func TestTransportConcurrencyCapMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") })
-		tr, err := NewTransport(transportInMemory{h}, concurrency.Per(1000, time.Second),
-			WithTransportBurst(1000), WithTransportConcurrency(1), WithTransportMaxWait(time.Second))
+		tr, err := NewTransport(inMemory{h}, concurrency.Per(1000, time.Second),
+			WithBurst(1000), WithConcurrency(1), WithMaxWait(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,15 +193,15 @@ func TestTransportConcurrencyCapMaxWait(t *testing.T) {
 		}
 		go func() { <-release; resp.Body.Close() }()
 		start := clock.Now()
-		if _, err := transportGet(tr, "http://api.example/"); !errors.Is(err, ErrTransportMaxWait) {
-			t.Fatalf("err = %v, want ErrTransportMaxWait", err)
+		if _, err := get(tr, "http://api.example/"); !errors.Is(err, ErrMaxWait) {
+			t.Fatalf("err = %v, want ErrMaxWait", err)
 		}
 		if got := time.Duration(clock.Now() - start); got != time.Second {
 			t.Fatalf("gave up after %v, want the max wait of 1s", got)
 		}
 		close(release)
 		synctest.Wait()
-		if _, err := transportGet(tr, "http://api.example/"); err != nil {
+		if _, err := get(tr, "http://api.example/"); err != nil {
 			t.Fatalf("after the place was given back: %v", err)
 		}
 	})
@@ -218,16 +218,16 @@ func TestTransportKeysBounded(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			}
 		})
-		tr, err := NewTransport(transportInMemory{h}, concurrency.Per(100, time.Second),
-			WithTransportBurst(10), WithTransportKeys(4), WithoutTransportThrottle())
+		tr, err := NewTransport(inMemory{h}, concurrency.Per(100, time.Second),
+			WithBurst(10), WithKeys(4), WithoutThrottle())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code, err := transportGet(tr, "http://blocked.example/"); err != nil || code != http.StatusTooManyRequests {
+		if code, err := get(tr, "http://blocked.example/"); err != nil || code != http.StatusTooManyRequests {
 			t.Fatalf("%d, %v", code, err)
 		}
 		for i := range 100 {
-			if _, err := transportGet(tr, "http://host"+string(rune('a'+i%26))+string(rune('a'+i/26))+".example/"); err != nil {
+			if _, err := get(tr, "http://host"+string(rune('a'+i%26))+string(rune('a'+i/26))+".example/"); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Second) // each host's state recovers before the next
@@ -238,8 +238,8 @@ func TestTransportKeysBounded(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://blocked.example/", nil)
-		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrTransportDeadline) {
-			t.Fatalf("blocked key after the flood: err = %v, want ErrTransportDeadline", err)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrDeadline) {
+			t.Fatalf("blocked key after the flood: err = %v, want ErrDeadline", err)
 		}
 	})
 }
