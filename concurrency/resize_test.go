@@ -1,7 +1,10 @@
 package concurrency
 
 import (
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +189,234 @@ func TestWidenedWithLimitMatchesModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSlidingLogLoweredLimitKeepsAdmissions is the login rule lowered from
+// 20 to 5 attempts a minute: 20 made in the last 20 s leave none, until all
+// but 4 of them are a minute old.
+func TestSlidingLogLoweredLimitKeepsAdmissions(t *testing.T) {
+	l20, _ := NewSlidingLog(20, time.Minute)
+	l5, _ := NewSlidingLog(5, time.Minute)
+	var s SlidingLogState
+	t0 := int64(time.Hour)
+	for i := range int64(20) {
+		if d := l20.AllowN(&s, t0+i*int64(time.Second), 1); !d.Allowed() {
+			t.Fatalf("attempt %d of 20: %+v", i+1, d)
+		}
+	}
+	now := t0 + 20*int64(time.Second)
+	d := l5.AllowN(&s, now, 1)
+	// Attempt 16 (at t0+15s) is the oldest of the 4 that may stay.
+	wantAt := t0 + 15*int64(time.Second) + int64(time.Minute)
+	if d.Allowed() || d.Remaining != 0 || d.RetryAfter != time.Duration(wantAt-now) {
+		t.Fatalf("20 in the window, lowered to 5: %+v, want a rejection until %v", d, time.Duration(wantAt-now))
+	}
+	if d := l5.AllowN(&s, wantAt-1, 1); d.Allowed() {
+		t.Fatalf("admitted with 5 in the window: %+v", d)
+	}
+	if d := l5.AllowN(&s, wantAt, 1); !d.Allowed() || d.Remaining != 0 {
+		t.Fatalf("4 in the window: %+v, want admitted with none left", d)
+	}
+	if d := l5.AllowN(&s, wantAt, 1); d.Allowed() {
+		t.Fatalf("a sixth: %+v", d)
+	}
+}
+
+func TestSlidingLogRaisedLimitKeepsAdmissions(t *testing.T) {
+	l3, _ := NewSlidingLog(3, day)
+	l4, _ := NewSlidingLog(4, day)
+	var s SlidingLogState
+	now := int64(10 * day)
+	if d := l3.AllowN(&s, now, 3); !d.Allowed() {
+		t.Fatal(d)
+	}
+	if d := l4.AllowN(&s, now+1, 0); d.Remaining != 1 || d.Limit != 4 {
+		t.Fatalf("3 used, raised to 4: %+v, want 1 left", d)
+	}
+	if d := l4.AllowN(&s, now+2, 1); !d.Allowed() {
+		t.Fatalf("the one more: %+v", d)
+	}
+	if d := l4.AllowN(&s, now+3, 1); d.Allowed() || d.RetryAfter != time.Duration(day-3) {
+		t.Fatalf("a fifth: %+v, want a rejection until the first 3 are a day old", d)
+	}
+	// Back to 3: four in the window, none until the first three are a day
+	// old; then one counts, and two fit.
+	if d := l3.AllowN(&s, now+int64(day)-1, 1); d.Allowed() || d.RetryAfter != 1 {
+		t.Fatalf("lowered back to 3: %+v, want RetryAfter 1ns", d)
+	}
+	if d := l3.AllowN(&s, now+int64(day), 1); !d.Allowed() || d.Remaining != 1 {
+		t.Fatalf("one in the window of 3: %+v, want admitted with 1 left", d)
+	}
+}
+
+// logRecord is one admission of a log whose limit changes: its time, the
+// limit of the SlidingLog that admitted it, and whether it was refunded.
+type logRecord struct {
+	at, limit int64
+	refunded  bool
+}
+
+// checkLogBound checks the guarantee of a log whose limit changes: in every
+// interval of length window, the admissions not refunded number at most the
+// limit under which the latest of them (in admission order) was admitted.
+func checkLogBound(recs []logRecord, window int64) string {
+	for _, end := range recs {
+		var in, latest int
+		latest = -1
+		for i, r := range recs {
+			if !r.refunded && r.at > end.at-window && r.at <= end.at {
+				in++
+				latest = i
+			}
+		}
+		if latest >= 0 && int64(in) > recs[latest].limit {
+			return fmt.Sprintf("%d admissions in (%d, %d], the latest under a limit of %d: %+v",
+				in, end.at-window, end.at, recs[latest].limit, recs)
+		}
+	}
+	return ""
+}
+
+// TestSlidingLogChangingLimitNeverOverAdmits: with the limit changing between
+// decisions, refunds, and the clock moving both ways, no interval of length
+// window holds more admissions than the limit of the latest of them.
+func TestSlidingLogChangingLimitNeverOverAdmits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		window := rapid.Int64Range(1, 400).Draw(t, "window")
+		logs := map[int64]*SlidingLog{}
+		logOf := func(limit int64) *SlidingLog {
+			if logs[limit] == nil {
+				logs[limit], _ = NewSlidingLog(limit, time.Duration(window))
+			}
+			return logs[limit]
+		}
+		limit := rapid.Int64Range(1, 6).Draw(t, "limit")
+		var s SlidingLogState
+		var recs []logRecord
+		// The model of which admissions Refund can mark: those of the ring
+		// in use, of ringN slots, numbered from unrefundable on.
+		var ringN int64
+		unrefundable := 0
+		now := int64(1000)
+		rebuild := func() {
+			if ringN != 0 && ringN != limit {
+				ringN, unrefundable = limit, len(recs)
+			}
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"allow": func(t *rapid.T) {
+				n := rapid.Int64Range(0, limit+1).Draw(t, "n")
+				if n >= 1 && n <= limit && ringN == 0 {
+					ringN = limit
+				}
+				rebuild()
+				d := logOf(limit).AllowN(&s, now, n)
+				if n > 0 && d.Allowed() {
+					for range n {
+						recs = append(recs, logRecord{at: now, limit: limit})
+					}
+				}
+			},
+			"limit": func(t *rapid.T) { limit = rapid.Int64Range(1, 6).Draw(t, "new limit") },
+			"refund": func(t *rapid.T) {
+				n := rapid.Int64Range(1, limit).Draw(t, "n")
+				logOf(limit).Refund(&s, now, n)
+				for c := max(unrefundable, len(recs)-int(ringN)); c < len(recs) && n > 0; c++ {
+					if r := &recs[c]; !r.refunded && r.at+window > now {
+						r.refunded = true
+						n--
+					}
+				}
+			},
+			"advance": func(t *rapid.T) { now += rapid.Int64Range(0, window).Draw(t, "dt") },
+			"back":    func(t *rapid.T) { now -= rapid.Int64Range(0, min(now, window)).Draw(t, "dt") },
+			"": func(t *rapid.T) {
+				if err := checkLogBound(recs, window); err != "" {
+					t.Fatal(err)
+				}
+			},
+		})
+	})
+}
+
+// TestSlidingLogChangingLimitHammer races decisions of two limits on one
+// state (each first decision of the other limit rebuilds the ring) under
+// -race: at one instant, with a window longer than the test, no more than
+// the larger limit is ever admitted, and once only the smaller is used, no
+// more than it.
+func TestSlidingLogChangingLimitHammer(t *testing.T) {
+	small, _ := NewSlidingLog(3, time.Hour)
+	large, _ := NewSlidingLog(6, time.Hour)
+	for round := range 200 {
+		var (
+			s     SlidingLogState
+			wg    sync.WaitGroup
+			total atomic.Int64
+		)
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 20 {
+					l := small
+					if (g+i)%2 == 0 {
+						l = large
+					}
+					if l.AllowN(&s, 1000, 1).Allowed() {
+						total.Add(1)
+					}
+					l.AllowN(&s, 1000, 0)
+				}
+			})
+		}
+		wg.Wait()
+		got := total.Load()
+		if got > 6 {
+			t.Fatalf("round %d: %d admitted at one instant, the limit never above 6", round, got)
+		}
+		more := int64(0)
+		for range 10 {
+			if small.AllowN(&s, 1000, 1).Allowed() {
+				more++
+			}
+		}
+		if got+more > max(3, got) {
+			t.Fatalf("round %d: %d admitted, then %d more under the limit of 3", round, got, more)
+		}
+	}
+}
+
+// TestSlidingLogChangingLimitHammerSpread races decisions of two limits at
+// increasing instants spread over several windows and checks every window.
+func TestSlidingLogChangingLimitHammerSpread(t *testing.T) {
+	const window = 50
+	small, _ := NewSlidingLog(2, window)
+	large, _ := NewSlidingLog(5, window)
+	for round := range 50 {
+		var (
+			s     SlidingLogState
+			wg    sync.WaitGroup
+			clock atomic.Int64
+			mu    sync.Mutex
+			recs  []logRecord
+		)
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 100 {
+					l := small
+					if (g+i/7)%2 == 0 {
+						l = large
+					}
+					now := clock.Add(1)
+					if l.AllowN(&s, now, 1).Allowed() {
+						mu.Lock()
+						recs = append(recs, logRecord{at: now, limit: 5})
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if err := checkLogBound(recs, window); err != "" {
+			t.Fatalf("round %d: %s", round, err)
+		}
+	}
 }
