@@ -2,11 +2,15 @@ package store_test
 
 import (
 	"errors"
+	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
@@ -323,4 +327,183 @@ func TestUpdateRacingDecideNeverOverAdmits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// updModel is a reference for one key of a limit whose parameters change:
+// what the ideal algorithm would allow, to check that Memory never admits
+// what it would not (and, where Memory is exact, that it admits what it
+// would).
+type updModel struct {
+	alg    store.Algorithm
+	limit  int64
+	window int64
+	// FixedWindow, SlidingLog: admission times and costs.
+	adm []propAdmit
+	// TokenBucket: tokens owed at time at, refilled at count per per,
+	// kept as an exact fraction debt/per tokens.
+	debt  *big.Rat
+	at    int64
+	count int64
+	per   int64
+	// next is the count of a rate changed by Update, which takes effect
+	// at the limit's first decision after it; 0 for none.
+	next int64
+	// Concurrency: permits held.
+	inflight int64
+}
+
+// owed returns the tokens owed at now, refilled at the rate in force.
+func (m *updModel) owed(now int64) *big.Rat {
+	if now <= m.at {
+		return new(big.Rat).Set(m.debt)
+	}
+	refill := big.NewRat((now-m.at)*m.count, m.per)
+	d := new(big.Rat).Sub(m.debt, refill)
+	if d.Sign() < 0 {
+		d.SetInt64(0)
+	}
+	return d
+}
+
+// allows reports whether the ideal algorithm admits cost at now.
+func (m *updModel) allows(now, cost int64) bool {
+	switch m.alg {
+	case store.FixedWindow:
+		var used int64
+		for _, a := range m.adm {
+			if a.at/m.window == now/m.window {
+				used += a.cost
+			}
+		}
+		return used+cost <= m.limit
+	case store.SlidingLog:
+		var used int64
+		for _, a := range m.adm {
+			if a.at > now-m.window {
+				used += a.cost
+			}
+		}
+		return used+cost <= m.limit
+	case store.TokenBucket:
+		after := new(big.Rat).Add(m.owed(now), big.NewRat(cost, 1))
+		return after.Cmp(big.NewRat(m.limit, 1)) <= 0
+	case store.Concurrency:
+		return m.inflight+cost <= m.limit
+	}
+	return false
+}
+
+func (m *updModel) charge(now, cost int64) {
+	switch m.alg {
+	case store.TokenBucket:
+		m.debt = new(big.Rat).Add(m.owed(now), big.NewRat(cost, 1))
+		m.at = max(m.at, now)
+	case store.Concurrency:
+		m.inflight += cost
+	default:
+		m.adm = append(m.adm, propAdmit{at: now, cost: cost})
+	}
+}
+
+// TestUpdateNeverLooserThanModel runs one key through random decisions,
+// releases, clock steps and Updates of its limit (and of a token bucket's
+// rate), and checks every decision against the ideal algorithm under the
+// parameters in force: Memory never admits what the ideal one would not;
+// fixed windows and leases decide exactly as it does, and a sliding log
+// admits whenever the ideal one would with nothing left in its window.
+func TestUpdateNeverLooserThanModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		alg := rapid.SampledFrom([]store.Algorithm{store.FixedWindow, store.SlidingLog, store.TokenBucket, store.Concurrency}).Draw(t, "alg")
+		window := rapid.Int64Range(10, 1000).Draw(t, "window")
+		limit := rapid.Int64Range(1, 8).Draw(t, "limit")
+		spec := store.Spec{Name: "p", Algorithm: alg, Limit: limit}
+		m := &updModel{alg: alg, limit: limit, window: window, debt: new(big.Rat), count: limit, per: window}
+		switch alg {
+		case store.TokenBucket:
+			spec.Rate = concurrency.Per(limit, time.Duration(window))
+			// The model refills at the exact rate; Memory rounds the
+			// interval up, which only slows it.
+		case store.Concurrency:
+			spec.LeaseTTL = time.Hour
+		default:
+			spec.Window = time.Duration(window)
+		}
+		mem := store.NewMemory()
+		id, err := mem.Register(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := int64(1) << 30
+		var leases []store.Lease
+		t.Repeat(map[string]func(*rapid.T){
+			"decide": func(t *rapid.T) {
+				cost := rapid.Int64Range(1, 3).Draw(t, "cost")
+				if m.next != 0 {
+					// A new rate takes effect at this decision: the tokens
+					// owed so far were refilled at the old one.
+					m.debt, m.at = m.owed(now), max(m.at, now)
+					m.count, m.next = m.next, 0
+				}
+				want := m.allows(now, cost)
+				req := store.Request{Now: now}
+				req.Add(id, "k", cost)
+				var res store.Result
+				if err := mem.Decide(ctx, &req, &res); err != nil {
+					t.Fatal(err)
+				}
+				if res.Allowed && !want {
+					t.Fatalf("%v admitted %d at %d, over the ideal limit of %d", alg, cost, now, m.limit)
+				}
+				exact := alg == store.FixedWindow || alg == store.Concurrency
+				if exact && res.Allowed != want {
+					t.Fatalf("%v: admitted = %v at %d, the ideal algorithm says %v", alg, res.Allowed, now, want)
+				}
+				if alg == store.SlidingLog && !res.Allowed && want {
+					// Stricter than ideal only while entries of an earlier
+					// limit still count: never when the window is empty.
+					empty := true
+					for _, a := range m.adm {
+						empty = empty && a.at <= now-window
+					}
+					if empty {
+						t.Fatalf("sliding log with an empty window rejected %d at %d: %+v", cost, now, res.Decision())
+					}
+				}
+				if res.Allowed {
+					m.charge(now, cost)
+					if l := res.Hits[0].Lease; l.Held() {
+						leases = append(leases, l)
+					}
+				}
+			},
+			"release": func(t *rapid.T) {
+				if len(leases) == 0 {
+					t.Skip("no lease held")
+				}
+				i := rapid.IntRange(0, len(leases)-1).Draw(t, "lease")
+				if err := mem.Release(ctx, leases[i], now); err != nil {
+					t.Fatal(err)
+				}
+				m.inflight -= leases[i].Cost
+				leases = slices.Delete(leases, i, i+1)
+			},
+			"advance": func(t *rapid.T) { now += rapid.Int64Range(0, window).Draw(t, "dt") },
+			"update": func(t *rapid.T) {
+				next := spec
+				next.Limit = rapid.Int64Range(1, 8).Draw(t, "new limit")
+				if alg == store.TokenBucket && rapid.Bool().Draw(t, "new rate") {
+					// No faster than the registered rate: the range where
+					// the debt is kept in tokens exactly.
+					next.Rate = concurrency.Per(rapid.Int64Range(1, limit).Draw(t, "count"), time.Duration(window))
+				}
+				if err := mem.Update(ctx, id, next); err != nil {
+					t.Fatal(err)
+				}
+				if alg == store.TokenBucket && next.Rate != spec.Rate {
+					m.next = next.Rate.Count
+				}
+				spec, m.limit = next, next.Limit
+			},
+		})
+	})
 }
