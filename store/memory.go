@@ -30,8 +30,8 @@ import (
 // most Limit leases in one call, amortized O(1) per lease). It never blocks and ignores the contexts it is given; it
 // never returns ErrUnavailable.
 //
-// A Memory is safe for concurrent use; Register and Unregister may run
-// concurrently with Decide and Release. The zero value is an empty store
+// A Memory is safe for concurrent use; Register, Update and Unregister may
+// run concurrently with Decide and Release. The zero value is an empty store
 // ready to use; it must not be copied after first use.
 type Memory struct {
 	mu    sync.Mutex // serializes Register and Unregister
