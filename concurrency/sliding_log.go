@@ -58,8 +58,8 @@ type SlidingLog struct {
 // It is safe for concurrent use with SlidingLogs of one window, whatever
 // their limits. A decision of a SlidingLog whose limit differs from the
 // ring's seals the ring (admissions on it stop; decisions racing with the
-// rebuild yield until it is done, a few hundred nanoseconds per thousand
-// entries), waits for the entries being written to be published, and
+// rebuild yield until it is done: one pass over each ring), waits for the
+// entries being written to be published, and
 // replaces it with a ring of its limit (an allocation) that keeps the
 // numbering and, for each number the new ring covers, a release time no
 // earlier than that of any admission numbered up to it (rebuild). So an
@@ -67,7 +67,8 @@ type SlidingLog struct {
 // any interval of length window that ends at such an admission there are at
 // most the new limit, under any interleaving and order of now values. With
 // a non-decreasing clock nothing becomes stricter than the exact sliding
-// window either, unless the ring was rebuilt less than a window before. A
+// window either, unless the ring still holds entries of an earlier rebuild
+// (fewer admissions than its size since then). A
 // refund racing with a rebuild may be lost (stricter, never looser), and
 // admissions made before the change can no longer be refunded.
 type SlidingLogState struct {

@@ -30,11 +30,13 @@ type Updater interface {
 	//   - TokenBucket keeps the tokens each key owes. The new burst applies
 	//     to that debt (a key that owes more than the new burst waits until
 	//     it owes less) and the bucket refills at the new rate from the
-	//     limit's first decision after Update (the store's clock; Memory
-	//     decides at Request.Now). A new rate faster than every rate the
-	//     limit has had keeps the debt in time instead: the key is full
-	//     again at the same instant, so until then it may be admitted less
-	//     than a token-exact conversion would allow, never more.
+	//     limit's first decision after Update (on Memory, at the
+	//     Request.Now of the first Decide or eviction check on the limit;
+	//     a network store may take its own clock at Update instead). A new
+	//     rate faster than every rate the limit has had keeps the debt in
+	//     time instead: the key is full again at the same instant, so until
+	//     then it may be admitted less than a token-exact conversion would
+	//     allow, never more.
 	//   - FixedWindow and SlidingWindow keep their window counts: a key that
 	//     counted c in the current window has Limit − c left (none when
 	//     c ≥ Limit).
