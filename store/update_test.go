@@ -274,7 +274,8 @@ func TestUpdateUnknownLimit(t *testing.T) {
 }
 
 // TestUpdateRacingDecideNeverOverAdmits hammers one key from several
-// goroutines while another flips the limit between 4 and 7 and back: in one
+// goroutines while another flips the limit between 4 and 7 and back (and a
+// token bucket's rate among three): in one
 // window (one bucket's burst, one set of leases) no more than 7 are ever
 // admitted, and once the last Update (to 4) has returned no decision that
 // starts afterwards admits past 4.
@@ -310,7 +311,9 @@ func TestUpdateRacingDecideNeverOverAdmits(t *testing.T) {
 				for i := range 50 {
 					spec.Limit = []int64{7, 4}[i%2]
 					if alg == store.TokenBucket {
-						spec.Rate = concurrency.Per(4, time.Hour)
+						// The rate changes too: every change starts a new
+						// clock, anchored by the first decision to reach it.
+						spec.Rate = concurrency.Per([]int64{2, 4, 3}[i%3], time.Hour)
 					}
 					mustUpdate(t, m, id, spec)
 				}
