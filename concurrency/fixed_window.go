@@ -165,7 +165,7 @@ func (f *FixedWindow) view(w uint64, now int64) (idx, cnt int64, back bool) {
 func (f *FixedWindow) decision(idx, cnt int64, back bool, now int64) Decision {
 	d := Decision{Limit: f.limit}
 	if !back {
-		d.Remaining = f.limit - cnt
+		d.Remaining = max(0, f.limit-cnt) // a count over a lowered limit (WithLimit) leaves none
 	}
 	switch {
 	case cnt > 0:

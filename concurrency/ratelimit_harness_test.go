@@ -186,9 +186,9 @@ func (x *logSubject) Refund(now, n int64)          { x.l.Refund(x.s, now, n) }
 func (x *logSubject) Recovered(now int64) bool     { return x.l.Recovered(x.s, now) }
 func (x *logSubject) clone() rateSubject {
 	c := &logSubject{l: x.l, s: new(SlidingLogState)}
-	c.s.head.Store(x.s.head.Load())
 	if r := x.s.ring.Load(); r != nil {
-		cr := &logRing{slots: make([]logSlot, len(r.slots))}
+		cr := &logRing{n: r.n, slots: make([]logSlot, len(r.slots))}
+		cr.head.Store(r.head.Load())
 		for i := range r.slots {
 			cr.slots[i].seq.Store(r.slots[i].seq.Load())
 			cr.slots[i].ts.Store(r.slots[i].ts.Load())
@@ -580,7 +580,7 @@ func TestRateStateSizes(t *testing.T) {
 		"GCRAState":          {unsafe.Sizeof(GCRAState{}), 8},
 		"FixedWindowState":   {unsafe.Sizeof(FixedWindowState{}), 8},
 		"SlidingWindowState": {unsafe.Sizeof(SlidingWindowState{}), 8},
-		"SlidingLogState":    {unsafe.Sizeof(SlidingLogState{}), 16},
+		"SlidingLogState":    {unsafe.Sizeof(SlidingLogState{}), 8},
 		"logSlot":            {unsafe.Sizeof(logSlot{}), 16},
 	} {
 		if c.got != c.want {

@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -32,9 +33,14 @@ import (
 // time, so going back never opens room.
 //
 // Cost: a decision reads up to limit entries (to fill Remaining and
-// ResetAfter) and takes one CAS. Memory per key: 16 bytes of state plus a
-// ring of 16·limit bytes (with a 24-byte header), allocated on the first
+// ResetAfter) and takes one CAS. Memory per key: 8 bytes of state plus a
+// ring of 16·limit bytes (with a 40-byte header), allocated on the first
 // admission. It is meant for small limits (at most MaxSlidingLogLimit).
+//
+// A state may be used with SlidingLogs of the same window and different
+// limits, as when a limit changes in place: the first decision of a
+// SlidingLog whose limit is not the ring's rebuilds the ring for its limit,
+// keeping the admissions that count (see SlidingLogState).
 //
 // now must be non-negative and below 2^62+2^61. A SlidingLog is immutable
 // and safe for concurrent use. Use NewSlidingLog; the zero value is not
@@ -46,17 +52,40 @@ type SlidingLog struct {
 
 // SlidingLogState is the per-key state of a SlidingLog. Its zero value is
 // fresh for any now; the first admission allocates the ring (16·limit
-// bytes), every later decision allocates nothing. It is safe for concurrent
-// use with one SlidingLog (using it with a SlidingLog of another limit
-// panics) and must not be copied after first use.
+// bytes), every later decision allocates nothing. It must not be copied
+// after first use.
+//
+// It is safe for concurrent use with SlidingLogs of one window, whatever
+// their limits. A decision of a SlidingLog whose limit differs from the
+// ring's seals the ring (admissions on it stop; decisions racing with the
+// rebuild yield until it is done: one pass over each ring), waits for the
+// entries being written to be published, and
+// replaces it with a ring of its limit (an allocation) that keeps the
+// numbering and, for each number the new ring covers, a release time no
+// earlier than that of any admission numbered up to it (rebuild). So an
+// admission made after the change counts every admission before it: in
+// any interval of length window that ends at such an admission there are at
+// most the new limit, under any interleaving and order of now values. With
+// a non-decreasing clock nothing becomes stricter than the exact sliding
+// window either, unless the ring still holds entries of an earlier rebuild
+// (fewer admissions than its size since then). A
+// refund racing with a rebuild may be lost (stricter, never looser), and
+// admissions made before the change can no longer be refunded.
 type SlidingLogState struct {
-	head atomic.Int64 // admissions numbered so far
 	ring atomic.Pointer[logRing]
 }
 
+// logRing is a log of n slots; admission c lives in slot c mod n.
 type logRing struct {
+	// head counts the admissions numbered so far; logSealed once the ring
+	// is being replaced (no admission may take a number on it any more).
+	head  atomic.Int64
+	n     int64
 	slots []logSlot
 }
+
+// logSealed is the head of a ring being replaced.
+const logSealed = int64(-1)
 
 // logSlot holds one admission. seq is (lap+1)<<1 | refunded, where lap is
 // the admission's number divided by the limit; 0 means being written or
@@ -70,8 +99,8 @@ type logSlot struct {
 // table that holds the state exclusively; it must not run concurrently with
 // any decision on s.
 func (s *SlidingLogState) Reset() {
-	s.head.Store(0)
 	if r := s.ring.Load(); r != nil {
+		r.head.Store(0)
 		for i := range r.slots {
 			r.slots[i].seq.Store(0)
 			r.slots[i].ts.Store(0)
@@ -119,8 +148,8 @@ func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
 	if c < 0 {
 		return 0
 	}
-	slot := &r.slots[c%l.limit]
-	want := uint64(c/l.limit+1) << 1
+	slot := &r.slots[c%r.n]
+	want := uint64(c/r.n+1) << 1
 	seq := slot.seq.Load()
 	if seq&^1 != want {
 		return logPending
@@ -137,33 +166,116 @@ func (l *SlidingLog) freeAt(r *logRing, c int64) int64 {
 	return ts + l.window
 }
 
-// load returns s's ring and head for reading. The head is read first: the
-// ring is stored before the first head CAS, so a head above zero always
-// comes with a ring; a nil ring (head 0) is never indexed.
-func (l *SlidingLog) load(s *SlidingLogState) (*logRing, int64) {
-	h := s.head.Load()
-	r := s.ring.Load()
-	if r != nil && int64(len(r.slots)) != l.limit {
-		panic("concurrency: SlidingLogState used with a SlidingLog of another limit")
-	}
-	return r, h
-}
-
-// ringFor returns s's ring, allocating it on first use.
+// ringFor returns s's ring for this limit: allocated on first use, rebuilt
+// when it is of another limit, and never sealed when returned (it may be
+// sealed right after).
 func (l *SlidingLog) ringFor(s *SlidingLogState) *logRing {
-	r := s.ring.Load()
-	if r == nil {
-		fresh := &logRing{slots: make([]logSlot, l.limit)}
-		if s.ring.CompareAndSwap(nil, fresh) {
-			r = fresh
-		} else {
-			r = s.ring.Load()
+	for {
+		r := s.ring.Load()
+		switch {
+		case r == nil:
+			s.ring.CompareAndSwap(nil, &logRing{n: l.limit, slots: make([]logSlot, l.limit)})
+		case r.head.Load() == logSealed:
+			runtime.Gosched() // another decision is replacing it: a few stores per entry
+		case r.n != l.limit:
+			l.rebuild(s, r)
+		default:
+			return r
 		}
 	}
-	if int64(len(r.slots)) != l.limit {
-		panic("concurrency: SlidingLogState used with a SlidingLog of another limit")
+}
+
+// rebuild replaces r, s's ring of another limit, by a ring of l's limit
+// that keeps r's numbering and for every number k it covers holds a release
+// time F(k) no earlier than that of any admission numbered k or less: an
+// admission reusing k's slot then lies after all of those have stopped
+// counting, which is what the guarantee's proof needs (see
+// SlidingLogState). It returns at once if another decision admitted on r or
+// sealed it first; the caller looks at s again.
+//
+// The admissions r still holds are lo..h−1 (lo = max(0, h−n) for r's n
+// slots). Of those, F(k) takes the latest release time up to k. An older
+// admission j < lo is bounded by the admission that reused its slot: j's
+// slot was reused by j+n, ..., up to the one that r holds, L(j), and each
+// lies no earlier than the release of the one before; so j is bound by the
+// time of L(j), and F(k) takes the latest time of L(j) for j ≤ k too.
+func (l *SlidingLog) rebuild(s *SlidingLogState, r *logRing) {
+	h := r.head.Load()
+	if h == logSealed || !r.head.CompareAndSwap(h, logSealed) {
+		return
 	}
-	return r
+	// No admission takes a number on r any more; those that took one
+	// before the seal are publishing their entries.
+	n := r.n
+	lo := max(0, h-n)
+	free := make([]int64, h-lo)  // release time of admission lo+i, then the prefix maximum
+	times := make([]int64, h-lo) // its time (the release time of a refunded one)
+	for i := range free {
+		for {
+			ts, refunded, ok := r.entry(lo + int64(i))
+			if ok {
+				times[i], free[i] = ts, ts
+				if !refunded {
+					free[i] = ts + l.window // ts ≤ now+window < 2^63 − 2^60: no overflow
+				}
+				break
+			}
+			runtime.Gosched() // its writer is between the head CAS and the publish
+		}
+		if i > 0 {
+			free[i] = max(free[i], free[i-1])
+		}
+	}
+	// land returns the index in times of L(j) for j < lo.
+	land := func(j int64) int64 { return ((j-lo)%n + n) % n }
+	fresh := &logRing{n: l.limit, slots: make([]logSlot, l.limit)}
+	first := max(0, h-l.limit)
+	// older is the latest time of L(j) over j < lo, j ≤ k; j and j+n land
+	// on the same admission, so the first n values of j cover them all.
+	var older int64
+	for j := int64(0); j <= min(first, lo-1, n-1); j++ {
+		older = max(older, times[land(j)])
+	}
+	for k := first; k < h; k++ {
+		if k > first && k < min(lo, n) {
+			older = max(older, times[land(k)])
+		}
+		at := older
+		if k >= lo {
+			at = max(at, free[k-lo])
+		}
+		slot := &fresh.slots[k%l.limit]
+		slot.ts.Store(at)
+		slot.seq.Store(uint64(k/l.limit+1)<<1 | 1) // as refunded: it stops counting at at
+	}
+	fresh.head.Store(h)
+	s.ring.Store(fresh)
+}
+
+// entry reads admission c of r: its time, whether it was refunded, and
+// false while it is not published.
+func (r *logRing) entry(c int64) (ts int64, refunded, ok bool) {
+	slot := &r.slots[c%r.n]
+	want := uint64(c/r.n+1) << 1
+	seq := slot.seq.Load()
+	if seq&^1 != want {
+		return 0, false, false
+	}
+	ts = slot.ts.Load()
+	if slot.seq.Load() != seq { // refunded meanwhile (or rewritten): read again
+		return 0, false, false
+	}
+	return ts, seq&1 != 0, true
+}
+
+// peekRing returns s's ring for reading, rebuilt for this limit if it is of
+// another (nil for a fresh state), and its head.
+func (l *SlidingLog) peekRing(s *SlidingLogState) (*logRing, int64) {
+	if s.ring.Load() == nil {
+		return nil, 0
+	}
+	r := l.ringFor(s)
+	return r, max(0, r.head.Load()) // sealed meanwhile: the entries are still r's
 }
 
 // AllowN admits n requests at now if the last window leaves room for them,
@@ -180,7 +292,7 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 		if n < 0 {
 			panic("concurrency: SlidingLog.AllowN with negative n")
 		}
-		r, h := l.load(s)
+		r, h := l.peekRing(s)
 		d := l.decision(r, h, now)
 		if n > 0 {
 			d.RetryAfter = Never
@@ -189,7 +301,11 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 	}
 	r := l.ringFor(s)
 	for {
-		h := s.head.Load()
+		h := r.head.Load()
+		if h == logSealed { // being replaced: decide on its successor
+			r = l.ringFor(s)
+			continue
+		}
 		// The new admissions h..h+n-1 reuse the slots of h-limit..h+n-1-limit.
 		var blockedUntil int64
 		for c := h - l.limit; c < h+n-l.limit; c++ {
@@ -205,8 +321,9 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 			return d
 		}
 		// The slots read above can change only after the head passes h, so a
-		// successful CAS means they were still free.
-		if s.head.CompareAndSwap(h, h+n) {
+		// successful CAS means they were still free (and the ring was not
+		// sealed: sealing changes the head).
+		if r.head.CompareAndSwap(h, h+n) {
 			for c := h; c < h+n; c++ {
 				slot := &r.slots[c%l.limit]
 				slot.seq.Store(0) // being written: readers treat it as recent
@@ -231,10 +348,14 @@ func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
 		}
 		return
 	}
-	r, h := l.load(s)
-	for c := max(0, h-l.limit); c < h && n > 0; c++ {
-		slot := &r.slots[c%l.limit]
-		want := uint64(c/l.limit+1) << 1
+	r := s.ring.Load()
+	if r == nil {
+		return
+	}
+	h := r.head.Load() // logSealed: the refund is lost to the rebuild
+	for c := max(0, h-r.n); c < h && n > 0; c++ {
+		slot := &r.slots[c%r.n]
+		want := uint64(c/r.n+1) << 1
 		if slot.seq.Load() != want { // refunded already, or not published
 			continue
 		}
@@ -253,8 +374,15 @@ func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
 // now (no admission counts any more and none is being written), so that a
 // table may evict it.
 func (l *SlidingLog) Recovered(s *SlidingLogState, now int64) bool {
-	r, h := l.load(s)
-	for c := max(0, h-l.limit); c < h; c++ {
+	r := s.ring.Load()
+	if r == nil {
+		return true
+	}
+	h := r.head.Load()
+	if h == logSealed {
+		return false // being rebuilt
+	}
+	for c := max(0, h-r.n); c < h; c++ {
 		if at := l.freeAt(r, c); at == logPending || at > now {
 			return false
 		}

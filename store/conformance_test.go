@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -46,4 +48,19 @@ func (s serverClock) Release(ctx context.Context, l store.Lease, _ int64) error 
 func TestServerTimeConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return serverClock{store.NewMemory()} },
 		storetest.WithServerTime(400*time.Millisecond), storetest.WithWrapper(synctest.Test))
+}
+
+// onlyStore hides every method of a Store but the Store interface's.
+type onlyStore struct{ store.Store }
+
+// TestFaultyWithoutUpdaterConformance: a Faulty around a store without
+// Update answers errors.ErrUnsupported, and the harness skips the Update
+// cases rather than fail them.
+func TestFaultyWithoutUpdaterConformance(t *testing.T) {
+	f := storetest.NewFaulty(onlyStore{store.NewMemory()})
+	err := f.Update(context.Background(), 1, store.Spec{Name: "x"})
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.HasPrefix(err.Error(), "store: ") {
+		t.Fatalf("Update through a Faulty around a store without it: %v", err)
+	}
+	storetest.Run(t, func(*testing.T) store.Store { return storetest.NewFaulty(onlyStore{store.NewMemory()}) })
 }

@@ -11,6 +11,10 @@
 // trip for a network store (see store/redisstore), which evaluates the same
 // algorithms server-side on the server's clock.
 //
+// A store that implements Updater (Memory does) changes a registered
+// limit's parameters in place, keeping every key's usage: a reload that
+// raises a quota from 3 to 4 leaves a tenant that used 3 exactly 1 more.
+//
 // Concurrency limits hand out Leases: a permit held until Release, or until
 // its TTL passes, so that a crashed holder cannot leak permits forever.
 //

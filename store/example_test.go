@@ -51,3 +51,43 @@ func Example() {
 	// attempt 3: rejected by hit 1 (limited), retry in 13m0s
 	// ip remaining: 18 true
 }
+
+// A daily quota raised in place: the tenant keeps what it used.
+func ExampleMemory_Update() {
+	ctx := context.Background()
+	m := store.NewMemory()
+	spec := store.Spec{Name: "tenant-daily", Algorithm: store.FixedWindow, Limit: 3, Window: 24 * time.Hour}
+	id, _ := m.Register(ctx, spec)
+	now := int64(time.Hour)
+	try := func() bool {
+		req := store.Request{Now: now}
+		req.Add(id, "tenant:acme", 1)
+		var res store.Result
+		if err := m.Decide(ctx, &req, &res); err != nil {
+			panic(err)
+		}
+		return res.Allowed
+	}
+	used := 0
+	for try() {
+		used++
+	}
+	fmt.Println("used of 3:", used)
+
+	spec.Limit = 4
+	if err := m.Update(ctx, id, spec); err != nil {
+		panic(err)
+	}
+	more := 0
+	for try() {
+		more++
+	}
+	fmt.Println("more after raising to 4:", more)
+
+	spec.Window = time.Hour // how it counts: not in place
+	fmt.Println(m.Update(ctx, id, spec))
+	// Output:
+	// used of 3: 3
+	// more after raising to 4: 1
+	// store: limit "tenant-daily": its window (24h0m0s to 1h0m0s) cannot change in place; register a new limit (its keys start fresh)
+}

@@ -101,7 +101,8 @@ func (l *leaseLimit) reclaim(s *leaseState, now int64) {
 
 // view reports s at now (under the lock, after reclaim).
 func (l *leaseLimit) view(s *leaseState, now int64) concurrency.Decision {
-	d := concurrency.Decision{Limit: l.limit, Remaining: l.limit - s.inflight}
+	// Over a limit lowered by Update, nothing remains.
+	d := concurrency.Decision{Limit: l.limit, Remaining: max(0, l.limit-s.inflight)}
 	if s.tail != 0 {
 		d.ResetAfter = time.Duration(max(0, l.at(s, s.tail).expires-now))
 	}

@@ -30,8 +30,8 @@ import (
 // most Limit leases in one call, amortized O(1) per lease). It never blocks and ignores the contexts it is given; it
 // never returns ErrUnavailable.
 //
-// A Memory is safe for concurrent use; Register and Unregister may run
-// concurrently with Decide and Release. The zero value is an empty store
+// A Memory is safe for concurrent use; Register, Update and Unregister may
+// run concurrently with Decide and Release. The zero value is an empty store
 // ready to use; it must not be copied after first use.
 type Memory struct {
 	mu    sync.Mutex // serializes Register and Unregister
@@ -55,6 +55,9 @@ type memLimit interface {
 	// release gives a lease back; false when it was not held.
 	release(lease Lease, now int64) (bool, error)
 	stats() concurrency.TableStats
+	// registered returns the spec the limit was registered or last
+	// updated with.
+	registered() Spec
 }
 
 // Register validates spec and adds it. It returns the spec's validation
@@ -126,22 +129,23 @@ func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
 	if capacity == 0 {
 		capacity = DefaultCapacity
 	}
-	share := spec.Overflow == concurrency.OverflowShare
 	var (
 		l   memLimit
 		err error
 	)
 	switch spec.Algorithm {
 	case TokenBucket:
-		l, err = newRateLimit[concurrency.GCRAState](b.gcra, capacity, share, spec.Limit, b)
+		l, err = newRateLimit[concurrency.GCRAState](b.gcra, capacity, spec, b)
 	case FixedWindow:
-		l, err = newRateLimit[concurrency.FixedWindowState](b.fixed, capacity, share, spec.Limit, b)
+		// The widest count field the window allows, so that Update can
+		// raise the limit without a new state format.
+		l, err = newRateLimit[concurrency.FixedWindowState](b.fixed.Widened(), capacity, spec, b)
 	case SlidingWindow:
-		l, err = newRateLimit[concurrency.SlidingWindowState](b.sliding, capacity, share, spec.Limit, b)
+		l, err = newRateLimit[concurrency.SlidingWindowState](b.sliding.Widened(), capacity, spec, b)
 	case SlidingLog:
-		l, err = newRateLimit[concurrency.SlidingLogState](b.log, capacity, share, spec.Limit, b)
+		l, err = newRateLimit[concurrency.SlidingLogState](b.log, capacity, spec, b)
 	case Concurrency:
-		l, err = newLeaseTable(spec, capacity, share, id, b)
+		l, err = newLeaseTable(spec, capacity, id, b)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: limit %q: %w", spec.Name, err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/concurrency"
 )
@@ -14,22 +15,39 @@ type rateAlgo[S any] interface {
 	Recovered(s *S, now int64) bool
 }
 
-// rateLimit is a rate limit of a Memory store: an algorithm and a table of
-// its states. The table rejects keys that do not fit; the shared overflow
-// state lives here, so that undo and the Overflow flag know where a hit
-// was counted.
+// rateLimit is a rate limit of a Memory store: an algorithm and the keys'
+// states it decides on. It is immutable: Update makes a new rateLimit of the
+// new parameters on the same rateKeys, so that one Decide call, which loads
+// the store's limits once, decides and undoes every hit on one set of
+// parameters.
 type rateLimit[S any, P interface {
 	*S
 	Reset()
 }, A rateAlgo[S]] struct {
 	algo  A
-	table *concurrency.Table[S, P]
+	table *concurrency.Table[S, P] // keys.table
 	share bool
 	limit int64
 	b     built
+	spec  Spec
+	keys  *rateKeys[S, P]
+}
+
+// rateKeys is the state of a rate limit that survives Update: the table of
+// per-key states, and the shared state of OverflowShare. The table rejects
+// keys that do not fit; the shared state lives here, so that undo and the
+// Overflow flag know where a hit was counted.
+type rateKeys[S any, P interface {
+	*S
+	Reset()
+}] struct {
+	table *concurrency.Table[S, P]
+	// recovered is the Recovered of the parameters in force, which the
+	// table's eviction test calls.
+	recovered atomic.Pointer[func(s *S, now int64) bool]
 	// shared is OverflowShare's state for keys that do not fit. A key flood
 	// writes it from every core: the padding keeps those writes off the
-	// line of the read-only fields above, which every decision reads.
+	// line of the read-only fields above, which evictions read.
 	_      [cacheLine]byte
 	shared S
 }
@@ -41,12 +59,27 @@ const cacheLine = 128
 func newRateLimit[S any, P interface {
 	*S
 	Reset()
-}, A rateAlgo[S]](algo A, capacity int, share bool, limit int64, b built) (*rateLimit[S, P, A], error) {
-	t, err := concurrency.NewTable[S, P](capacity, algo.Recovered)
+}, A rateAlgo[S]](algo A, capacity int, spec Spec, b built) (*rateLimit[S, P, A], error) {
+	k := new(rateKeys[S, P])
+	t, err := concurrency.NewTable[S, P](capacity, func(s *S, now int64) bool { return (*k.recovered.Load())(s, now) })
 	if err != nil {
 		return nil, err
 	}
-	return &rateLimit[S, P, A]{algo: algo, table: t, share: share, limit: limit, b: b}, nil
+	k.table = t
+	return withAlgo(k, algo, spec, b), nil
+}
+
+// withAlgo returns the rate limit of algo on k's states and makes algo's
+// Recovered the table's eviction test. The caller publishes the result at
+// once (Register, Update): from now on evictions judge states by it.
+func withAlgo[S any, P interface {
+	*S
+	Reset()
+}, A rateAlgo[S]](k *rateKeys[S, P], algo A, spec Spec, b built) *rateLimit[S, P, A] {
+	rec := algo.Recovered
+	k.recovered.Store(&rec)
+	return &rateLimit[S, P, A]{algo: algo, table: k.table, share: spec.Overflow == concurrency.OverflowShare,
+		limit: spec.Limit, b: b, spec: spec, keys: k}
 }
 
 func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, out *HitResult) {
@@ -60,7 +93,7 @@ func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, out *HitResult) {
 	if !ok {
 		out.Overflow = true
 		if r.share {
-			out.Decision = r.algo.AllowN(&r.shared, now, h.Cost)
+			out.Decision = r.algo.AllowN(&r.keys.shared, now, h.Cost)
 		} else {
 			out.Decision = overflowed(r.limit, h.Cost, r.b)
 		}
@@ -77,7 +110,7 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
 	now = r.b.clock.At(now)
 	if out.Overflow {
 		if r.share {
-			r.algo.Refund(&r.shared, now, h.Cost)
+			r.algo.Refund(&r.keys.shared, now, h.Cost)
 		}
 		return
 	}
@@ -97,25 +130,43 @@ func (r *rateLimit[S, P, A]) release(lease Lease, _ int64) (bool, error) {
 
 func (r *rateLimit[S, P, A]) stats() concurrency.TableStats { return r.table.Stats() }
 
-// leaseTable is a Concurrency limit of a Memory store.
+func (r *rateLimit[S, P, A]) registered() Spec { return r.spec }
+
+// leaseTable is a Concurrency limit of a Memory store. Like rateLimit it is
+// immutable: Update makes a new one of the new limit and TTL on the same
+// keys.
 type leaseTable struct {
-	cfg    leaseLimit
-	id     LimitID
+	cfg   leaseLimit
+	id    LimitID
+	table *concurrency.Table[leaseState, *leaseState] // keys.table
+	share bool
+	b     built
+	spec  Spec
+	keys  *leaseKeys
+}
+
+// leaseKeys is the state of a Concurrency limit that survives Update.
+type leaseKeys struct {
 	table  *concurrency.Table[leaseState, *leaseState]
-	share  bool
-	b      built
-	_      [cacheLine]byte // see rateLimit.shared
+	_      [cacheLine]byte // see rateKeys.shared
 	shared leaseState
 }
 
-func newLeaseTable(spec Spec, capacity int, share bool, id LimitID, b built) (*leaseTable, error) {
-	l := &leaseTable{cfg: leaseLimit{limit: spec.Limit, ttl: int64(spec.LeaseTTL)}, id: id, share: share, b: b}
-	t, err := concurrency.NewTable[leaseState](capacity, l.cfg.recovered)
+func newLeaseTable(spec Spec, capacity int, id LimitID, b built) (*leaseTable, error) {
+	// The eviction test does not depend on the limit or the TTL (a state
+	// is recovered when it holds no live lease), so it survives Update.
+	var cfg leaseLimit
+	t, err := concurrency.NewTable[leaseState](capacity, cfg.recovered)
 	if err != nil {
 		return nil, err
 	}
-	l.table = t
-	return l, nil
+	return (&leaseKeys{table: t}).limit(spec, id, b), nil
+}
+
+// limit returns the Concurrency limit of spec on k's states.
+func (k *leaseKeys) limit(spec Spec, id LimitID, b built) *leaseTable {
+	return &leaseTable{cfg: leaseLimit{limit: spec.Limit, ttl: int64(spec.LeaseTTL)}, id: id, table: k.table,
+		share: spec.Overflow == concurrency.OverflowShare, b: b, spec: spec, keys: k}
 }
 
 func (l *leaseTable) decide(h *Hit, now int64, out *HitResult) {
@@ -126,7 +177,7 @@ func (l *leaseTable) decide(h *Hit, now int64, out *HitResult) {
 		st = ref.Value()
 		defer ref.Release()
 	case l.share:
-		out.Overflow, st = true, &l.shared
+		out.Overflow, st = true, &l.keys.shared
 	default:
 		out.Overflow, out.Decision = true, overflowed(l.cfg.limit, h.Cost, l.b)
 		return
@@ -155,7 +206,7 @@ func (l *leaseTable) release(lease Lease, now int64) (bool, error) {
 		if !l.share {
 			return false, nil
 		}
-		return l.cfg.release(&l.shared, lease.ID, now), nil
+		return l.cfg.release(&l.keys.shared, lease.ID, now), nil
 	}
 	ref, ok := l.table.Lookup(lease.Key)
 	if !ok {
@@ -166,3 +217,5 @@ func (l *leaseTable) release(lease Lease, now int64) (bool, error) {
 }
 
 func (l *leaseTable) stats() concurrency.TableStats { return l.table.Stats() }
+
+func (l *leaseTable) registered() Spec { return l.spec }

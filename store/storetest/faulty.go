@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/store"
@@ -13,6 +15,11 @@ import (
 // fail-open and fail-closed paths; set an error matching
 // store.ErrUnavailable (store.Unavailable(cause)) for an outage.
 //
+// A Faulty always implements store.Updater: Update passes through to a
+// wrapped store that implements it, and otherwise returns an error
+// matching errors.ErrUnsupported (so that a caller, like the conformance
+// harness, can tell "cannot" from "failed").
+//
 // A Faulty is safe for concurrent use; SetErr may be called at any time.
 // Use NewFaulty; the zero value is not usable.
 type Faulty struct {
@@ -21,7 +28,10 @@ type Faulty struct {
 	calls atomic.Int64
 }
 
-var _ store.Store = (*Faulty)(nil)
+var (
+	_ store.Store   = (*Faulty)(nil)
+	_ store.Updater = (*Faulty)(nil)
+)
 
 // NewFaulty returns a Faulty around inner that passes calls through until
 // SetErr.
@@ -77,4 +87,18 @@ func (f *Faulty) Unregister(ctx context.Context, id store.LimitID) error {
 		return err
 	}
 	return f.inner.Unregister(ctx, id)
+}
+
+// Update updates limit id on the wrapped store unless an error is set. It
+// returns an error matching errors.ErrUnsupported when the wrapped store
+// does not implement store.Updater.
+func (f *Faulty) Update(ctx context.Context, id store.LimitID, spec store.Spec) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	u, ok := f.inner.(store.Updater)
+	if !ok {
+		return fmt.Errorf("store: %T cannot update a limit in place: %w", f.inner, errors.ErrUnsupported)
+	}
+	return u.Update(ctx, id, spec)
 }

@@ -57,8 +57,14 @@ func WithWrapper(wrap func(t *testing.T, body func(t *testing.T))) Option { retu
 // layered), concurrency leases (released exactly once, expiring by TTL,
 // their permits conserved), Unregister (later calls naming the limit fail
 // with store.ErrUnknownLimit, also while decisions race with it; the name
-// is free again, the ID is not reused) and bad specs and requests (errors
-// starting with "store: ", nothing charged).
+// is free again, the ID is not reused), bad specs and requests (errors
+// starting with "store: ", nothing charged), and for a store that
+// implements store.Updater, Update: raising and lowering each algorithm's
+// limit keeps the key's usage (3 used of 3 raised to 4: exactly 1 more), a
+// token bucket's lowered rate keeps the tokens owed, a new lease TTL applies
+// to new leases, what cannot change in place is refused, and decisions
+// racing with Updates never admit more than the largest limit in force, nor
+// past the last one once it returned.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
 	var cfg config
 	for _, o := range opts {
@@ -93,6 +99,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 	run(t, "unregister/concurrent", func(h *harness) { testUnregisterConcurrent(h) })
 	run(t, "bad/specs", func(h *harness) { testBadSpecs(h) })
 	run(t, "bad/requests", func(h *harness) { testBadRequests(h) })
+	runUpdate(func(name string, test func(h *harness)) { run(t, name, test) })
 }
 
 var algorithms = []store.Algorithm{
@@ -103,6 +110,7 @@ var algorithms = []store.Algorithm{
 type harness struct {
 	t   *testing.T
 	s   store.Store
+	u   store.Updater // s, for the Update tests
 	cfg config
 	now int64 // Request.Now; a server-time store ignores it
 	n   int   // spec names
