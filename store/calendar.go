@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -43,11 +42,10 @@ const MaxCalendarOffset = 14 * time.Hour
 // than real time.
 const monthSpan = 31 * 24 * time.Hour
 
-// mondayShift moves the origin of window multiples from the Unix epoch (a
-// Thursday) to Monday 1970-01-05: windows that divide a day do not change,
-// a week starts on Monday. (4 days after the epoch; a shift of 3 days is the
-// same modulo a week and keeps the window clock positive.)
-const mondayShift = int64(3 * 24 * time.Hour)
+// monday is Monday 1970-01-05 00:00 UTC, the origin of the windows of a
+// fixed length: 4 days after the Unix epoch (a Thursday). Windows that
+// divide a day start as they would from the epoch; a week starts on Monday.
+const monday = int64(4 * 24 * time.Hour)
 
 // validate checks c for a limit of algorithm alg and window w.
 func (c Calendar) validate(alg Algorithm, w time.Duration) error {
@@ -87,16 +85,27 @@ func (c Calendar) span(w time.Duration) time.Duration {
 // window's weight) are kept. It is a small immutable value, safe for
 // concurrent use.
 type WindowClock struct {
-	shift  int64 // added to the time: zone offset, and mondayShift for fixed lengths
+	shift  int64 // added to the time: the zone offset, and for fixed lengths the Monday origin
 	months int64 // months per window; 0 for fixed lengths
 	span   int64 // window length on the window clock, ns
 }
 
 // Clock returns the window clock of windows of spec window w on c, which
-// must be valid (Spec.Validate) for w.
+// must be valid (Spec.Validate) for w; for no window (w <= 0 and no
+// months), the time itself.
 func (c Calendar) Clock(w time.Duration) WindowClock {
+	if c.Months == 0 && w <= 0 {
+		return WindowClock{} // no windows: the time itself
+	}
 	if c.Months == 0 {
-		return WindowClock{shift: int64(c.Offset) + mondayShift, span: int64(w)}
+		// Windows start where now - monday + Offset is a multiple of w; any
+		// multiple of w may be added to the shift, so take the one in
+		// [0, w): the window clock never reads less than now.
+		shift := (int64(c.Offset) - monday) % int64(w)
+		if shift < 0 {
+			shift += int64(w)
+		}
+		return WindowClock{shift: shift, span: int64(w)}
 	}
 	return WindowClock{shift: int64(c.Offset), months: int64(c.Months), span: int64(c.span(0))}
 }
@@ -123,7 +132,8 @@ func (k WindowClock) At(now int64) int64 {
 	// Window -1 is the one before January 1970 (UTC-14:00 sees 1969 until
 	// 14:00 UTC): numbering from it keeps the window clock non-negative.
 	p, start, end := k.period(now + k.shift)
-	return (p+1)*k.span + mulDiv(now+k.shift-start, k.span, end-start)
+	frac, _ := mulDiv(now+k.shift-start, k.span, end-start, false) // < span: fits
+	return (p+1)*k.span + frac
 }
 
 // Real returns the earliest limit time at which the window clock reads at
@@ -135,7 +145,8 @@ func (k WindowClock) Real(at int64) int64 {
 	}
 	p, frac := at/k.span-1, at%k.span
 	start, end := k.bounds(p)
-	return start + ceilMulDiv(frac, end-start, k.span) - k.shift
+	real, _ := mulDiv(frac, end-start, k.span, true) // < a month: fits
+	return start + real - k.shift
 }
 
 // Decision converts d, decided on the window clock at at = k.At(now), to
@@ -181,22 +192,4 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-// mulDiv returns floor(a*b/c) for non-negative a < c and b, c > 0, without
-// overflow.
-func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	return int64(q)
-}
-
-// ceilMulDiv returns ceil(a*b/c) for non-negative a < c and b, c > 0.
-func ceilMulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	return int64(q)
 }

@@ -374,7 +374,7 @@ func (m *updModel) allows(now, cost int64) bool {
 	case store.FixedWindow:
 		var used int64
 		for _, a := range m.adm {
-			if a.at/m.window == now/m.window {
+			if windowOf(a.at, m.window) == windowOf(now, m.window) { // Calendar{}: from Monday 1970-01-05
 				used += a.cost
 			}
 		}
