@@ -43,6 +43,23 @@
 // exact one. Lease IDs are unique per key unless a key's state issued more
 // than 16 leases per microsecond of its life.
 //
+// # Instances
+//
+// While Redis answers every instance, a limit holds exactly across them.
+// While it fails for all of them, each decides on limit ÷ N locally (N as
+// it was when its breaker opened, however few instances a Redis that
+// comes back empty counts before the breaker closes), so together they
+// admit at most the limit from then on (the local stores do not know what
+// Redis had counted in the current window). When k of N instances lose
+// Redis while the others keep it (a partition), those on Redis share the
+// whole limit and each cut-off instance admits its share: at most
+// limit·(1 + k/N) in all, 40 for a limit of 30 when one of three is cut
+// off (TestPartitionAdmitsAtMostOneShareMore measures it). A cut-off
+// instance goes on counting in the others' N for the instance memory (a
+// minute by default, see WithInstanceMemory), so the bound still holds
+// when Redis then fails for them too within that time; one that Closes
+// leaves N at once.
+//
 // # Failures
 //
 // A Store call fails with an error matching store.ErrUnavailable when

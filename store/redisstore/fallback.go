@@ -43,13 +43,18 @@ var errDegraded = errors.New("redisstore: degraded to local limits")
 //
 // The local store enforces each instance's share: every limit (and a token
 // bucket's rate) divided by N, rounded down, where N is the number of
-// instances of the prefix whose heartbeat Redis saw in the last three
-// probe intervals (or WithInstances' fixed N). So the service as a whole
-// never exceeds its quota while Redis is down. A limit whose share rounds
-// to zero, and a limit marked WithFailClosed, rejects while degraded.
-// Local decisions are made at Request.Now, so callers must fill it with
-// their monotonic clock (internal/clock's Now) as for store.Memory; local
-// state starts fresh when the breaker opens with a new N.
+// instances of the prefix that beat within the instance memory
+// (WithInstanceMemory; a minute by default) and did not Close, or
+// WithInstances' fixed N. So the service as a whole never exceeds its
+// quota while Redis is down for every instance; see the package doc for
+// the bound when it is down for some. While the breaker is open N does not
+// change and the local store keeps what it counted, however few
+// instances a Redis that comes back empty counts before this one closes
+// its breaker. A limit whose share rounds to zero, and a limit marked
+// WithFailClosed, rejects while degraded. Local decisions are made at
+// Request.Now, so callers must fill it with their monotonic clock
+// (internal/clock's Now) as for store.Memory; local state starts fresh
+// when the breaker opens with an N other than the last local store's.
 //
 // Leases taken locally carry a Limit with bit 31 set; Release routes them
 // to the local store (after the local store was made anew they are no
@@ -71,8 +76,9 @@ type Fallback struct {
 	local  atomic.Pointer[localStore]
 
 	open       atomic.Bool
-	failures   atomic.Int64 // consecutive failed Redis calls
-	instances  atomic.Int64 // N
+	episode    atomic.Uint64 // incremented as the breaker opens
+	failures   atomic.Int64  // consecutive failed Redis calls
+	instances  atomic.Int64  // N, frozen while the breaker is open
 	fallbacks  atomic.Uint64
 	errs       atomic.Uint64
 	trips      atomic.Uint64
@@ -82,6 +88,10 @@ type Fallback struct {
 	lastLog time.Time
 	pending *logLine
 	changes int // mode changes the pending line covers
+
+	// okProbes counts the successful probes in a row while the breaker
+	// is open; the heartbeat goroutine owns it.
+	okProbes int
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -103,6 +113,9 @@ type localStore struct {
 	gen  store.LimitID
 	n    int64
 	zero []bool // per LimitID-1: the share rounds to zero, reject
+	// episode is the breaker opening this store serves: while the
+	// breaker stays open, the store (its N and what it counted) is kept.
+	episode uint64
 }
 
 // FallbackStats is a snapshot of a Fallback's mode and counters.
@@ -132,7 +145,8 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	if s == nil {
 		return nil, fmt.Errorf("redisstore: nil store")
 	}
-	cfg := fallbackConfig{tripAfter: DefaultTripAfter, recoverAfter: DefaultRecoverAfter, probe: DefaultProbeInterval}
+	cfg := fallbackConfig{tripAfter: DefaultTripAfter, recoverAfter: DefaultRecoverAfter, probe: DefaultProbeInterval,
+		memory: DefaultInstanceMemory}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
@@ -143,6 +157,11 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
+	if cfg.memory == 0 {
+		cfg.memory = max(DefaultInstanceMemory, 3*cfg.probe)
+	} else if cfg.memory < 3*cfg.probe {
+		return nil, fmt.Errorf("redisstore: instance memory %v must be at least three probe intervals (%v), or live instances drop out of N between their heartbeats", cfg.memory, 3*cfg.probe)
+	}
 	f := &Fallback{redis: s, cfg: cfg, id: hex.EncodeToString(b[:]), done: make(chan struct{})}
 	f.instances.Store(max(1, cfg.instances))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -167,9 +186,12 @@ func (f *Fallback) Close() error {
 
 // Stats returns a snapshot of the mode and counters.
 func (f *Fallback) Stats() FallbackStats {
-	n := f.instances.Load()
+	n, open := f.instances.Load(), f.open.Load()
+	if l := f.local.Load(); open && l != nil && l.episode == f.episode.Load() {
+		n = l.n // the N this degraded spell decides on
+	}
 	return FallbackStats{
-		Degraded:          f.open.Load(),
+		Degraded:          open,
 		Instances:         n,
 		Share:             1 / float64(n),
 		FallbackDecisions: f.fallbacks.Load(),
@@ -278,19 +300,28 @@ func registerShare(m *store.Memory, spec store.Spec, n int64) bool {
 }
 
 // localFor returns the local store for the current N, making it anew when
-// N changed.
+// N changed; while the breaker is open, it keeps the store it returned
+// first since the breaker opened, so that no change of N resets what was
+// counted locally.
 func (f *Fallback) localFor() *localStore {
-	n := f.instances.Load()
-	if l := f.local.Load(); l != nil && l.n == n {
+	if l := f.local.Load(); l != nil && f.current(l) {
 		return l
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.local.Load()
-	if l != nil && l.n == n {
+	if l != nil && f.current(l) {
 		return l
 	}
-	nl := &localStore{mem: store.NewMemory(), n: n}
+	n, ep := f.instances.Load(), f.episode.Load()
+	if l != nil && l.n == n {
+		// The right N already: it serves this opening too.
+		nl := *l
+		nl.episode = ep
+		f.local.Store(&nl)
+		return &nl
+	}
+	nl := &localStore{mem: store.NewMemory(), n: n, episode: ep}
 	if l != nil {
 		nl.gen = (l.gen + 1) & genMask
 	}
@@ -310,6 +341,16 @@ func (f *Fallback) localFor() *localStore {
 	}
 	f.local.Store(nl)
 	return nl
+}
+
+// current reports whether l is the local store to decide on now: the one
+// of this opening while the breaker is open, the one of the current N
+// while it is closed.
+func (f *Fallback) current(l *localStore) bool {
+	if f.open.Load() {
+		return l.episode == f.episode.Load()
+	}
+	return l.n == f.instances.Load()
 }
 
 // Decide decides req on Redis while the breaker is closed and locally,
@@ -335,7 +376,13 @@ func (f *Fallback) Decide(ctx context.Context, req *store.Request, res *store.Re
 // threshold.
 func (f *Fallback) failed(err error) {
 	f.errs.Add(1)
-	if f.failures.Add(1) >= int64(f.cfg.tripAfter) && f.open.CompareAndSwap(false, true) {
+	if f.failures.Add(1) < int64(f.cfg.tripAfter) || f.open.Load() {
+		return
+	}
+	// A new opening before the breaker opens: a decision that sees it
+	// open makes or claims the local store of this opening.
+	f.episode.Add(1)
+	if f.open.CompareAndSwap(false, true) {
 		f.trips.Add(1)
 		f.logChange("redisstore: Redis unavailable, deciding on local limits",
 			slog.String("cause", err.Error()), slog.Int64("instances", f.instances.Load()),
@@ -432,7 +479,6 @@ func (f *Fallback) loop(ctx context.Context) {
 	defer close(f.done)
 	t := time.NewTicker(f.cfg.probe)
 	defer t.Stop()
-	okProbes := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -440,47 +486,63 @@ func (f *Fallback) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		f.flushLog()
-		wasOpen := f.open.Load()
-		ok := f.tick(ctx)
-		if !wasOpen {
-			okProbes = 0
-			continue
-		}
-		if !ok {
-			okProbes = 0
-			continue
-		}
-		if okProbes++; okProbes >= f.cfg.recoverAfter && f.open.CompareAndSwap(true, false) {
-			okProbes = 0
-			f.failures.Store(0)
-			f.recoveries.Add(1)
-			f.logChange("redisstore: Redis answers again, deciding on Redis",
-				slog.Int64("instances", f.instances.Load()))
-		}
+		f.tick(ctx)
 	}
 }
 
-// tick beats once and learns N from the reply; a failure counts toward
-// opening the breaker. It reports whether Redis answered.
-func (f *Fallback) tick(ctx context.Context) bool {
+// tick beats once and hands the outcome to heard, unless the Fallback is
+// closing.
+func (f *Fallback) tick(ctx context.Context) {
 	n, err := f.beat(ctx, true)
-	if err != nil {
-		if ctx.Err() == nil && !f.open.Load() {
-			f.failed(err)
-		} else if ctx.Err() == nil {
-			f.errs.Add(1)
-		}
-		return false
+	if err != nil && ctx.Err() != nil {
+		return
 	}
-	if f.cfg.instances == 0 && n > 0 {
+	f.heard(n, err)
+}
+
+// heard takes a heartbeat's outcome: n instances counted, or err. A
+// failure counts toward opening the breaker. While the breaker is closed,
+// a success sets N to n. While it is open, N stays as it was: a Redis
+// that came back empty, or answers only some probes, counts fewer
+// instances than there are until every one has beaten again. The success
+// counts toward closing the breaker, and the closing probe may raise N but
+// not lower it (the next one may). It runs on the heartbeat goroutine.
+func (f *Fallback) heard(n int64, err error) {
+	if err != nil {
+		f.okProbes = 0
+		if f.open.Load() {
+			f.errs.Add(1)
+		} else {
+			f.failed(err)
+		}
+		return
+	}
+	learn := f.cfg.instances == 0 && n > 0
+	if !f.open.Load() {
+		f.okProbes = 0
+		if learn {
+			f.instances.Store(n)
+		}
+		return
+	}
+	if f.okProbes++; f.okProbes < f.cfg.recoverAfter {
+		return
+	}
+	f.okProbes = 0
+	if learn && n > f.instances.Load() {
 		f.instances.Store(n)
 	}
-	return true
+	if f.open.CompareAndSwap(true, false) {
+		f.failures.Store(0)
+		f.recoveries.Add(1)
+		f.logChange("redisstore: Redis answers again, deciding on Redis",
+			slog.Int64("instances", f.instances.Load()))
+	}
 }
 
 // beat runs the heartbeat script: join (or refresh) and count, or leave.
 func (f *Fallback) beat(ctx context.Context, join bool) (int64, error) {
-	live := 3 * f.cfg.probe / time.Microsecond
+	live := f.cfg.memory / time.Microsecond
 	flag := "1"
 	if !join {
 		flag = "0"
