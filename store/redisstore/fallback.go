@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,12 +60,15 @@ var errDegraded = errors.New("redisstore: degraded to local limits")
 // with store.ErrUnavailable: its permits come back at its expiry.
 //
 // Every mode change is counted in Stats and logged (WithLogger), one line
-// per change, at most one a second. A Fallback is safe for concurrent use.
+// per change, at most one a second. A Fallback is safe for concurrent use,
+// by several Controllers too. Several Fallbacks may also wrap one Store:
+// together they count as one instance in N, and each decides only the
+// limits registered through it (others' LimitIDs are unknown to it, on
+// Redis as locally).
 // Close stops its goroutine. Use NewFallback; the zero value is not usable.
 type Fallback struct {
 	redis *Store
 	cfg   fallbackConfig
-	id    string // this instance in the heartbeat set
 
 	mu sync.Mutex // serializes Register, Unregister and local rebuilds
 	// limits is copied on write, indexed by LimitID-1, as the Redis
@@ -145,8 +146,7 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	if s == nil {
 		return nil, fmt.Errorf("redisstore: nil store")
 	}
-	cfg := fallbackConfig{tripAfter: DefaultTripAfter, recoverAfter: DefaultRecoverAfter, probe: DefaultProbeInterval,
-		memory: DefaultInstanceMemory}
+	cfg := fallbackConfig{tripAfter: DefaultTripAfter, recoverAfter: DefaultRecoverAfter, probe: DefaultProbeInterval}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
@@ -155,14 +155,13 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	if cfg.memory == 0 {
 		cfg.memory = max(DefaultInstanceMemory, 3*cfg.probe)
 	} else if cfg.memory < 3*cfg.probe {
 		return nil, fmt.Errorf("redisstore: instance memory %v must be at least three probe intervals (%v), or live instances drop out of N between their heartbeats", cfg.memory, 3*cfg.probe)
 	}
-	f := &Fallback{redis: s, cfg: cfg, id: hex.EncodeToString(b[:]), done: make(chan struct{})}
+	f := &Fallback{redis: s, cfg: cfg, done: make(chan struct{})}
+	s.fallbacks.Add(1)
 	f.instances.Store(max(1, cfg.instances))
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
@@ -171,15 +170,18 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	return f, nil
 }
 
-// Close stops the heartbeat goroutine and removes this instance from the
-// heartbeat set (within the store's deadline, best effort). Decisions
-// still work after Close, but an open breaker no longer closes. Close is
-// idempotent and returns nil.
+// Close stops the heartbeat goroutine and, when it is the last open
+// Fallback of its Store, removes this instance from the heartbeat set
+// (within the store's deadline, best effort). Decisions still work after
+// Close, but an open breaker no longer closes. Close is idempotent and
+// returns nil.
 func (f *Fallback) Close() error {
 	f.closeOnce.Do(func() {
 		f.cancel()
 		<-f.done
-		_, _ = f.beat(context.Background(), false)
+		if f.redis.fallbacks.Add(-1) == 0 {
+			_, _ = f.beat(context.Background(), false)
+		}
 	})
 	return nil
 }
@@ -219,27 +221,50 @@ var _ store.HealthReporter = (*Fallback)(nil)
 
 // Register registers spec with the Redis store (no I/O) and, while a
 // local store exists, its share there. It returns the Store's errors.
+//
+// The LimitID is the Store's. Several Fallbacks may wrap one Store (and
+// the Store may be used directly too): each knows only the limits
+// registered through it, under the Store's IDs, and holds the places of
+// the others' IDs in its local store, so that the IDs line up there.
 func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old := f.load()
-	if len(old) >= int(limitIDMask) {
+	if len(f.redis.load()) >= int(limitIDMask) {
 		return 0, fmt.Errorf("store: too many limits for a fallback store")
 	}
 	id, err := f.redis.Register(ctx, spec)
 	if err != nil {
 		return 0, err
 	}
-	next := append(slices.Clip(old), fbLimit{spec: spec, failClosed: f.cfg.failClosed[spec.Name]})
+	// The Store's IDs grow by one per Register: those since the last of
+	// ours are other users' of the Store.
+	next := slices.Clip(f.load())
+	for len(next) < int(id)-1 {
+		next = append(next, fbLimit{gone: true})
+	}
+	next = append(next, fbLimit{spec: spec, failClosed: f.cfg.failClosed[spec.Name]})
 	f.limits.Store(&next)
 	if l := f.local.Load(); l != nil {
 		// Register on a copy's behalf: the Memory is shared, ids line up.
-		zero := registerShare(l.mem, spec, l.n)
 		nl := *l
-		nl.zero = append(slices.Clip(l.zero), zero)
+		nl.zero = slices.Clip(l.zero)
+		for len(nl.zero) < int(id)-1 {
+			holdPlace(nl.mem)
+			nl.zero = append(nl.zero, false)
+		}
+		nl.zero = append(nl.zero, registerShare(l.mem, spec, l.n))
 		f.local.Store(&nl)
 	}
 	return id, nil
+}
+
+// holdPlace takes the next LimitID of m and frees it at once: the place of
+// a limit that is gone or not this Fallback's, a one-key table.
+func holdPlace(m *store.Memory) {
+	spec := store.Spec{Name: "redisstore: a held place", Algorithm: store.FixedWindow, Limit: 1, Window: time.Second, Capacity: 1}
+	if id, err := m.Register(context.Background(), spec); err == nil {
+		_ = m.Unregister(context.Background(), id)
+	}
 }
 
 // Unregister drops limit id from the Redis store and the local one, which
@@ -327,13 +352,8 @@ func (f *Fallback) localFor() *localStore {
 	}
 	for _, lim := range f.load() {
 		if lim.gone {
-			// Hold its LimitID's place, so that the IDs line up: a
-			// one-key table, unregistered at once.
-			spec := lim.spec
-			spec.Capacity = 1
-			if id, err := nl.mem.Register(context.Background(), spec); err == nil {
-				_ = nl.mem.Unregister(context.Background(), id)
-			}
+			// Hold its LimitID's place, so that the IDs line up.
+			holdPlace(nl.mem)
 			nl.zero = append(nl.zero, false)
 			continue
 		}
@@ -358,6 +378,9 @@ func (f *Fallback) current(l *localStore) bool {
 // with store.ErrUnavailable (see Fallback). It returns bad input's errors
 // and the caller's ctx.Err(); never store.ErrUnavailable.
 func (f *Fallback) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	if err := f.check(req, res); err != nil {
+		return err
+	}
 	if !f.open.Load() {
 		err := f.redis.Decide(ctx, req, res)
 		if err == nil {
@@ -370,6 +393,26 @@ func (f *Fallback) Decide(ctx context.Context, req *store.Request, res *store.Re
 		f.failed(err)
 	}
 	return f.decideLocal(ctx, req, res)
+}
+
+// check returns req.Check's error when req is malformed, and an error
+// matching store.ErrUnknownLimit when a hit names a limit not registered
+// through this Fallback (another Fallback's of the same Store, say), so
+// that a decision is the same on Redis and locally.
+func (f *Fallback) check(req *store.Request, res *store.Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Decide needs a request and a result")
+	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	limits := f.load()
+	for i := range req.Hits[:req.N] {
+		if id := req.Hits[i].Limit; !f.known(limits, id) {
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, id)
+		}
+	}
+	return nil
 }
 
 // failed counts a failed Redis call and opens the breaker at the
@@ -391,19 +434,8 @@ func (f *Fallback) failed(err error) {
 }
 
 func (f *Fallback) decideLocal(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return fmt.Errorf("store: Decide needs a request and a result")
-	}
-	if err := req.Check(); err != nil {
-		return err
-	}
 	limits := f.load()
 	hits := req.Hits[:req.N]
-	for i := range hits {
-		if id := hits[i].Limit; !f.known(limits, id) {
-			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, id)
-		}
-	}
 	l := f.localFor()
 	f.fallbacks.Add(1)
 	for j := range hits {
@@ -547,7 +579,7 @@ func (f *Fallback) beat(ctx context.Context, join bool) (int64, error) {
 	if !join {
 		flag = "0"
 	}
-	vals, err := f.redis.run(ctx, &f.redis.heartbeat, []string{f.redis.instancesKey()}, []any{f.id, int64(live), flag})
+	vals, err := f.redis.run(ctx, &f.redis.heartbeat, []string{f.redis.instancesKey()}, []any{f.redis.instance, int64(live), flag})
 	if err != nil {
 		return 0, err
 	}

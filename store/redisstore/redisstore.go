@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -43,6 +45,12 @@ type Store struct {
 	timeout time.Duration
 
 	decide, release, heartbeat script
+
+	// instance is this Store's id in the heartbeat set: the Fallbacks
+	// around one Store are one instance, which leaves the set when the
+	// last of them (counted by fallbacks) Closes.
+	instance  string
+	fallbacks atomic.Int64
 
 	mu    sync.Mutex // serializes Register and Unregister
 	names map[string]struct{}
@@ -97,7 +105,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if !ctxTimeout {
 		return nil, fmt.Errorf("redisstore: the client must have ContextTimeoutEnabled: true, or a hung server holds each call for its ReadTimeout instead of the store's %v", cfg.timeout)
 	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
 	return &Store{
+		instance:  hex.EncodeToString(id[:]),
 		client:    client,
 		tag:       "{" + cfg.prefix + "}",
 		timeout:   cfg.timeout,
