@@ -69,5 +69,12 @@
 // MaxRetries), because a reply lost after the script ran would charge the
 // request twice; EVALSHA's NOSCRIPT (after a restart, a failover or
 // SCRIPT FLUSH) is answered by sending the script once more, which is safe
-// because it did not run.
+// because it did not run. On Redis Cluster, a failed call also asks the
+// client to reload its slot map (in the background, at most one reload at
+// a time), because go-redis otherwise keeps sending a dead master's slots
+// to it until its ClusterStateReloadInterval (a minute by default): so a
+// Fallback decides on Redis again within about its recovery hysteresis
+// (WithRecoverAfter probe intervals, 3 s by default) of the cluster's
+// failover (3.3 s in TestClusterFailoverRecovery; without the reload it
+// was still degraded 20 s after the failover).
 package redisstore

@@ -41,7 +41,8 @@ import (
 // usable.
 type Store struct {
 	client  redis.UniversalClient
-	tag     string // "{prefix}", the hash tag of every key
+	cluster *redis.ClusterClient // client, when it is one
+	tag     string               // "{prefix}", the hash tag of every key
 	timeout time.Duration
 
 	decide, release, heartbeat script
@@ -94,11 +95,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 	}
 	ctxTimeout := true
+	var cluster *redis.ClusterClient
 	switch c := client.(type) {
 	case *redis.Client:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		ctxTimeout = c.Options().ContextTimeoutEnabled
+		ctxTimeout, cluster = c.Options().ContextTimeoutEnabled, c
 	case *redis.Ring:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	}
@@ -110,6 +112,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return &Store{
 		instance:  hex.EncodeToString(id[:]),
 		client:    client,
+		cluster:   cluster,
 		tag:       "{" + cfg.prefix + "}",
 		timeout:   cfg.timeout,
 		decide:    newScript(decideSrc),
