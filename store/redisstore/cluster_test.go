@@ -255,3 +255,105 @@ func crc16(b []byte) uint16 {
 	}
 	return crc
 }
+
+// tagged is a Store whose callers' keys all carry one hash tag: the
+// conformance harness's keys, rewritten, and given back in leases as the
+// harness wrote them.
+type tagged struct {
+	*redisstore.Store
+	tag string // "{...}"
+}
+
+func (s tagged) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	r := *req
+	for i := range r.Hits[:min(max(r.N, 0), store.MaxHits)] {
+		r.Hits[i].Key = s.tag + r.Hits[i].Key
+	}
+	err := s.Store.Decide(ctx, &r, res)
+	for i := range res.Hits[:min(max(res.N, 0), store.MaxHits)] {
+		if l := &res.Hits[i].Lease; l.Held() {
+			l.Key = strings.TrimPrefix(l.Key, s.tag)
+		}
+	}
+	return err
+}
+
+func (s tagged) Release(ctx context.Context, l store.Lease, now int64) error {
+	l.Key = s.tag + l.Key
+	return s.Store.Release(ctx, l, now)
+}
+
+// TestClusterKeyTags runs the conformance harness on a 3-master Redis
+// Cluster with WithKeyTags, every key of a subtest under a hash tag of its
+// own, under one prefix: the subtests' states spread over the masters,
+// and each decision still finds all its keys in one slot.
+func TestClusterKeyTags(t *testing.T) {
+	cc := startCluster(t)
+	prefix := testPrefix(t, cc)
+	masters := map[string]bool{}
+	n := 0
+	storetest.Run(t, func(t *testing.T) store.Store {
+		n++
+		tag := "{tenant" + strconv.Itoa(n) + "}"
+		m, err := cc.MasterForKey(context.Background(), "{"+prefix+":tenant"+strconv.Itoa(n)+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+		s, err := redisstore.New(cc, redisstore.WithPrefix(prefix), redisstore.WithKeyTags(), redisstore.WithTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tagged{Store: s, tag: tag}
+	}, storetest.WithServerTime(conformanceWait))
+	if len(masters) < 2 {
+		t.Errorf("the subtests' tags used %d master(s); want them spread over several", len(masters))
+	}
+}
+
+// TestKeyTagsRejectMixedRequests: with WithKeyTags, a request whose keys
+// carry different tags (or some a tag and some none) is bad input, an
+// error that is not store.ErrUnavailable, on a Store and on a Fallback
+// alike (the Fallback's Redis is down: it would decide locally).
+func TestKeyTagsRejectMixedRequests(t *testing.T) {
+	c := newClient(t, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	s, err := redisstore.New(c, redisstore.WithPrefix("mixed"), redisstore.WithKeyTags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet), redisstore.WithTripAfter(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	a := mustRegister(t, f, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	b := mustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	for name, keys := range map[string][2]string{
+		"two tags":       {"{acme}:alice", "{bolt}:bob"},
+		"tag and none":   {"{acme}:alice", "1.2.3.4"},
+		"none and a tag": {"1.2.3.4", "{acme}"},
+	} {
+		var req store.Request
+		req.Now = clock.Now()
+		req.Add(a, keys[0], 1)
+		req.Add(b, keys[1], 1)
+		var res store.Result
+		for _, st := range []store.Store{s, f} {
+			if err := st.Decide(context.Background(), &req, &res); err == nil || errors.Is(err, store.ErrUnavailable) ||
+				!strings.HasPrefix(err.Error(), "redisstore: ") {
+				t.Errorf("%s on %T: %v, want a redisstore error for bad input", name, st, err)
+			}
+		}
+	}
+	// One tag, or none at all, is a request like any other.
+	for _, keys := range [][2]string{{"{acme}", "{acme}:alice"}, {"1.2.3.4", "alice"}} {
+		var req store.Request
+		req.Now = clock.Now()
+		req.Add(a, keys[0], 1)
+		req.Add(b, keys[1], 1)
+		var res store.Result
+		if err := f.Decide(context.Background(), &req, &res); err != nil || !res.Allowed {
+			t.Errorf("%q: %v %+v", keys, err, res)
+		}
+	}
+}

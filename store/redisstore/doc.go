@@ -23,7 +23,10 @@
 // name unrelated keys (an IP and an account), and one script can only
 // touch keys of one slot, so all keys of one store live in one slot, on
 // one master. That is the price of atomic all-or-nothing across limits;
-// spread load by giving unrelated policies stores of their own prefixes.
+// spread load by giving unrelated policies stores of their own prefixes,
+// or spread one store's keys by hash tags in the hit keys (WithKeyTags:
+// {prefix:tag}, one tag for every key of a request, and the counting
+// trade-off it states).
 // Hit keys are written into key names as they are: hash secrets first
 // (package fingerprint). Every key gets its TTL in the script that writes
 // it: two windows for a fixed window and a sliding log, three for a

@@ -406,6 +406,9 @@ func (f *Fallback) check(req *store.Request, res *store.Result) error {
 	if err := req.Check(); err != nil {
 		return err
 	}
+	if err := f.redis.checkTags(req); err != nil {
+		return err
+	}
 	limits := f.load()
 	for i := range req.Hits[:req.N] {
 		if id := req.Hits[i].Limit; !f.known(limits, id) {

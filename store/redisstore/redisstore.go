@@ -43,6 +43,8 @@ type Store struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // client, when it is one
 	tag     string               // "{prefix}", the hash tag of every key
+	prefix  string
+	keyTags bool // WithKeyTags: keys with tags of their own use {prefix:tag}
 	timeout time.Duration
 
 	decide, release, heartbeat script
@@ -114,6 +116,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		client:    client,
 		cluster:   cluster,
 		tag:       "{" + cfg.prefix + "}",
+		prefix:    cfg.prefix,
+		keyTags:   cfg.keyTags,
 		timeout:   cfg.timeout,
 		decide:    newScript(decideSrc),
 		release:   newScript(releaseSrc),
@@ -228,6 +232,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		return fmt.Errorf("store: Decide needs a request and a result")
 	}
 	if err := req.Check(); err != nil {
+		return err
+	}
+	if err := s.checkTags(req); err != nil {
 		return err
 	}
 	ls := s.load()
