@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,11 +260,17 @@ func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID
 }
 
 // holdPlace takes the next LimitID of m and frees it at once: the place of
-// a limit that is gone or not this Fallback's, a one-key table.
+// a limit that is gone or not this Fallback's, a one-key table. Its name
+// is one that no limit of m holds (a limit may take any name), so the
+// Register cannot fail and the IDs stay in line.
 func holdPlace(m *store.Memory) {
-	spec := store.Spec{Name: "redisstore: a held place", Algorithm: store.FixedWindow, Limit: 1, Window: time.Second, Capacity: 1}
-	if id, err := m.Register(context.Background(), spec); err == nil {
-		_ = m.Unregister(context.Background(), id)
+	spec := store.Spec{Algorithm: store.FixedWindow, Limit: 1, Window: time.Second, Capacity: 1}
+	for i := 0; ; i++ {
+		spec.Name = "redisstore: held place " + strconv.Itoa(i)
+		if id, err := m.Register(context.Background(), spec); err == nil {
+			_ = m.Unregister(context.Background(), id)
+			return
+		}
 	}
 }
 

@@ -53,7 +53,13 @@ func TestTwoFallbacksOnOneStoreKeepTheirOwnLimits(t *testing.T) {
 			owner := map[store.LimitID]int{}
 			for i, n := range []int{100, 4, 100, 6, 50, 2} {
 				f := i % 2
-				id := mustRegister(t, fs[f], store.Spec{Name: "l" + strconv.Itoa(i), Algorithm: store.FixedWindow, Limit: int64(n), Window: time.Hour})
+				name := "l" + strconv.Itoa(i)
+				if i == 0 {
+					// Any name is a limit's, even one like the places
+					// a Fallback holds for others' IDs.
+					name = "redisstore: held place 0"
+				}
+				id := mustRegister(t, fs[f], store.Spec{Name: name, Algorithm: store.FixedWindow, Limit: int64(n), Window: time.Hour})
 				limits[id], owner[id] = n, f
 			}
 			for id, n := range limits {
