@@ -48,13 +48,13 @@ func fakeInstances(t *testing.T, admin *redis.Client, prefix string, forever boo
 // first failure and recovers only after recoverAfter good probes.
 func oneInstance(t *testing.T, addr, prefix string, recoverAfter int, opts ...redisstore.FallbackOption) *instance {
 	t.Helper()
-	return oneInstanceOn(t, newClient(t, addr), prefix, recoverAfter, opts...)
+	return oneInstanceOn(t, newClient(t, addr), prefix, recoverAfter, faultTimeout, opts...)
 }
 
-// oneInstanceOn is oneInstance on client c.
-func oneInstanceOn(t *testing.T, c *redis.Client, prefix string, recoverAfter int, opts ...redisstore.FallbackOption) *instance {
+// oneInstanceOn is oneInstance on client c, with the store's deadline.
+func oneInstanceOn(t *testing.T, c *redis.Client, prefix string, recoverAfter int, deadline time.Duration, opts ...redisstore.FallbackOption) *instance {
 	t.Helper()
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(faultTimeout))
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(deadline))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +229,13 @@ func TestPartitionAdmitsAtMostOneShareMore(t *testing.T) {
 	cut := redis.NewClient(&redis.Options{Addr: srv.addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: time.Second, DialerRetries: 1, Dialer: d.dial})
 	t.Cleanup(func() { _ = cut.Close() })
+	// The two on Redis must stay there: a generous deadline and
+	// threshold, so that a slow call on a loaded machine trips neither.
+	healthy := []redisstore.FallbackOption{redisstore.WithTripAfter(1000)}
 	ins := []*instance{
-		oneInstanceOn(t, cut, prefix, 3),
-		oneInstanceOn(t, newClient(t, srv.addr()), prefix, 3),
-		oneInstanceOn(t, newClient(t, srv.addr()), prefix, 3),
+		oneInstanceOn(t, cut, prefix, 3, faultTimeout),
+		oneInstanceOn(t, newClient(t, srv.addr()), prefix, 3, faultTimeout+faultSlack, healthy...),
+		oneInstanceOn(t, newClient(t, srv.addr()), prefix, 3, faultTimeout+faultSlack, healthy...),
 	}
 	waitFor(t, 3*time.Second, "every instance counts 3", func() bool {
 		for _, in := range ins {
