@@ -23,7 +23,10 @@
 // name unrelated keys (an IP and an account), and one script can only
 // touch keys of one slot, so all keys of one store live in one slot, on
 // one master. That is the price of atomic all-or-nothing across limits;
-// spread load by giving unrelated policies stores of their own prefixes.
+// spread load by giving unrelated policies stores of their own prefixes,
+// or spread one store's keys by hash tags in the hit keys (WithKeyTags:
+// {prefix:tag}, one tag for every key of a request, and the counting
+// trade-off it states).
 // Hit keys are written into key names as they are: hash secrets first
 // (package fingerprint). Every key gets its TTL in the script that writes
 // it: two windows for a fixed window and a sliding log, three for a
@@ -43,6 +46,23 @@
 // exact one. Lease IDs are unique per key unless a key's state issued more
 // than 16 leases per microsecond of its life.
 //
+// # Instances
+//
+// While Redis answers every instance, a limit holds exactly across them.
+// While it fails for all of them, each decides on limit ÷ N locally (N as
+// it was when its breaker opened, however few instances a Redis that
+// comes back empty counts before the breaker closes), so together they
+// admit at most the limit from then on (the local stores do not know what
+// Redis had counted in the current window). When k of N instances lose
+// Redis while the others keep it (a partition), those on Redis share the
+// whole limit and each cut-off instance admits its share: at most
+// limit·(1 + k/N) in all, 40 for a limit of 30 when one of three is cut
+// off (TestPartitionAdmitsAtMostOneShareMore measures it). A cut-off
+// instance goes on counting in the others' N for the instance memory (a
+// minute by default, see WithInstanceMemory), so the bound still holds
+// when Redis then fails for them too within that time; one that Closes
+// leaves N at once.
+//
 // # Failures
 //
 // A Store call fails with an error matching store.ErrUnavailable when
@@ -52,5 +72,12 @@
 // MaxRetries), because a reply lost after the script ran would charge the
 // request twice; EVALSHA's NOSCRIPT (after a restart, a failover or
 // SCRIPT FLUSH) is answered by sending the script once more, which is safe
-// because it did not run.
+// because it did not run. On Redis Cluster, a failed call also asks the
+// client to reload its slot map (in the background, at most one reload at
+// a time), because go-redis otherwise keeps sending a dead master's slots
+// to it until its ClusterStateReloadInterval (a minute by default): so a
+// Fallback decides on Redis again within about its recovery hysteresis
+// (WithRecoverAfter probe intervals, 3 s by default) of the cluster's
+// failover (3.3 s in TestClusterFailoverRecovery; without the reload it
+// was still degraded 20 s after the failover).
 package redisstore

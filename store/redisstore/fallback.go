@@ -2,12 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,13 +42,18 @@ var errDegraded = errors.New("redisstore: degraded to local limits")
 //
 // The local store enforces each instance's share: every limit (and a token
 // bucket's rate) divided by N, rounded down, where N is the number of
-// instances of the prefix whose heartbeat Redis saw in the last three
-// probe intervals (or WithInstances' fixed N). So the service as a whole
-// never exceeds its quota while Redis is down. A limit whose share rounds
-// to zero, and a limit marked WithFailClosed, rejects while degraded.
-// Local decisions are made at Request.Now, so callers must fill it with
-// their monotonic clock (internal/clock's Now) as for store.Memory; local
-// state starts fresh when the breaker opens with a new N.
+// instances of the prefix that beat within the instance memory
+// (WithInstanceMemory; a minute by default) and did not Close, or
+// WithInstances' fixed N. So the service as a whole never exceeds its
+// quota while Redis is down for every instance; see the package doc for
+// the bound when it is down for some. While the breaker is open N does not
+// change and the local store keeps what it counted, however few
+// instances a Redis that comes back empty counts before this one closes
+// its breaker. A limit whose share rounds to zero, and a limit marked
+// WithFailClosed, rejects while degraded. Local decisions are made at
+// Request.Now, so callers must fill it with their monotonic clock
+// (internal/clock's Now) as for store.Memory; local state starts fresh
+// when the breaker opens with an N other than the last local store's.
 //
 // Leases taken locally carry a Limit with bit 31 set; Release routes them
 // to the local store (after the local store was made anew they are no
@@ -57,12 +61,15 @@ var errDegraded = errors.New("redisstore: degraded to local limits")
 // with store.ErrUnavailable: its permits come back at its expiry.
 //
 // Every mode change is counted in Stats and logged (WithLogger), one line
-// per change, at most one a second. A Fallback is safe for concurrent use.
+// per change, at most one a second. A Fallback is safe for concurrent use,
+// by several Controllers too. Several Fallbacks may also wrap one Store:
+// together they count as one instance in N, and each decides only the
+// limits registered through it (others' LimitIDs are unknown to it, on
+// Redis as locally).
 // Close stops its goroutine. Use NewFallback; the zero value is not usable.
 type Fallback struct {
 	redis *Store
 	cfg   fallbackConfig
-	id    string // this instance in the heartbeat set
 
 	mu sync.Mutex // serializes Register, Unregister and local rebuilds
 	// limits is copied on write, indexed by LimitID-1, as the Redis
@@ -71,8 +78,9 @@ type Fallback struct {
 	local  atomic.Pointer[localStore]
 
 	open       atomic.Bool
-	failures   atomic.Int64 // consecutive failed Redis calls
-	instances  atomic.Int64 // N
+	episode    atomic.Uint64 // incremented as the breaker opens
+	failures   atomic.Int64  // consecutive failed Redis calls
+	instances  atomic.Int64  // N, frozen while the breaker is open
 	fallbacks  atomic.Uint64
 	errs       atomic.Uint64
 	trips      atomic.Uint64
@@ -82,6 +90,10 @@ type Fallback struct {
 	lastLog time.Time
 	pending *logLine
 	changes int // mode changes the pending line covers
+
+	// okProbes counts the successful probes in a row while the breaker
+	// is open; the heartbeat goroutine owns it.
+	okProbes int
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -103,6 +115,9 @@ type localStore struct {
 	gen  store.LimitID
 	n    int64
 	zero []bool // per LimitID-1: the share rounds to zero, reject
+	// episode is the breaker opening this store serves: while the
+	// breaker stays open, the store (its N and what it counted) is kept.
+	episode uint64
 }
 
 // FallbackStats is a snapshot of a Fallback's mode and counters.
@@ -141,9 +156,13 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	f := &Fallback{redis: s, cfg: cfg, id: hex.EncodeToString(b[:]), done: make(chan struct{})}
+	if cfg.memory == 0 {
+		cfg.memory = max(DefaultInstanceMemory, 3*cfg.probe)
+	} else if cfg.memory < 3*cfg.probe {
+		return nil, fmt.Errorf("redisstore: instance memory %v must be at least three probe intervals (%v), or live instances drop out of N between their heartbeats", cfg.memory, 3*cfg.probe)
+	}
+	f := &Fallback{redis: s, cfg: cfg, done: make(chan struct{})}
+	s.fallbacks.Add(1)
 	f.instances.Store(max(1, cfg.instances))
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
@@ -152,24 +171,30 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	return f, nil
 }
 
-// Close stops the heartbeat goroutine and removes this instance from the
-// heartbeat set (within the store's deadline, best effort). Decisions
-// still work after Close, but an open breaker no longer closes. Close is
-// idempotent and returns nil.
+// Close stops the heartbeat goroutine and, when it is the last open
+// Fallback of its Store, removes this instance from the heartbeat set
+// (within the store's deadline, best effort). Decisions still work after
+// Close, but an open breaker no longer closes. Close is idempotent and
+// returns nil.
 func (f *Fallback) Close() error {
 	f.closeOnce.Do(func() {
 		f.cancel()
 		<-f.done
-		_, _ = f.beat(context.Background(), false)
+		if f.redis.fallbacks.Add(-1) == 0 {
+			_, _ = f.beat(context.Background(), false)
+		}
 	})
 	return nil
 }
 
 // Stats returns a snapshot of the mode and counters.
 func (f *Fallback) Stats() FallbackStats {
-	n := f.instances.Load()
+	n, open := f.instances.Load(), f.open.Load()
+	if l := f.local.Load(); open && l != nil && l.episode == f.episode.Load() {
+		n = l.n // the N this degraded spell decides on
+	}
 	return FallbackStats{
-		Degraded:          f.open.Load(),
+		Degraded:          open,
 		Instances:         n,
 		Share:             1 / float64(n),
 		FallbackDecisions: f.fallbacks.Load(),
@@ -197,27 +222,56 @@ var _ store.HealthReporter = (*Fallback)(nil)
 
 // Register registers spec with the Redis store (no I/O) and, while a
 // local store exists, its share there. It returns the Store's errors.
+//
+// The LimitID is the Store's. Several Fallbacks may wrap one Store (and
+// the Store may be used directly too): each knows only the limits
+// registered through it, under the Store's IDs, and holds the places of
+// the others' IDs in its local store, so that the IDs line up there.
 func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old := f.load()
-	if len(old) >= int(limitIDMask) {
+	if len(f.redis.load()) >= int(limitIDMask) {
 		return 0, fmt.Errorf("store: too many limits for a fallback store")
 	}
 	id, err := f.redis.Register(ctx, spec)
 	if err != nil {
 		return 0, err
 	}
-	next := append(slices.Clip(old), fbLimit{spec: spec, failClosed: f.cfg.failClosed[spec.Name]})
+	// The Store's IDs grow by one per Register: those since the last of
+	// ours are other users' of the Store.
+	next := slices.Clip(f.load())
+	for len(next) < int(id)-1 {
+		next = append(next, fbLimit{gone: true})
+	}
+	next = append(next, fbLimit{spec: spec, failClosed: f.cfg.failClosed[spec.Name]})
 	f.limits.Store(&next)
 	if l := f.local.Load(); l != nil {
 		// Register on a copy's behalf: the Memory is shared, ids line up.
-		zero := registerShare(l.mem, spec, l.n)
 		nl := *l
-		nl.zero = append(slices.Clip(l.zero), zero)
+		nl.zero = slices.Clip(l.zero)
+		for len(nl.zero) < int(id)-1 {
+			holdPlace(nl.mem)
+			nl.zero = append(nl.zero, false)
+		}
+		nl.zero = append(nl.zero, registerShare(l.mem, spec, l.n))
 		f.local.Store(&nl)
 	}
 	return id, nil
+}
+
+// holdPlace takes the next LimitID of m and frees it at once: the place of
+// a limit that is gone or not this Fallback's, a one-key table. Its name
+// is one that no limit of m holds (a limit may take any name), so the
+// Register cannot fail and the IDs stay in line.
+func holdPlace(m *store.Memory) {
+	spec := store.Spec{Algorithm: store.FixedWindow, Limit: 1, Window: time.Second, Capacity: 1}
+	for i := 0; ; i++ {
+		spec.Name = "redisstore: held place " + strconv.Itoa(i)
+		if id, err := m.Register(context.Background(), spec); err == nil {
+			_ = m.Unregister(context.Background(), id)
+			return
+		}
+	}
 }
 
 // Unregister drops limit id from the Redis store and the local one, which
@@ -278,31 +332,35 @@ func registerShare(m *store.Memory, spec store.Spec, n int64) bool {
 }
 
 // localFor returns the local store for the current N, making it anew when
-// N changed.
+// N changed; while the breaker is open, it keeps the store it returned
+// first since the breaker opened, so that no change of N resets what was
+// counted locally.
 func (f *Fallback) localFor() *localStore {
-	n := f.instances.Load()
-	if l := f.local.Load(); l != nil && l.n == n {
+	if l := f.local.Load(); l != nil && f.current(l) {
 		return l
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.local.Load()
-	if l != nil && l.n == n {
+	if l != nil && f.current(l) {
 		return l
 	}
-	nl := &localStore{mem: store.NewMemory(), n: n}
+	n, ep := f.instances.Load(), f.episode.Load()
+	if l != nil && l.n == n {
+		// The right N already: it serves this opening too.
+		nl := *l
+		nl.episode = ep
+		f.local.Store(&nl)
+		return &nl
+	}
+	nl := &localStore{mem: store.NewMemory(), n: n, episode: ep}
 	if l != nil {
 		nl.gen = (l.gen + 1) & genMask
 	}
 	for _, lim := range f.load() {
 		if lim.gone {
-			// Hold its LimitID's place, so that the IDs line up: a
-			// one-key table, unregistered at once.
-			spec := lim.spec
-			spec.Capacity = 1
-			if id, err := nl.mem.Register(context.Background(), spec); err == nil {
-				_ = nl.mem.Unregister(context.Background(), id)
-			}
+			// Hold its LimitID's place, so that the IDs line up.
+			holdPlace(nl.mem)
 			nl.zero = append(nl.zero, false)
 			continue
 		}
@@ -312,11 +370,24 @@ func (f *Fallback) localFor() *localStore {
 	return nl
 }
 
+// current reports whether l is the local store to decide on now: the one
+// of this opening while the breaker is open, the one of the current N
+// while it is closed.
+func (f *Fallback) current(l *localStore) bool {
+	if f.open.Load() {
+		return l.episode == f.episode.Load()
+	}
+	return l.n == f.instances.Load()
+}
+
 // Decide decides req on Redis while the breaker is closed and locally,
 // on this instance's share, while it is open or when the Redis call fails
 // with store.ErrUnavailable (see Fallback). It returns bad input's errors
 // and the caller's ctx.Err(); never store.ErrUnavailable.
 func (f *Fallback) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	if err := f.check(req, res); err != nil {
+		return err
+	}
 	if !f.open.Load() {
 		err := f.redis.Decide(ctx, req, res)
 		if err == nil {
@@ -331,11 +402,40 @@ func (f *Fallback) Decide(ctx context.Context, req *store.Request, res *store.Re
 	return f.decideLocal(ctx, req, res)
 }
 
+// check returns req.Check's error when req is malformed, and an error
+// matching store.ErrUnknownLimit when a hit names a limit not registered
+// through this Fallback (another Fallback's of the same Store, say), so
+// that a decision is the same on Redis and locally.
+func (f *Fallback) check(req *store.Request, res *store.Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Decide needs a request and a result")
+	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if err := f.redis.checkTags(req); err != nil {
+		return err
+	}
+	limits := f.load()
+	for i := range req.Hits[:req.N] {
+		if id := req.Hits[i].Limit; !f.known(limits, id) {
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, id)
+		}
+	}
+	return nil
+}
+
 // failed counts a failed Redis call and opens the breaker at the
 // threshold.
 func (f *Fallback) failed(err error) {
 	f.errs.Add(1)
-	if f.failures.Add(1) >= int64(f.cfg.tripAfter) && f.open.CompareAndSwap(false, true) {
+	if f.failures.Add(1) < int64(f.cfg.tripAfter) || f.open.Load() {
+		return
+	}
+	// A new opening before the breaker opens: a decision that sees it
+	// open makes or claims the local store of this opening.
+	f.episode.Add(1)
+	if f.open.CompareAndSwap(false, true) {
 		f.trips.Add(1)
 		f.logChange("redisstore: Redis unavailable, deciding on local limits",
 			slog.String("cause", err.Error()), slog.Int64("instances", f.instances.Load()),
@@ -344,19 +444,8 @@ func (f *Fallback) failed(err error) {
 }
 
 func (f *Fallback) decideLocal(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return fmt.Errorf("store: Decide needs a request and a result")
-	}
-	if err := req.Check(); err != nil {
-		return err
-	}
 	limits := f.load()
 	hits := req.Hits[:req.N]
-	for i := range hits {
-		if id := hits[i].Limit; !f.known(limits, id) {
-			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, id)
-		}
-	}
 	l := f.localFor()
 	f.fallbacks.Add(1)
 	for j := range hits {
@@ -432,7 +521,6 @@ func (f *Fallback) loop(ctx context.Context) {
 	defer close(f.done)
 	t := time.NewTicker(f.cfg.probe)
 	defer t.Stop()
-	okProbes := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -440,52 +528,68 @@ func (f *Fallback) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		f.flushLog()
-		wasOpen := f.open.Load()
-		ok := f.tick(ctx)
-		if !wasOpen {
-			okProbes = 0
-			continue
-		}
-		if !ok {
-			okProbes = 0
-			continue
-		}
-		if okProbes++; okProbes >= f.cfg.recoverAfter && f.open.CompareAndSwap(true, false) {
-			okProbes = 0
-			f.failures.Store(0)
-			f.recoveries.Add(1)
-			f.logChange("redisstore: Redis answers again, deciding on Redis",
-				slog.Int64("instances", f.instances.Load()))
-		}
+		f.tick(ctx)
 	}
 }
 
-// tick beats once and learns N from the reply; a failure counts toward
-// opening the breaker. It reports whether Redis answered.
-func (f *Fallback) tick(ctx context.Context) bool {
+// tick beats once and hands the outcome to heard, unless the Fallback is
+// closing.
+func (f *Fallback) tick(ctx context.Context) {
 	n, err := f.beat(ctx, true)
-	if err != nil {
-		if ctx.Err() == nil && !f.open.Load() {
-			f.failed(err)
-		} else if ctx.Err() == nil {
-			f.errs.Add(1)
-		}
-		return false
+	if err != nil && ctx.Err() != nil {
+		return
 	}
-	if f.cfg.instances == 0 && n > 0 {
+	f.heard(n, err)
+}
+
+// heard takes a heartbeat's outcome: n instances counted, or err. A
+// failure counts toward opening the breaker. While the breaker is closed,
+// a success sets N to n. While it is open, N stays as it was: a Redis
+// that came back empty, or answers only some probes, counts fewer
+// instances than there are until every one has beaten again. The success
+// counts toward closing the breaker, and the closing probe may raise N but
+// not lower it (the next one may). It runs on the heartbeat goroutine.
+func (f *Fallback) heard(n int64, err error) {
+	if err != nil {
+		f.okProbes = 0
+		if f.open.Load() {
+			f.errs.Add(1)
+		} else {
+			f.failed(err)
+		}
+		return
+	}
+	learn := f.cfg.instances == 0 && n > 0
+	if !f.open.Load() {
+		f.okProbes = 0
+		if learn {
+			f.instances.Store(n)
+		}
+		return
+	}
+	if f.okProbes++; f.okProbes < f.cfg.recoverAfter {
+		return
+	}
+	f.okProbes = 0
+	if learn && n > f.instances.Load() {
 		f.instances.Store(n)
 	}
-	return true
+	if f.open.CompareAndSwap(true, false) {
+		f.failures.Store(0)
+		f.recoveries.Add(1)
+		f.logChange("redisstore: Redis answers again, deciding on Redis",
+			slog.Int64("instances", f.instances.Load()))
+	}
 }
 
 // beat runs the heartbeat script: join (or refresh) and count, or leave.
 func (f *Fallback) beat(ctx context.Context, join bool) (int64, error) {
-	live := 3 * f.cfg.probe / time.Microsecond
+	live := f.cfg.memory / time.Microsecond
 	flag := "1"
 	if !join {
 		flag = "0"
 	}
-	vals, err := f.redis.run(ctx, &f.redis.heartbeat, []string{f.redis.instancesKey()}, []any{f.id, int64(live), flag})
+	vals, err := f.redis.run(ctx, &f.redis.heartbeat, []string{f.redis.instancesKey()}, []any{f.redis.instance, int64(live), flag})
 	if err != nil {
 		return 0, err
 	}

@@ -17,6 +17,9 @@ const (
 	// DefaultProbeInterval is the period of the heartbeat, which is also
 	// the probe while the breaker is open.
 	DefaultProbeInterval = time.Second
+	// DefaultInstanceMemory is how long an instance that stopped beating
+	// goes on counting in N (see WithInstanceMemory).
+	DefaultInstanceMemory = time.Minute
 )
 
 // FallbackOption configures NewFallback.
@@ -24,7 +27,7 @@ type FallbackOption interface{ apply(*fallbackConfig) error }
 
 type fallbackConfig struct {
 	tripAfter, recoverAfter int
-	probe                   time.Duration
+	probe, memory           time.Duration
 	instances               int64 // static N; 0: counted by heartbeats
 	logger                  *slog.Logger
 	failClosed              map[string]bool
@@ -63,14 +66,35 @@ func WithRecoverAfter(n int) FallbackOption {
 
 // WithProbeInterval sets the period of the instance's heartbeat in Redis,
 // which is also the probe of an open breaker (DefaultProbeInterval by
-// default). An instance counts as live for three intervals after its last
-// heartbeat, so every instance of one prefix should use the same interval.
+// default). Every instance of one prefix should use the same interval
+// (see WithInstanceMemory).
 func WithProbeInterval(d time.Duration) FallbackOption {
 	return fallbackOptionFunc(func(c *fallbackConfig) error {
 		if d <= 0 {
 			return fmt.Errorf("redisstore: probe interval must be positive, got %v", d)
 		}
 		c.probe = d
+		return nil
+	})
+}
+
+// WithInstanceMemory sets how long an instance goes on counting in N
+// after its last heartbeat (DefaultInstanceMemory, or three probe
+// intervals when that is longer, by default; at least three probe
+// intervals). An instance that Closes leaves N at once; one that stops
+// beating may have lost Redis only and be deciding on its share locally,
+// so it goes on counting for d: were it dropped at once, the others'
+// shares would grow into its own when Redis fails for them too. The price
+// is availability after a crash or a scale-down without Close: for d, a
+// degraded instance enforces the smaller share of the larger N. Every
+// instance of one prefix should use the same memory, as the same probe
+// interval.
+func WithInstanceMemory(d time.Duration) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("redisstore: instance memory must be positive, got %v", d)
+		}
+		c.memory = d
 		return nil
 	})
 }

@@ -49,6 +49,7 @@ func TestFallbackOptionsValidate(t *testing.T) {
 		"instances 0":  redisstore.WithInstances(0),
 		"nil logger":   redisstore.WithLogger(nil),
 		"unnamed rule": redisstore.WithFailClosed(""),
+		"memory 0":     redisstore.WithInstanceMemory(0),
 	} {
 		if f, err := redisstore.NewFallback(s, o); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
 			if f != nil {
@@ -56,6 +57,15 @@ func TestFallbackOptionsValidate(t *testing.T) {
 			}
 			t.Errorf("%s: %v, want an error", name, err)
 		}
+	}
+	// An instance memory shorter than three heartbeats would drop live
+	// instances between their beats.
+	if f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet), redisstore.WithProbeInterval(time.Second),
+		redisstore.WithInstanceMemory(2*time.Second)); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		if f != nil {
+			_ = f.Close()
+		}
+		t.Errorf("memory of two probe intervals: %v, want an error", err)
 	}
 	if _, err := redisstore.NewFallback(nil); err == nil {
 		t.Error("NewFallback(nil) succeeded")

@@ -2,9 +2,9 @@
 -- sluice heartbeat: counts the live instances of one store prefix.
 --
 -- KEYS[1]: a sorted set of instance ids scored by their last heartbeat (µs).
--- ARGV[1]: this instance's id; ARGV[2]: how long an instance stays live
--- after its last heartbeat (µs); ARGV[3]: 1 to beat, 0 to leave.
--- Reply: {sec, usec, live instances}.
+-- ARGV[1]: this instance's id; ARGV[2]: how long an instance goes on
+-- counting after its last heartbeat (µs), unless it leaves; ARGV[3]: 1 to
+-- beat, 0 to leave. Reply: {sec, usec, instances counted}.
 
 local EPOCH = 1700000000
 local time = redis.call('TIME')

@@ -70,9 +70,12 @@ func deletePrefix(c redis.UniversalClient, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	del := func(cl redis.UniversalClient) {
-		iter := cl.Scan(ctx, 0, "{"+prefix+"}:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			cl.Del(ctx, iter.Val())
+		// The store's keys, and those under key tags (WithKeyTags).
+		for _, match := range []string{"{" + prefix + "}:*", "{" + prefix + ":*"} {
+			iter := cl.Scan(ctx, 0, match, 1000).Iterator()
+			for iter.Next(ctx) {
+				cl.Del(ctx, iter.Val())
+			}
 		}
 	}
 	if cc, ok := c.(*redis.ClusterClient); ok {

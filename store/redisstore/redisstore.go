@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -39,10 +41,19 @@ import (
 // usable.
 type Store struct {
 	client  redis.UniversalClient
-	tag     string // "{prefix}", the hash tag of every key
+	cluster *redis.ClusterClient // client, when it is one
+	tag     string               // "{prefix}", the hash tag of every key
+	prefix  string
+	keyTags bool // WithKeyTags: keys with tags of their own use {prefix:tag}
 	timeout time.Duration
 
 	decide, release, heartbeat script
+
+	// instance is this Store's id in the heartbeat set: the Fallbacks
+	// around one Store are one instance, which leaves the set when the
+	// last of them (counted by fallbacks) Closes.
+	instance  string
+	fallbacks atomic.Int64
 
 	mu    sync.Mutex // serializes Register and Unregister
 	names map[string]struct{}
@@ -90,20 +101,27 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 	}
 	ctxTimeout := true
+	var cluster *redis.ClusterClient
 	switch c := client.(type) {
 	case *redis.Client:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		ctxTimeout = c.Options().ContextTimeoutEnabled
+		ctxTimeout, cluster = c.Options().ContextTimeoutEnabled, c
 	case *redis.Ring:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	}
 	if !ctxTimeout {
 		return nil, fmt.Errorf("redisstore: the client must have ContextTimeoutEnabled: true, or a hung server holds each call for its ReadTimeout instead of the store's %v", cfg.timeout)
 	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
 	return &Store{
+		instance:  hex.EncodeToString(id[:]),
 		client:    client,
+		cluster:   cluster,
 		tag:       "{" + cfg.prefix + "}",
+		prefix:    cfg.prefix,
+		keyTags:   cfg.keyTags,
 		timeout:   cfg.timeout,
 		decide:    newScript(decideSrc),
 		release:   newScript(releaseSrc),
@@ -223,6 +241,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		return fmt.Errorf("store: Decide needs a request and a result")
 	}
 	if err := req.Check(); err != nil {
+		return err
+	}
+	if err := s.checkTags(req); err != nil {
 		return err
 	}
 	ls := s.load()

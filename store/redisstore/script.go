@@ -44,7 +44,7 @@ func (noRetryCmd) NoRetry() bool { return true }
 // NOSCRIPT after a restart, a failover or SCRIPT FLUSH; NOSCRIPT means the
 // script did not run, so that is no double charge. It returns the caller's
 // ctx.Err() when ctx ended, and an error matching store.ErrUnavailable for
-// every other failure.
+// every other failure, after which a Cluster client reloads its slot map.
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) ([]any, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -64,6 +64,15 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if s.cluster != nil {
+			// go-redis reloads the slot map on MOVED, or every
+			// ClusterStateReloadInterval (a minute by default), but not
+			// when a call that must not be retried fails: without this, a
+			// failed-over master keeps its slots for the client, and every
+			// call fails, until that interval. The reload runs in the
+			// background, at most one at a time.
+			s.cluster.ReloadState(ctx)
 		}
 		return nil, store.Unavailable(err)
 	}
