@@ -37,7 +37,10 @@ type rule struct {
 	lanes  [nPriorities]queueing.Lane // queue's, by Priority.lane
 	lim    *adaptive.Limiter
 	id     store.LimitID
-	limitV []string // X-RateLimit-Limit, shared by every response
+	// storeName is the name id is registered under: the rule's, or on a
+	// reload the rule's and a sequence number.
+	storeName string
+	limitV    []string // X-RateLimit-Limit, shared by every response
 	// itemPrefix is the start of the rule's RateLimit item: `"name";r=`.
 	itemPrefix []byte
 	problem    []byte // the quota-exceeded body naming this rule

@@ -555,3 +555,93 @@ func TestCostFuncChargesEveryRule(t *testing.T) {
 		t.Fatalf("%+v", s.Rules[0])
 	}
 }
+
+// TestReloadKeepsUsageOfAChangedLimit: raising a tenant's daily quota from
+// 3 to 4 by Reload leaves a tenant that used 3 exactly one more; lowering
+// it below the usage admits nothing; a per-key concurrency limit lowered
+// while permits are held admits nothing new until they drain.
+func TestReloadKeepsUsageOfAChangedLimit(t *testing.T) {
+	daily := func(limit int64) []Rule {
+		return []Rule{
+			{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour},
+			{Name: "exports", Identity: User, Algorithm: Concurrency, Limit: limit, LeaseTTL: time.Minute},
+		}
+	}
+	c, _, _ := newTest(t, daily(3))
+	for range 3 {
+		if d := decide(t, c, Attempt{Tenant: "acme"}); !d.Allowed {
+			t.Fatalf("first 3: %+v", d)
+		}
+	}
+	if err := c.Reload(Config{Rules: daily(4)}); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(t, c, Attempt{Tenant: "acme"}); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("raised to 4 after 3: %+v, want admitted with 0 left", d)
+	}
+	if d := decide(t, c, Attempt{Tenant: "acme"}); d.Allowed {
+		t.Fatalf("raised to 4 after 4: admitted (usage was reset)")
+	}
+	if err := c.Reload(Config{Rules: daily(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(t, c, Attempt{Tenant: "acme"}); d.Allowed {
+		t.Fatal("lowered to 2 after 4: admitted")
+	}
+	// Per-key concurrency: 2 held under a limit of 2 raised... then lowered to 1.
+	var held []Token
+	for range 2 {
+		d, tok, err := c.Decide(context.Background(), Attempt{User: "u"})
+		if err != nil || !d.Allowed {
+			t.Fatalf("export: %+v %v", d, err)
+		}
+		held = append(held, tok)
+	}
+	if err := c.Reload(Config{Rules: daily(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(t, c, Attempt{User: "u"}); d.Allowed {
+		t.Fatal("2 held under a new limit of 1: admitted")
+	}
+	held[0].Done(Success)
+	if d := decide(t, c, Attempt{User: "u"}); d.Allowed {
+		t.Fatal("1 held under a new limit of 1: admitted")
+	}
+	held[1].Done(Success)
+	if d := decide(t, c, Attempt{User: "u"}); !d.Allowed {
+		t.Fatalf("none held: %+v", d)
+	}
+}
+
+// refusingUpdater is a store that cannot change a limit in place.
+type refusingUpdater struct{ *store.Memory }
+
+func (refusingUpdater) Update(context.Context, store.LimitID, store.Spec) error {
+	return errors.New("store: cannot change this limit in place")
+}
+
+// TestReloadFallsBackToAFreshLimit: when the store cannot change a limit in
+// place, Reload still puts the new limit in force, on a new store limit
+// (its keys fresh), and the old one is retired.
+func TestReloadFallsBackToAFreshLimit(t *testing.T) {
+	m := store.NewMemory()
+	rules := func(limit int64) []Rule {
+		return []Rule{{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour}}
+	}
+	c, _, _ := newTest(t, rules(1), WithStore(refusingUpdater{m}))
+	decide(t, c, Attempt{Tenant: "acme"})
+	if err := c.Reload(Config{Rules: rules(2)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if d := decide(t, c, Attempt{Tenant: "acme"}); !d.Allowed {
+			t.Fatalf("decision %d on the fresh limit of 2: %+v", i, d)
+		}
+	}
+	if err := c.Reload(Config{Rules: rules(3)}); err != nil { // retires the first limit
+		t.Fatal(err)
+	}
+	if n := m.Limits(); n > 2 {
+		t.Fatalf("%d limits in the store: the replaced ones are not retired", n)
+	}
+}

@@ -20,7 +20,9 @@ import (
 func limitRules(v int) []Rule {
 	return []Rule{
 		{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1000, Window: time.Hour},
-		{Name: "user", Identity: User, Algorithm: FixedWindow, Limit: int64(100 + v), Window: time.Hour},
+		// A window change: the store cannot keep the state, so each version
+		// registers a new limit and retires the one before.
+		{Name: "user", Identity: User, Algorithm: FixedWindow, Limit: 100, Window: time.Hour + time.Duration(v)*time.Minute},
 		{Name: "cap", Algorithm: Concurrency, Limit: 100},
 	}
 }

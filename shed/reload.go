@@ -24,8 +24,14 @@ type Config struct {
 // and local rate state. A Global Concurrency rule whose limit alone changed
 // keeps its semaphore, queue and counters under the new limit: the permits
 // held count against it, so a lowered limit admits nothing new until fewer
-// than it run. Other new or changed rules start with fresh state (a
-// changed per-key rule is registered with the store under a new name).
+// than it run. A per-key rule whose Limit, Rate or LeaseTTL alone changed
+// keeps its store limit, changed in place, when the store can do that
+// (store.Updater: Memory can): every key keeps its usage, re-interpreted
+// under the new parameters (a window keeps its count, a token bucket the
+// tokens owed, a concurrency limit its leases; see store.Updater). Other new
+// or changed rules start with fresh state (a changed per-key rule is
+// registered with the store under a new name), and so does a rule whose
+// store cannot read its state under the new parameters.
 // Requests waiting in the queue of a rule that is removed or changed are
 // shed (queueing.ErrClosed, 503); permits held under the old set are given
 // back to it when their Tokens are done.
@@ -59,6 +65,11 @@ func (c *Controller) Reload(cfg Config) error {
 		return err
 	}
 	next.overrides = append([]Override(nil), cfg.Overrides...)
+	if err := c.applyUpdates(next, cur); err != nil {
+		c.discard(next, cur)
+		c.dropFresh()
+		return err
+	}
 	c.publish(next)
 	next.resize()
 	c.discard(cur, next)

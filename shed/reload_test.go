@@ -155,9 +155,11 @@ func TestReloadRejectsBadConfig(t *testing.T) {
 	if d, _, _ := c.Decide(context.Background(), Attempt{Category: "c0", User: "u"}); d.plan == c.set.Load().all {
 		t.Fatal("category c0 is unknown to the rules in force")
 	}
-	// A changed rule starts afresh; the store takes it under a new name.
+	// A rule whose window changed starts afresh; the store takes it under
+	// a new name. (A changed limit alone keeps the usage:
+	// TestReloadKeepsUsageOfAChangedLimit.)
 	changed := versioned(0)
-	changed.Rules[2].Limit = 1
+	changed.Rules[2].Limit, changed.Rules[2].Window = 1, 2*time.Hour
 	if err := c.Reload(changed); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -33,6 +34,10 @@ type ruleSet struct {
 	// took over from the set before with another limit: Reload sets the
 	// new limits once the set is in force (see resize).
 	resized []int
+	// updates are the per-key rules whose store limit this set took over
+	// with other parameters: Reload updates them in the store before the
+	// set is in force (see applyUpdates).
+	updates []int
 }
 
 // resize puts the limits of the rules that took over a semaphore in force.
@@ -120,8 +125,15 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 			built++
 			continue
 		}
-		if err := c.build(&s.rules[i], rules[i], dryAll, names, prev != nil); err != nil {
+		var keep *rule // a per-key rule whose store limit may change in place
+		if o := old[rules[i].Name]; o != nil && c.updatable(o, rules[i], dryAll) {
+			keep = o
+		}
+		if err := c.build(&s.rules[i], rules[i], dryAll, names, prev != nil, keep); err != nil {
 			return fail(err)
+		}
+		if keep != nil {
+			s.updates = append(s.updates, i)
 		}
 		built++
 	}
@@ -196,7 +208,12 @@ func containsString(list []string, s string) bool {
 // registered with the store under its name; on a reload (renamed), under
 // its name and a sequence number, since the store already holds a limit of
 // that name with other parameters.
-func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool, reload bool) error {
+//
+// With keep, a rule in force that r changes only in parameters the store
+// can change in place (see updatable), r takes over keep's store limit and
+// counters instead: the store limit is updated by applyUpdates once the
+// whole set compiled.
+func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool, reload bool, keep *rule) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
@@ -259,12 +276,18 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err := spec.Validate(); err != nil {
 			return r.errorf("%w", err)
 		}
-		if reload {
-			c.storeN++
-			spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
-		}
-		if dst.id, err = c.register(spec); err != nil {
-			return r.errorf("%w", err)
+		switch {
+		case keep != nil:
+			dst.id, dst.storeName = keep.id, keep.storeName
+		default:
+			if reload {
+				c.storeN++
+				spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
+			}
+			if dst.id, err = c.register(spec); err != nil {
+				return r.errorf("%w", err)
+			}
+			dst.storeName = spec.Name
 		}
 	}
 	if r.Algorithm.rate() {
@@ -280,8 +303,65 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 	if (r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow) && r.Calendar.Months == 0 {
 		dst.early = int64(r.Window) // months differ in length: no early warnings
 	}
+	if keep != nil {
+		dst.ctr = keep.ctr // the same limit, under new parameters
+		return nil
+	}
 	ctr := newCounters(nPerRule)
 	dst.ctr = &ctr
+	return nil
+}
+
+// updatable reports whether r, a changed version of the per-key rule o in
+// force, differs from it only in what a store.Updater changes in place
+// (Limit, Rate, LeaseTTL), and the store is one.
+func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
+	if _, ok := c.store.(store.Updater); !ok || o.id == 0 || o.dry != (r.DryRun || dryAll) {
+		return false
+	}
+	was := o.Rule
+	was.Limit, was.Rate, was.LeaseTTL = 0, concurrency.Rate{}, 0
+	r.Limit, r.Rate, r.LeaseTTL = 0, concurrency.Rate{}, 0
+	return was == r
+}
+
+// applyUpdates changes in place the store limits of the rules of s that
+// took over a limit in force (compile's updates), before s is published. A
+// limit the store cannot change that way (its state would not read under
+// the new parameters) is registered anew instead, its keys fresh, as for
+// any changed rule. When that fails too, the limits updated already are
+// put back as they were and the error returned. Caller holds c.mu.
+func (c *Controller) applyUpdates(s, prev *ruleSet) error {
+	u, _ := c.store.(store.Updater)
+	var done []int
+	for _, i := range s.updates {
+		r := &s.rules[i]
+		spec := r.spec()
+		spec.Name = r.storeName
+		err := u.Update(context.Background(), r.id, spec)
+		if err == nil {
+			done = append(done, i)
+			continue
+		}
+		c.storeN++
+		spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
+		id, rerr := c.register(spec)
+		if rerr != nil {
+			for _, j := range done { // back as the set in force has them
+				for k := range prev.rules {
+					if o := &prev.rules[k]; o.id == s.rules[j].id {
+						was := o.spec()
+						was.Name = o.storeName
+						_ = u.Update(context.Background(), o.id, was)
+					}
+				}
+			}
+			return r.errorf("%w", rerr)
+		}
+		ctr := newCounters(nPerRule)
+		r.id, r.storeName, r.ctr = id, spec.Name, &ctr
+	}
+	s.updates = nil
 	return nil
 }
 
