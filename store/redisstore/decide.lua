@@ -169,7 +169,7 @@ local function fixed(key, cost, limit, w, t)
   if cur > idx then idx, cnt = cur, 0 elseif cur < idx then back = true end
   local function decision(c)
     local rem, reset = 0, 0
-    if not back then rem = limit - c end
+    if not back then rem = math.max(0, limit - c) end -- c > limit after a lowered Update
     if c > 0 then reset = (idx + 1) * w - t elseif back then reset = idx * w - t end
     return rem, reset
   end
@@ -348,7 +348,7 @@ local function leases(key, meta, cost, limit, ttl)
   local function decision()
     local reset = 0
     if st.last > t then reset = st.last - t end
-    return limit - st.i, reset
+    return math.max(0, limit - st.i), reset
   end
   if cost == 0 then
     local rem, reset = decision()

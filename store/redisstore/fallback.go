@@ -100,7 +100,10 @@ type Fallback struct {
 	closeOnce sync.Once
 }
 
-var _ store.Store = (*Fallback)(nil)
+var (
+	_ store.Store   = (*Fallback)(nil)
+	_ store.Updater = (*Fallback)(nil)
+)
 
 // fbLimit is a registered limit of a Fallback; gone once unregistered.
 type fbLimit struct {
@@ -259,6 +262,35 @@ func (f *Fallback) Register(ctx context.Context, spec store.Spec) (store.LimitID
 	return id, nil
 }
 
+// Update changes limit id in place on Redis (Store.Update) and its share
+// in the local store, so that decisions keep their usage in either mode:
+// the local share is updated in place too (Memory keeps its keys' usage)
+// while the share stays above zero. When the share cannot change in place
+// (it rounds to zero, or rounded to zero before), the local store is built
+// anew, what it had counted lost: that matters only while Redis is down.
+// Errors are Store.Update's.
+func (f *Fallback) Update(ctx context.Context, id store.LimitID, spec store.Spec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.load()
+	if !f.known(old, id) {
+		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	}
+	if err := f.redis.Update(ctx, id, spec); err != nil {
+		return err
+	}
+	next := slices.Clone(old)
+	next[id-1].spec = spec
+	f.limits.Store(&next)
+	if l := f.local.Load(); l != nil {
+		share, ok := shareOf(spec, l.n)
+		if !ok || l.zero[id-1] || l.mem.Update(ctx, id, share) != nil {
+			f.local.Store(f.buildLocal(l, l.n, l.episode)) // from the limits above
+		}
+	}
+	return nil
+}
+
 // holdPlace takes the next LimitID of m and frees it at once: the place of
 // a limit that is gone or not this Fallback's, a one-key table. Its name
 // is one that no limit of m holds (a limit may take any name), so the
@@ -313,15 +345,7 @@ func (f *Fallback) load() []fbLimit {
 // share rounds to zero (then the whole spec holds the LimitID's place and
 // is never used).
 func registerShare(m *store.Memory, spec store.Spec, n int64) bool {
-	share := spec
-	share.Limit = spec.Limit / n
-	if spec.Algorithm == store.TokenBucket {
-		share.Rate = concurrency.Rate{Count: spec.Rate.Count, Per: spec.Rate.Per * time.Duration(n)}
-		if share.Rate.Per/time.Duration(n) != spec.Rate.Per {
-			share.Limit = 0 // overflow: too slow to share
-		}
-	}
-	if share.Limit > 0 {
+	if share, ok := shareOf(spec, n); ok {
 		if _, err := m.Register(context.Background(), share); err == nil {
 			return false
 		}
@@ -329,6 +353,21 @@ func registerShare(m *store.Memory, spec store.Spec, n int64) bool {
 	// Spec passed the Store's validation, so Memory takes it.
 	_, _ = m.Register(context.Background(), spec)
 	return true
+}
+
+// shareOf returns this instance's share of spec among n instances, and
+// false when it rounds to zero (or a token bucket's refill would be too
+// slow to represent).
+func shareOf(spec store.Spec, n int64) (store.Spec, bool) {
+	share := spec
+	share.Limit = spec.Limit / n
+	if spec.Algorithm == store.TokenBucket {
+		share.Rate = concurrency.Rate{Count: spec.Rate.Count, Per: spec.Rate.Per * time.Duration(n)}
+		if share.Rate.Per/time.Duration(n) != spec.Rate.Per {
+			return share, false // overflow: too slow to share
+		}
+	}
+	return share, share.Limit > 0
 }
 
 // localFor returns the local store for the current N, making it anew when
@@ -353,6 +392,14 @@ func (f *Fallback) localFor() *localStore {
 		f.local.Store(&nl)
 		return &nl
 	}
+	nl := f.buildLocal(l, n, ep)
+	f.local.Store(nl)
+	return nl
+}
+
+// buildLocal makes a local store of the limits for N n, breaker opening
+// ep, the generation after l's (nil: the first). Caller holds f.mu.
+func (f *Fallback) buildLocal(l *localStore, n int64, ep uint64) *localStore {
 	nl := &localStore{mem: store.NewMemory(), n: n, episode: ep}
 	if l != nil {
 		nl.gen = (l.gen + 1) & genMask
@@ -366,7 +413,6 @@ func (f *Fallback) localFor() *localStore {
 		}
 		nl.zero = append(nl.zero, registerShare(nl.mem, lim.spec, n))
 	}
-	f.local.Store(nl)
 	return nl
 }
 

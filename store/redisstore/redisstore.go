@@ -62,7 +62,10 @@ type Store struct {
 	limits atomic.Pointer[[]*limit]
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Updater = (*Store)(nil)
+)
 
 // limit is a registered spec with its script arguments.
 type limit struct {
@@ -135,33 +138,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // with "store: ". Limits of the same Name in stores of the same prefix
 // share their state in Redis: register the same spec everywhere.
 func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, error) {
-	if err := spec.Validate(); err != nil {
+	l, err := newLimit(spec)
+	if err != nil {
 		return 0, err
 	}
-	l := &limit{spec: spec, kind: kindOf(spec.Algorithm), unit: time.Microsecond}
-	switch spec.Algorithm {
-	case store.TokenBucket:
-		l.alg, l.unit = 1, 1
-		l.param = (int64(spec.Rate.Per) + spec.Rate.Count - 1) / spec.Rate.Count
-	case store.FixedWindow, store.SlidingWindow, store.SlidingLog:
-		l.alg = int(spec.Algorithm) // 2, 3, 4
-		if spec.Window%time.Microsecond != 0 {
-			return 0, fmt.Errorf("store: limit %q: the Redis store needs a window of whole microseconds, got %v", spec.Name, spec.Window)
-		}
-		l.param = int64(spec.Window / time.Microsecond)
-		if spec.Algorithm != store.SlidingLog { // windows on the calendar's window clock
-			k := spec.Calendar.Clock(spec.Window)
-			l.param = int64(k.Span() / time.Microsecond)
-			l.shift, l.months = int64(k.Shift()/time.Microsecond), k.Months()
-		}
-	case store.Concurrency:
-		l.alg = 5
-		if spec.LeaseTTL%time.Microsecond != 0 {
-			return 0, fmt.Errorf("store: limit %q: the Redis store needs a lease TTL of whole microseconds, got %v", spec.Name, spec.LeaseTTL)
-		}
-		l.param = int64(spec.LeaseTTL / time.Microsecond)
-	}
-	l.args = [5]any{l.alg, spec.Limit, l.param, l.shift, l.months}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.names[spec.Name]; dup {
@@ -178,6 +158,91 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 	s.names[spec.Name] = struct{}{}
 	s.limits.Store(&next)
 	return store.LimitID(len(next)), nil
+}
+
+// newLimit validates spec for the script and boxes its arguments.
+func newLimit(spec store.Spec) (*limit, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	l := &limit{spec: spec, kind: kindOf(spec.Algorithm), unit: time.Microsecond}
+	switch spec.Algorithm {
+	case store.TokenBucket:
+		l.alg, l.unit = 1, 1
+		l.param = (int64(spec.Rate.Per) + spec.Rate.Count - 1) / spec.Rate.Count
+	case store.FixedWindow, store.SlidingWindow, store.SlidingLog:
+		l.alg = int(spec.Algorithm) // 2, 3, 4
+		if spec.Window%time.Microsecond != 0 {
+			return nil, fmt.Errorf("store: limit %q: the Redis store needs a window of whole microseconds, got %v", spec.Name, spec.Window)
+		}
+		l.param = int64(spec.Window / time.Microsecond)
+		if spec.Algorithm != store.SlidingLog { // windows on the calendar's window clock
+			k := spec.Calendar.Clock(spec.Window)
+			l.param = int64(k.Span() / time.Microsecond)
+			l.shift, l.months = int64(k.Shift()/time.Microsecond), k.Months()
+		}
+	case store.Concurrency:
+		l.alg = 5
+		if spec.LeaseTTL%time.Microsecond != 0 {
+			return nil, fmt.Errorf("store: limit %q: the Redis store needs a lease TTL of whole microseconds, got %v", spec.Name, spec.LeaseTTL)
+		}
+		l.param = int64(spec.LeaseTTL / time.Microsecond)
+	}
+	l.args = [5]any{l.alg, spec.Limit, l.param, l.shift, l.months}
+	return l, nil
+}
+
+// Update changes limit id's parameters in place (store.Updater), without
+// I/O: the script gets the limit with every call, and reads each key's
+// state in Redis under the new one. Windows keep their counts, a sliding
+// log its admissions, a concurrency limit its leases (a key over a lowered
+// limit is admitted nothing until it is under it), a token bucket its debt
+// (in time: exact for a change of burst). A token bucket's rate cannot
+// change in place here (its debt would change meaning, and every instance
+// would have to agree on when): that is an error, so the caller registers a
+// new limit. Also an error, the limit unchanged: an id not registered
+// (matching store.ErrUnknownLimit), another Name, Algorithm, Window,
+// Calendar, Capacity or Overflow. Other Stores of the prefix that share the
+// name keep their own parameters until they are updated too.
+func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) error {
+	l, err := newLimit(spec)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.lookup(id)
+	if old == nil {
+		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	}
+	if err := updatable(old.spec, spec); err != nil {
+		return err
+	}
+	next := slices.Clone(s.load())
+	next[id-1] = l
+	s.limits.Store(&next)
+	return nil
+}
+
+// updatable reports, as an error naming the limit, what of was cannot
+// change in place to spec on Redis.
+func updatable(was, spec store.Spec) error {
+	fixed := func(s store.Spec) store.Spec {
+		s.Limit, s.LeaseTTL = 0, 0
+		if s.Capacity == 0 {
+			s.Capacity = store.DefaultCapacity
+		}
+		return s
+	}
+	switch {
+	case was.Name != spec.Name:
+		return fmt.Errorf("store: limit %q: Update cannot rename it to %q", was.Name, spec.Name)
+	case was.Algorithm == store.TokenBucket && was.Rate != spec.Rate:
+		return fmt.Errorf("store: limit %q: the Redis store cannot change a token bucket's rate in place", was.Name)
+	case fixed(was) != fixed(spec):
+		return fmt.Errorf("store: limit %q: only Limit, and LeaseTTL of a concurrency limit, change in place", was.Name)
+	}
+	return nil
 }
 
 // Unregister drops limit id from this Store, without I/O (see
