@@ -152,6 +152,9 @@ func NewFallback(s *Store, opts ...FallbackOption) (*Fallback, error) {
 	}
 	cfg := fallbackConfig{tripAfter: DefaultTripAfter, recoverAfter: DefaultRecoverAfter, probe: DefaultProbeInterval}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("redisstore: nil FallbackOption")
+		}
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}

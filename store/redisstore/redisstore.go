@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -99,6 +100,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("redisstore: nil Option")
+		}
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}

@@ -294,3 +294,16 @@ func TestSlidingWindowRetryBound(t *testing.T) {
 		t.Fatalf("6th request: %+v", d)
 	}
 }
+
+// TestNilOptionIsAnError: a nil option is a constructor error, not a
+// panic.
+func TestNilOptionIsAnError(t *testing.T) {
+	c := newClient(t, sharedAddr())
+	if _, err := redisstore.New(c, nil); err == nil {
+		t.Error("New(c, nil): no error")
+	}
+	s := newStore(t, c, "sluice-test-nil-option")
+	if _, err := redisstore.NewFallback(s, nil); err == nil {
+		t.Error("NewFallback(s, nil): no error")
+	}
+}
