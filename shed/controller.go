@@ -18,13 +18,6 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// localRate is what the concurrency package's single-state rate limiters
-// have in common: the Global rate rules.
-type localRate interface {
-	AllowN(now, n int64) concurrency.Decision
-	Refund(now, n int64)
-}
-
 // rule is a validated Rule with what enforces it.
 type rule struct {
 	Rule

@@ -645,3 +645,48 @@ func TestReloadFallsBackToAFreshLimit(t *testing.T) {
 		t.Fatalf("%d limits in the store: the replaced ones are not retired", n)
 	}
 }
+
+// TestReloadKeepsUsageOfGlobalRateRules: the Global rate rules, decided in
+// this process, keep what they counted across a Reload that changes their
+// limit (a window its count, a log its admissions, a bucket its debt).
+func TestReloadKeepsUsageOfGlobalRateRules(t *testing.T) {
+	rules := func(limit int64, rate concurrency.Rate) []Rule {
+		return []Rule{
+			{Name: "daily", Category: "a", Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour},
+			{Name: "log", Category: "b", Algorithm: SlidingLog, Limit: limit, Window: time.Hour},
+			{Name: "bucket", Category: "c", Algorithm: TokenBucket, Limit: limit, Rate: rate},
+		}
+	}
+	perMin := concurrency.Per(1, time.Minute)
+	c, _, _ := newTest(t, rules(3, perMin))
+	for _, cat := range []string{"a", "b", "c"} {
+		for range 3 {
+			if d := decide(t, c, Attempt{Category: cat}); !d.Allowed {
+				t.Fatalf("%s: first 3: %+v", cat, d)
+			}
+		}
+	}
+	if err := c.Reload(Config{Rules: rules(4, perMin)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cat := range []string{"a", "b", "c"} {
+		if d := decide(t, c, Attempt{Category: cat}); !d.Allowed {
+			t.Fatalf("%s raised to 4 after 3: %+v", cat, d)
+		}
+		if d := decide(t, c, Attempt{Category: cat}); d.Allowed {
+			t.Fatalf("%s raised to 4 after 4: admitted (the usage was reset)", cat)
+		}
+	}
+	// A slower refill: the 4 tokens owed stay owed, at the new rate.
+	if err := c.Reload(Config{Rules: rules(4, concurrency.Per(1, time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cat := range []string{"a", "b", "c"} {
+		if d := decide(t, c, Attempt{Category: cat}); d.Allowed {
+			t.Fatalf("%s after a reload that changed only the rate: admitted", cat)
+		}
+	}
+	if s := c.Stats(); s.Rules[0].Allowed != 4 {
+		t.Fatalf("the daily rule's counters did not carry on: %+v", s.Rules[0])
+	}
+}

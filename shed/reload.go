@@ -24,7 +24,11 @@ type Config struct {
 // and local rate state. A Global Concurrency rule whose limit alone changed
 // keeps its semaphore, queue and counters under the new limit: the permits
 // held count against it, so a lowered limit admits nothing new until fewer
-// than it run. A per-key rule whose Limit, Rate or LeaseTTL alone changed
+// than it run. A Global rate rule whose algorithm, window and calendar
+// stay keeps what it counted under its new limit: a window its count, a
+// sliding log its admissions, a token bucket its debt (the tokens owed,
+// converted once at the reload when the rate changes, at most the new
+// burst). A per-key rule whose Limit, Rate or LeaseTTL alone changed
 // keeps its store limit, changed in place, when the store can do that
 // (store.Updater: Memory can): every key keeps its usage, re-interpreted
 // under the new parameters (a window keeps its count, a token bucket the

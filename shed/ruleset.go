@@ -135,6 +135,10 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 		if keep != nil {
 			s.updates = append(s.updates, i)
 		}
+		if o := old[rules[i].Name]; o != nil && o.rate != nil && s.rules[i].rate != nil && o.dry == s.rules[i].dry &&
+			s.rules[i].rate.adopt(o.rate, c.now()) {
+			s.rules[i].ctr = o.ctr // a Global rate rule counting on, under new parameters
+		}
 		built++
 	}
 	for i := range s.rules {
@@ -168,20 +172,6 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 	}
 	return s, nil
 }
-
-// calendarRate runs a Global window rule's limiter on its calendar's
-// window clock, as the store runs a per-key one.
-type calendarRate struct {
-	rate  localRate
-	clock store.WindowClock
-}
-
-func (c calendarRate) AllowN(now, n int64) concurrency.Decision {
-	at := c.clock.At(now)
-	return c.clock.Decision(now, at, c.rate.AllowN(at, n))
-}
-
-func (c calendarRate) Refund(now, n int64) { c.rate.Refund(c.clock.At(now), n) }
 
 // resizable reports whether r, a changed version of the rule o in force,
 // is the same Global Concurrency rule with another limit: it then keeps
@@ -253,21 +243,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err := r.spec().Validate(); err != nil {
 			return r.errorf("%w", err)
 		}
-		clock := r.Calendar.Clock(r.Window)
-		switch r.Algorithm {
-		case TokenBucket:
-			dst.rate, err = concurrency.NewTokenBucket(r.Rate, r.Limit)
-		case FixedWindow:
-			var l *concurrency.FixedWindowLimiter
-			l, err = concurrency.NewFixedWindowLimiter(r.Limit, clock.Span())
-			dst.rate = calendarRate{l, clock}
-		case SlidingWindow:
-			var l *concurrency.SlidingWindowLimiter
-			l, err = concurrency.NewSlidingWindowLimiter(r.Limit, clock.Span())
-			dst.rate = calendarRate{l, clock}
-		case SlidingLog:
-			dst.rate, err = concurrency.NewSlidingLogLimiter(r.Limit, r.Window)
-		}
+		dst.rate, err = newLocalRate(r)
 		if err != nil {
 			return r.errorf("%w", err)
 		}

@@ -1,0 +1,148 @@
+package shed
+
+import (
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// localRate is what a Global rate rule decides with, in this process.
+type localRate interface {
+	AllowN(now, n int64) concurrency.Decision
+	Refund(now, n int64)
+	// adopt makes this rate, just built for a changed rule, count on the
+	// state of old, the rate of the rule it replaces, so that the usage
+	// carries over (Reload keeps what was counted). It reports false,
+	// keeping its fresh state, when old counts in another way (another
+	// algorithm, window or calendar).
+	adopt(old localRate, now int64) bool
+}
+
+// rateAlgo is a concurrency package configuration deciding on per-key
+// state S: GCRA, FixedWindow, SlidingWindow, SlidingLog.
+type rateAlgo[S any] interface {
+	AllowN(s *S, now, n int64) concurrency.Decision
+	Refund(s *S, now, n int64)
+}
+
+// padded keeps a state, which every decision writes, off the cache lines
+// of whatever is allocated beside it.
+type padded[S any] struct {
+	_ [128]byte
+	s S
+	_ [128]byte
+}
+
+// stateRate is a Global window or log rule: a configuration and a state
+// that a later configuration of the same window may take over, reading it
+// as it is (fixed and sliding windows are built Widened, so that any limit
+// the window allows shares their state format; a sliding log rebuilds its
+// ring for a new limit by itself).
+type stateRate[S any, A rateAlgo[S]] struct {
+	algo   A
+	window int64 // what must match for adopt
+	state  *padded[S]
+}
+
+func newStateRate[S any, A rateAlgo[S]](algo A, window int64) *stateRate[S, A] {
+	return &stateRate[S, A]{algo: algo, window: window, state: new(padded[S])}
+}
+
+func (r *stateRate[S, A]) AllowN(now, n int64) concurrency.Decision {
+	return r.algo.AllowN(&r.state.s, now, n)
+}
+
+func (r *stateRate[S, A]) Refund(now, n int64) { r.algo.Refund(&r.state.s, now, n) }
+
+func (r *stateRate[S, A]) adopt(old localRate, _ int64) bool {
+	o, ok := old.(*stateRate[S, A])
+	if !ok || o.window != r.window {
+		return false
+	}
+	r.state = o.state
+	return true
+}
+
+// bucketRate is a Global token bucket rule. A new burst reads the old
+// state as it is (the debt, a time, is the same number of tokens); a new
+// rate converts the tokens owed once, at adopt, into a state of its own.
+type bucketRate struct {
+	g     *concurrency.GCRA
+	state *padded[concurrency.GCRAState]
+}
+
+func (r *bucketRate) AllowN(now, n int64) concurrency.Decision { return r.g.AllowN(&r.state.s, now, n) }
+func (r *bucketRate) Refund(now, n int64)                      { r.g.Refund(&r.state.s, now, n) }
+
+// adopt takes over old's state when the rate is the same; otherwise it
+// charges its fresh state with the tokens old's bucket owes at now,
+// rounded up (never fewer), and at most its own burst: a debt above the
+// new burst is forgiven beyond an empty bucket. Decisions that still run on
+// old's rule set after that are not carried over.
+func (r *bucketRate) adopt(old localRate, now int64) bool {
+	o, ok := old.(*bucketRate)
+	if !ok {
+		return false
+	}
+	if o.g.Interval() == r.g.Interval() {
+		r.state = o.state
+		return true
+	}
+	peek := o.g.AllowN(&o.state.s, now, 0)
+	iv := int64(o.g.Interval())
+	owed := (int64(peek.ResetAfter) + iv - 1) / iv
+	if owed = min(owed, r.g.Burst()); owed > 0 {
+		r.g.AllowN(&r.state.s, now, owed)
+	}
+	return true
+}
+
+// calendarRate runs a Global window rule's limiter on its calendar's
+// window clock, as the store runs a per-key one.
+type calendarRate struct {
+	rate  localRate
+	clock store.WindowClock
+}
+
+func (c calendarRate) AllowN(now, n int64) concurrency.Decision {
+	at := c.clock.At(now)
+	return c.clock.Decision(now, at, c.rate.AllowN(at, n))
+}
+
+func (c calendarRate) Refund(now, n int64) { c.rate.Refund(c.clock.At(now), n) }
+
+func (c calendarRate) adopt(old localRate, now int64) bool {
+	o, ok := old.(calendarRate)
+	return ok && o.clock == c.clock && c.rate.adopt(o.rate, c.clock.At(now))
+}
+
+// newLocalRate builds the rate of Global rate rule r (validated as a
+// store spec).
+func newLocalRate(r Rule) (localRate, error) {
+	clock := r.Calendar.Clock(r.Window)
+	switch r.Algorithm {
+	case TokenBucket:
+		g, err := concurrency.NewGCRA(r.Rate, r.Limit)
+		if err != nil {
+			return nil, err
+		}
+		return &bucketRate{g: g, state: new(padded[concurrency.GCRAState])}, nil
+	case FixedWindow:
+		f, err := concurrency.NewFixedWindow(r.Limit, clock.Span())
+		if err != nil {
+			return nil, err
+		}
+		return calendarRate{newStateRate[concurrency.FixedWindowState](f.Widened(), int64(clock.Span())), clock}, nil
+	case SlidingWindow:
+		sw, err := concurrency.NewSlidingWindow(r.Limit, clock.Span())
+		if err != nil {
+			return nil, err
+		}
+		return calendarRate{newStateRate[concurrency.SlidingWindowState](sw.Widened(), int64(clock.Span())), clock}, nil
+	default: // SlidingLog
+		l, err := concurrency.NewSlidingLog(r.Limit, r.Window)
+		if err != nil {
+			return nil, err
+		}
+		return newStateRate[concurrency.SlidingLogState](l, int64(r.Window)), nil
+	}
+}
