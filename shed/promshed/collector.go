@@ -69,6 +69,8 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descQueueShed, s.QueueShed)
 	e.counter(descDoubleDone, s.DoubleDone)
 	e.counter(descPanics, s.Panics)
+	e.counter(descUnknownPeers, s.UnknownPeers)
+	e.counter(descEarlyWarnings, s.EarlyWarnings)
 	e.counter(descStrikes, s.Strikes)
 	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
 		h := s.Store
@@ -99,6 +101,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(descRuleDecisions, r.WouldReject, r.Name, "would_reject")
 		e.counter(descRuleDecisions, r.FailOpen, r.Name, "fail_open")
 		e.counter(descRuleDecisions, r.FailClosed, r.Name, "fail_closed")
+		e.counter(descRuleDecisions, r.Overflowed, r.Name, "overflowed")
 		e.gauge(descRuleLimit, float64(r.Limit), r.Name)
 		if r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive) {
 			e.gauge(descRuleInflight, float64(r.Inflight), r.Name)

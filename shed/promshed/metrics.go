@@ -27,7 +27,11 @@ var (
 	descDoubleDone = prometheus.NewDesc("sluice_token_double_done_total",
 		"Token.Done calls on a token already done (harmless; a bug in the caller).", nil, nil)
 	descPanics = prometheus.NewDesc("sluice_handler_panics_total",
-		"Handlers that panicked under the middleware (their permits were returned).", nil, nil)
+		"Handlers that panicked or called runtime.Goexit under the middleware (their permits were returned).", nil, nil)
+	descUnknownPeers = prometheus.NewDesc("sluice_unknown_peers_total",
+		"Requests whose peer address could not be parsed; per-IP rules count them on one shared key.", nil, nil)
+	descEarlyWarnings = prometheus.NewDesc("sluice_early_warnings_total",
+		"Keys that passed half their limit in the first fifth of their window.", nil, nil)
 	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
 		"Strikes given to the penalty box for over-limit rejections.", nil, nil)
 	descPenaltyKeys = prometheus.NewDesc("sluice_penalty_keys",
@@ -43,7 +47,7 @@ var (
 		"One series per rule, always 1, naming its category, identity and algorithm.",
 		[]string{"rule", "category", "identity", "algorithm"}, nil)
 	descRuleDecisions = prometheus.NewDesc("sluice_rule_decisions_total",
-		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed).",
+		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).",
 		[]string{"rule", "outcome"}, nil)
 	descRuleLimit = prometheus.NewDesc("sluice_rule_limit",
 		"Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.",
@@ -76,7 +80,7 @@ var (
 	allDescs = []*prometheus.Desc{
 		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
-		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descStrikes,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
 		descRuleInfo, descRuleDecisions, descRuleLimit, descRuleInflight, descRuleWaiting,
 		descRuleKeys, descRuleKeysCapacity, descRuleEvictions, descRuleOverflows,

@@ -2,10 +2,14 @@ package promshed_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/shed"
@@ -45,7 +49,7 @@ func TestStoreFailureMetrics(t *testing.T) {
 		tok.Done(shed.Success)
 	}
 	want := `
-# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed).
+# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).
 # TYPE sluice_rule_decisions_total counter
 sluice_rule_decisions_total{outcome="allowed",rule="closed"} 0
 sluice_rule_decisions_total{outcome="allowed",rule="open"} 0
@@ -53,6 +57,8 @@ sluice_rule_decisions_total{outcome="fail_closed",rule="closed"} 1
 sluice_rule_decisions_total{outcome="fail_closed",rule="open"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="closed"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="open"} 2
+sluice_rule_decisions_total{outcome="overflowed",rule="closed"} 0
+sluice_rule_decisions_total{outcome="overflowed",rule="open"} 0
 sluice_rule_decisions_total{outcome="rejected",rule="closed"} 0
 sluice_rule_decisions_total{outcome="rejected",rule="open"} 0
 sluice_rule_decisions_total{outcome="would_reject",rule="closed"} 0
@@ -128,5 +134,53 @@ sluice_store_share 0.25
 	}
 	if n := testutil.CollectAndCount(pcol, "sluice_store_degraded", "sluice_store_share"); n != 0 {
 		t.Fatalf("a store without a health report exported %d store health series", n)
+	}
+}
+
+// A key flood's overflowed decisions and the requests from peers nobody
+// could parse show in their own series.
+func TestOverflowAndUnknownPeerMetrics(t *testing.T) {
+	c, err := shed.New([]shed.Rule{
+		{Name: "per-user", Identity: shed.User, Algorithm: shed.SlidingLog, Limit: 5, Window: time.Hour, Capacity: 16},
+	}, shed.WithClock(fixedClock), shed.WithLogger(discardLogger()),
+		shed.WithClient(func(r *http.Request) shed.Client { return shed.Client{User: r.URL.Query().Get("u")} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := promshed.New(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 40 {
+		r := httptest.NewRequest(http.MethodGet, "/?u=u"+strconv.Itoa(i), nil)
+		if i == 0 {
+			r.RemoteAddr = "@" // a unix socket peer
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var overflowed, unknown float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "sluice_rule_decisions_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && l.GetValue() == "overflowed" {
+						overflowed += m.GetCounter().GetValue()
+					}
+				}
+			case "sluice_unknown_peers_total":
+				unknown = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if overflowed == 0 || unknown != 1 {
+		t.Fatalf("overflowed %v (want > 0), unknown peers %v (want 1)", overflowed, unknown)
 	}
 }
