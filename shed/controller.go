@@ -174,7 +174,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	set.cat = c.cat
 	c.publish(set)
 	c.pool.New = func() any {
-		return &attempt{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}
+		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}
 	}
 	return c, nil
 }
@@ -217,15 +217,15 @@ func (c *Controller) Close() error {
 // before a failing store could decide (an ended context never fails open);
 // what it had taken is given back then. Safe for concurrent use.
 func (c *Controller) Decide(ctx context.Context, a Attempt) (Decision, Token, error) {
-	at := c.get()
-	at.at = a
+	t := c.get()
+	t.ask = a
 	var d Decision
-	err := c.decideIn(ctx, at, nil, &d)
+	err := c.decideIn(ctx, t, nil, &d)
 	if err != nil || !d.Allowed {
-		c.put(at)
+		c.put(t)
 		return d, Token{}, err
 	}
-	return d, Token{a: at, gen: at.gen.Load()}, nil
+	return d, Token{a: t, gen: t.gen.Load()}, nil
 }
 
 // methodCategory is the default category: the method class.

@@ -55,12 +55,12 @@ type retiredLimits struct {
 // epoch's decisions; leave takes it out once its store call is done. An
 // epoch's count lives in the attempt's counter shard: two atomic adds on a
 // line the attempt writes anyway.
-func (c *Controller) enter(a *attempt) {
+func (c *Controller) enter(a *ticket) {
 	a.epoch = cDeciding + int(c.epoch.Load()&1)
 	c.ctr.add(a.shard, a.epoch, 1)
 }
 
-func (c *Controller) leave(a *attempt) { c.ctr.add(a.shard, a.epoch, -1) }
+func (c *Controller) leave(a *ticket) { c.ctr.add(a.shard, a.epoch, -1) }
 
 // storeIDs returns the store limits s uses: its per-key rules' and its
 // overrides'.

@@ -60,9 +60,9 @@ func (c *Controller) logOverflow(now int64, rule string) {
 // unknownPeer counts a request whose peer address the resolver could not
 // parse, and logs it once per second with the address (at most 64 bytes of
 // it: it came off the connection, not from the client's headers).
-func (c *Controller) unknownPeer(a *attempt, remoteAddr string) {
+func (c *Controller) unknownPeer(a *ticket, remoteAddr string) {
 	c.ctr.add(a.shard, cUnknownPeer, 1)
-	if ok, n := c.peerLog.allow(a.at.Now); ok {
+	if ok, n := c.peerLog.allow(a.ask.Now); ok {
 		c.log.Warn("shed: peer address not understood, per-IP rules count it as ip:unknown",
 			slog.String("remote_addr", remoteAddr[:min(len(remoteAddr), 64)]), slog.Int64("suppressed", n))
 	}

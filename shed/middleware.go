@@ -35,18 +35,18 @@ type middleware struct {
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := m.c
 	a := c.get()
-	a.at.Now = c.now()
+	a.ask.Now = c.now()
 	if ip := c.res.ClientIP(r); ip.Group.IsValid() {
-		a.at.IP = ip.Group.Addr()
+		a.ask.IP = ip.Group.Addr()
 	} else {
 		c.unknownPeer(a, r.RemoteAddr)
 	}
 	if c.client != nil {
 		cl := c.client(r)
-		a.at.User, a.at.APIKey, a.at.Tenant, a.at.Tier, a.at.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
+		a.ask.User, a.ask.APIKey, a.ask.Tenant, a.ask.Tier, a.ask.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
 	}
 	if c.cost != nil {
-		a.at.Cost = c.cost(r)
+		a.ask.Cost = c.cost(r)
 	}
 	ctx := r.Context()
 	var d Decision
@@ -77,7 +77,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // attempt's permits are returned (neither says anything about capacity)
 // before the panic or the exit goes on, and the attempt is not recycled
 // (the handler may still hold its writer).
-func (m *middleware) serve(a *attempt, gen uint64, r *http.Request) {
+func (m *middleware) serve(a *ticket, gen uint64, r *http.Request) {
 	returned := false
 	defer func() {
 		if returned {

@@ -1,0 +1,335 @@
+package shed
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// shedHint is the Retry-After of a rejection that has no exact figure (a
+// full concurrency limit, a failed store): the smallest a header can say.
+const shedHint = time.Second
+
+// decideIn decides a on the rule set in force, counted among the running
+// decisions of the epoch (see storeLimits) until its store call is done.
+// With a request r, the set's categorizer gives a's category: one rule set
+// for the whole request, its categorizer and its rules.
+func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision) error {
+	c.enter(a)
+	defer c.leave(a) // also when the categorizer or the decision hook panics
+	a.set = c.set.Load()
+	if r != nil && a.set.categorized() { // some rule names a category
+		a.ask.Category = a.set.cat(r)
+	}
+	return c.decide(ctx, a, d)
+}
+
+// decide runs the attempt a.ask through the plan of its category in a.set
+// (see decideIn) and writes the decision to d (by pointer: a Decision is
+// some 150 bytes). On an allowed decision the attempt holds its permits
+// until done; otherwise it holds nothing.
+func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
+	now := a.ask.Now
+	if now == 0 {
+		now = c.now()
+	}
+	cost := a.ask.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
+		if a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
+			return fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
+		}
+		if now < 0 {
+			// A store would refuse it, and a fail-open rule would then
+			// admit everything: a bad clock is this decision's error.
+			return fmt.Errorf("shed: negative now %d", now)
+		}
+		return fmt.Errorf("shed: negative cost %d", cost)
+	}
+	a.now, a.cost = now, cost
+	p := a.set.planFor(a.ask.Category, a.ask.Tier)
+	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+
+	// Identity keys first: the strings over buf are taken after the last
+	// append.
+	checkPenalty := c.pen != nil && a.buildKey(c.penID)
+	for _, i := range p.stored {
+		a.buildKey(a.set.rules[i].Identity)
+	}
+
+	// 1. The penalty box.
+	if checkPenalty {
+		if left, in := c.pen.Check(a.keyString(c.penID), now); in {
+			if !c.dryPen {
+				d.Allowed, d.Kind, d.RetryAfter = false, Penalized, max(left, 1)
+				c.done(a, d)
+				return nil
+			}
+			c.markDry(a, d, "", Penalized)
+		}
+	}
+
+	// 2. Global rate rules, in this process.
+	for _, i := range p.rates {
+		r := &a.set.rules[i]
+		rd := r.rate.AllowN(now, cost)
+		if !rd.Allowed() {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, rd)
+			return nil
+		}
+		a.rated = append(a.rated, i)
+		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
+	}
+
+	// 3. Global concurrency and adaptive limits, in this process.
+	for _, i := range p.concs {
+		r := &a.set.rules[i]
+		ok, hint, err := c.acquire(ctx, a, r, i)
+		if err != nil {
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return err
+		}
+		if !ok {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
+			return nil
+		}
+	}
+
+	// 4. Per-key rules, in one store call.
+	if len(p.stored) > 0 {
+		if ok, err := c.decideStore(ctx, a, p, d); !ok {
+			return err
+		}
+	}
+
+	for _, i := range a.rated {
+		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	for _, i := range a.sems {
+		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	for _, i := range a.adaptives {
+		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	if d.rule >= 0 {
+		d.Rule = a.set.rules[d.rule].Name
+	}
+	a.rated = a.rated[:0]
+	a.active = true // counted by done as admitted: inflight is admitted - finished
+	c.done(a, d)
+	return nil
+}
+
+// decideStore decides the per-key rules of p in one store call (more only
+// when a dry-run rule would reject: it is left out and the rest decided
+// again, so that it is charged exactly as enforcement would charge it).
+// It reports false, with the rejection in d, when the attempt is rejected,
+// and false with ctx's error when ctx ended before the store could decide
+// (what it held is given back then).
+func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
+	a.req.N, a.req.Now = 0, a.now
+	for _, i := range p.stored {
+		r := &a.set.rules[i]
+		if !a.buildKey(r.Identity) {
+			continue // the attempt has no such identity
+		}
+		a.hitRule[a.req.N] = i
+		key := a.keyString(r.Identity)
+		id := r.id
+		if a.set.over != nil { // a key of this rule may have an override
+			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
+				id = o.id
+			}
+		}
+		a.req.Add(id, key, a.cost)
+	}
+	for a.req.N > 0 {
+		err := c.store.Decide(ctx, &a.req, &a.res)
+		if err != nil {
+			return c.storeFailed(ctx, a, d, err)
+		}
+		if !a.res.Allowed {
+			h := a.res.Decider
+			i := a.hitRule[h]
+			r := &a.set.rules[i]
+			rd := a.res.Hits[h].Decision
+			full := a.res.Hits[h].Overflow // the table is full, not the client over its limit
+			if full {
+				r.ctr.add(a.shard, rOverflowed, 1)
+			}
+			if !r.dry {
+				c.rollback(a, d)
+				if full {
+					c.shedOverflow(a, d, i)
+				} else {
+					c.rejectBy(a, d, i, rd)
+				}
+				return false, nil
+			}
+			kind := r.kind
+			if full {
+				kind = Shedding
+			}
+			c.markDry(a, d, r.Name, kind)
+			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+			// Decide the others again without it.
+			copy(a.req.Hits[h:a.req.N], a.req.Hits[h+1:a.req.N])
+			copy(a.hitRule[h:a.req.N], a.hitRule[h+1:a.req.N])
+			a.req.N--
+			continue
+		}
+		for j := range a.res.N {
+			i := a.hitRule[j]
+			hr := &a.res.Hits[j]
+			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
+			if hr.Overflow {
+				a.set.rules[i].ctr.add(a.shard, rOverflowed, 1)
+			}
+			if hr.Lease.Held() {
+				a.leases = append(a.leases, hr.Lease)
+			}
+			if a.set.rules[i].Algorithm.rate() {
+				c.consider(d, i, hr.Decision)
+				if r := &a.set.rules[i]; r.early > 0 {
+					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
+				}
+			}
+		}
+		break
+	}
+	return true, nil
+}
+
+// storeFailed applies the failure modes of the store rules of a request
+// the store could not decide: rejected (503) when one of them fails closed
+// and is not in dry-run, admitted past them otherwise. When ctx has ended
+// (the client gave up, maybe causing the failure) there is nobody to admit:
+// it gives back what the attempt held and returns ctx's error.
+func (c *Controller) storeFailed(ctx context.Context, a *ticket, d *Decision, err error) (bool, error) {
+	c.ctr.add(a.shard, cStoreErrors, 1)
+	if cerr := ctx.Err(); cerr != nil {
+		c.rollback(a, d)
+		*d = Decision{rule: -1}
+		return false, cerr
+	}
+	hits := a.hitRule[:a.req.N]
+	for _, i := range hits {
+		if r := &a.set.rules[i]; r.Failure == FailClosed && !r.dry {
+			a.set.rules[i].ctr.add(a.shard, rFailClosed, 1)
+			c.rollback(a, d)
+			d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
+			d.Warning, d.WarningRule = false, ""
+			c.done(a, d)
+			return false, nil
+		}
+	}
+	for _, i := range hits {
+		r := &a.set.rules[i]
+		if r.Failure == FailClosed { // in dry-run: it would have rejected
+			c.markDry(a, d, r.Name, Shedding)
+			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+		}
+		a.set.rules[i].ctr.add(a.shard, rFailOpen, 1)
+	}
+	d.FailedOpen = true
+	c.ctr.add(a.shard, cFailedOpen, 1)
+	c.logFailOpen(a.now, a.set.rules[hits[0]].Name, err)
+	return true, nil
+}
+
+// shedOverflow rejects a for rule i, whose store table is full of live
+// keys: the server's condition, so a 503 with the short hint, no strike,
+// logged once per second. What a held is given back already.
+func (c *Controller) shedOverflow(a *ticket, d *Decision, i int) {
+	r := &a.set.rules[i]
+	r.ctr.add(a.shard, rRejected, 1)
+	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
+	d.Warning, d.WarningRule = false, ""
+	c.logOverflow(a.now, r.Name)
+	c.done(a, d)
+}
+
+// consider folds an admitted rate decision of rule i into d: the rule with
+// the fewest remaining reports in the headers; the first past its soft
+// limit warns.
+func (c *Controller) consider(d *Decision, i int, rd concurrency.Decision) {
+	r := &d.plan.rules[i]
+	if d.rule < 0 || rd.Remaining < d.Remaining {
+		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
+	}
+	if !d.Warning && rd.Limit-rd.Remaining >= r.softAt {
+		d.Warning, d.WarningRule = true, r.Name
+	}
+}
+
+// markDry records a would-be rejection of a dry-run rule (or penalty).
+func (c *Controller) markDry(a *ticket, d *Decision, name string, k Kind) {
+	if !d.DryRun {
+		d.DryRun, d.DryRunRule, d.DryRunKind = true, name, k
+		c.ctr.add(a.shard, cDryRun, 1)
+	}
+	c.logDryRun(a.now, name, k)
+}
+
+// rejectBy makes the rejection of rule i with its decision rd, after the
+// attempt gave back what it held.
+func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd concurrency.Decision) {
+	r := &a.set.rules[i]
+	a.set.rules[i].ctr.add(a.shard, rRejected, 1)
+	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
+	if r.Algorithm == Concurrency && rd.RetryAfter != concurrency.Never {
+		// A full per-key concurrency limit frees a permit when one of the
+		// client's own requests ends, which nobody can predict; the store's
+		// figure is when the oldest lease would lapse (LeaseTTL, meant for
+		// crashed holders, often minutes). Send the same hint as a full
+		// Global limit instead.
+		d.RetryAfter = min(d.RetryAfter, shedHint)
+	}
+	d.Warning, d.WarningRule = false, ""
+	if r.Algorithm.rate() {
+		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
+		if d.RetryAfter != concurrency.Never {
+			d.Reset = d.RetryAfter // when this client is served again (Decision.Reset)
+		}
+	}
+	if d.Kind == OverLimit && c.pen != nil {
+		if a.buildKey(c.penID) {
+			c.pen.Strike(a.keyString(c.penID), a.now)
+			c.ctr.add(a.shard, cStrikes, 1)
+		}
+	}
+	c.done(a, d)
+}
+
+// done counts d and hands it to the hook.
+func (c *Controller) done(a *ticket, d *Decision) {
+	if d.Allowed {
+		c.ctr.add(a.shard, cAdmitted, 1)
+	} else {
+		c.ctr.add(a.shard, [...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind], 1)
+	}
+	if c.hook != nil {
+		c.hook(*d)
+	}
+}

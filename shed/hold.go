@@ -1,0 +1,152 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// acquire takes a Global Concurrency or Adaptive permit for a, waiting up
+// to the rule's MaxWait. It reports whether it did, and for a refusal the
+// Retry-After hint; the error is ctx's when ctx ended while waiting.
+func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bool, time.Duration, error) {
+	if r.lim != nil {
+		req := adaptive.Request{}
+		if dl, ok := ctx.Deadline(); ok {
+			req.Deadline = a.now + int64(time.Until(dl))
+		}
+		tok, err := r.lim.TryAcquireAt(a.now, req)
+		if errors.Is(err, adaptive.ErrLimited) && r.MaxWait > 0 && !r.dry {
+			tok, err = c.waitAdaptive(ctx, a, r, req)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, 0, ctx.Err()
+			}
+			return false, max(shedHint, r.lim.PredictedLatency()), nil
+		}
+		a.tokens = append(a.tokens, tok)
+		a.adaptives = append(a.adaptives, i)
+		return true, 0, nil
+	}
+	if r.queue == nil || r.dry {
+		if !r.sem.TryAcquire(a.cost) {
+			return false, c.semHint(r, a.cost), nil
+		}
+		a.sems = append(a.sems, i)
+		return true, 0, nil
+	}
+	lane := r.lanes[a.ask.Priority.lane()]
+	if lane.TryAcquire(a.cost) {
+		a.sems = append(a.sems, i)
+		return true, 0, nil
+	}
+	start := c.now()
+	err := lane.Acquire(ctx, a.cost)
+	c.ctr.add(a.shard, cQueueWaits, 1)
+	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
+	switch {
+	case err == nil:
+		a.sems = append(a.sems, i)
+		return true, 0, nil
+	case ctx.Err() != nil:
+		return false, 0, ctx.Err()
+	}
+	c.ctr.add(a.shard, cQueueShed, 1)
+	return false, c.semHint(r, a.cost), nil
+}
+
+// semHint is the Retry-After of a full semaphore: a hint, unless the cost
+// can never fit.
+func (c *Controller) semHint(r *rule, cost int64) time.Duration {
+	if cost > r.Limit {
+		return concurrency.Never
+	}
+	return shedHint
+}
+
+// waitAdaptive waits up to r.MaxWait for an adaptive permit.
+func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req adaptive.Request) (adaptive.Token, error) {
+	wctx, cancel := context.WithTimeout(ctx, r.MaxWait)
+	defer cancel()
+	start := c.now()
+	tok, err := r.lim.Acquire(wctx, req)
+	c.ctr.add(a.shard, cQueueWaits, 1)
+	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
+	if err != nil && ctx.Err() == nil {
+		c.ctr.add(a.shard, cQueueShed, 1)
+	}
+	return tok, err
+}
+
+// rollback gives back what a took before a later rule rejected it: Global
+// rate charges are refunded (and d's figures for them corrected),
+// concurrency permits released.
+func (c *Controller) rollback(a *ticket, d *Decision) {
+	for _, i := range a.rated {
+		a.set.rules[i].rate.Refund(a.now, a.cost)
+		if d.rule == i {
+			d.Remaining = min(d.Limit, d.Remaining+a.cost)
+		}
+	}
+	a.rated = a.rated[:0]
+	c.release(a, adaptive.Ignore)
+}
+
+// release returns every permit a holds: adaptive tokens with outcome o,
+// semaphore permits, store leases.
+func (c *Controller) release(a *ticket, o Outcome) { c.releaseAt(a, 0, o) }
+
+// releaseAt is release at now (0: the Controller's clock, read only when
+// an adaptive token or a lease needs it).
+func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
+	if len(a.tokens) > 0 || len(a.leases) > 0 {
+		if now == 0 {
+			now = c.now()
+		}
+		for _, t := range a.tokens {
+			t.DoneAt(now, o)
+		}
+		for _, l := range a.leases {
+			if err := c.store.Release(context.Background(), l, now); err != nil {
+				// Expired (its permits came back by themselves) or a
+				// store that failed: the lease lapses at its TTL.
+				c.ctr.add(a.shard, cLeaseLost, 1)
+			}
+		}
+		clear(a.tokens)
+		a.tokens, a.leases, a.adaptives = a.tokens[:0], a.leases[:0], a.adaptives[:0]
+	}
+	for _, i := range a.sems {
+		r := &a.set.rules[i]
+		if r.queue != nil {
+			r.lanes[a.ask.Priority.lane()].Release(a.cost)
+		} else {
+			r.sem.Release(a.cost)
+		}
+	}
+	a.sems = a.sems[:0]
+}
+
+// finish ends an admitted attempt once: it reports o and returns every
+// permit. It reports false when the attempt was finished already.
+func (c *Controller) finish(a *ticket, gen uint64, o Outcome) bool {
+	return c.finishAt(a, gen, 0, o)
+}
+
+// finishAt is finish at now (0: the Controller's clock).
+func (c *Controller) finishAt(a *ticket, gen uint64, now int64, o Outcome) bool {
+	if !a.gen.CompareAndSwap(gen, gen+1) {
+		c.ctr.add(a.shard, cDoubleDone, 1)
+		return false
+	}
+	if a.active {
+		c.releaseAt(a, now, o)
+		a.active = false
+		c.ctr.add(a.shard, cFinished, 1)
+	}
+	return true
+}

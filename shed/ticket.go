@@ -1,0 +1,152 @@
+package shed
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/store"
+)
+
+// ticket is the pooled state of one Attempt while it is decided and run:
+// its identity keys, its store request and result, and what it holds
+// until its Token is done. (Decisions in decide.go; what is held and given
+// back in hold.go; the public Token in token.go.)
+type ticket struct {
+	c     *Controller
+	shard int
+	// set is the rule set the attempt was decided on: what it holds is
+	// given back to that set's rules even if the Controller's moved on.
+	set *ruleSet
+	// gen tells a live Token from a stale copy: Done moves it on once.
+	gen atomic.Uint64
+	// epoch is the counter the decision entered (see Controller.enter).
+	epoch int
+
+	ask  Attempt // what was asked; cost and now below are its decided values
+	cost int64
+	now  int64
+	// buf holds the identity keys; keys are strings over it (see key), so
+	// it is not written again until the attempt is done.
+	buf  []byte
+	keys [Tenant + 1]struct{ start, end int }
+
+	req     store.Request
+	res     store.Result
+	hitRule [store.MaxHits]int
+
+	// Held until done: Global rate rules charged (given back on a later
+	// rejection), Global concurrency permits, adaptive tokens, leases.
+	rated     []int
+	sems      []int
+	tokens    []adaptive.Token
+	adaptives []int // the rules of tokens
+	leases    []store.Lease
+	active    bool
+
+	w    statusWriter // the middleware's
+	slab headerSlab   // the middleware's header values
+}
+
+func (c *Controller) get() *ticket { return c.pool.Get().(*ticket) }
+
+// maxPooledBuf is the largest key buffer kept in the pool: a request with
+// huge identities must not pin its buffer for the life of the process.
+const maxPooledBuf = 4 << 10
+
+// put returns a to the pool; it holds nothing.
+func (c *Controller) put(a *ticket) {
+	a.ask = Attempt{}
+	a.set = nil
+	a.buf = a.buf[:0]
+	if cap(a.buf) > maxPooledBuf {
+		a.buf = make([]byte, 0, 256)
+	}
+	a.keys = [Tenant + 1]struct{ start, end int }{}
+	a.w = statusWriter{}
+	c.pool.Put(a)
+}
+
+// buildKey builds the store key of identity id in buf, once, and reports
+// whether the attempt has that identity. keyString reads it.
+func (a *ticket) buildKey(id Identity) bool {
+	k := &a.keys[id]
+	if k.end == 0 {
+		start := len(a.buf)
+		switch id {
+		case IP:
+			a.buf = appendIPKey(a.buf, a.ask.IP)
+		case User:
+			if a.ask.User == "" {
+				return false
+			}
+			a.buf = a.c.appendID(append(a.buf, "user:"...), a.ask.User)
+		case APIKey:
+			if a.ask.APIKey == "" {
+				return false
+			}
+			a.buf = a.c.hasher.AppendSumString(append(a.buf, "key:"...), a.ask.APIKey)
+		case Tenant:
+			if a.ask.Tenant == "" {
+				return false
+			}
+			a.buf = a.c.appendID(append(a.buf, "tenant:"...), a.ask.Tenant)
+		default:
+			return false
+		}
+		// buf may have moved: earlier keys are re-derived by keyString from
+		// the offsets, never kept across an append.
+		k.start, k.end = start, len(a.buf)
+	}
+	return true
+}
+
+// MaxIdentity is the longest user or tenant id that reaches a store key as
+// given; a longer one is replaced by "#" and its keyed hash
+// (fingerprint.SumLen bytes), so that a store key is at most
+// MaxIdentityKey bytes whatever a caller passes.
+const MaxIdentity = 64
+
+// MaxIdentityKey bounds the store key of a user or tenant identity:
+// "tenant:" and at most MaxIdentity bytes.
+const MaxIdentityKey = len("tenant:") + MaxIdentity
+
+// appendID appends id to dst as a store key's identity: as given up to
+// MaxIdentity bytes, else "#" and its keyed hash. Ids that start with "#"
+// are hashed whatever their length, so a kept id never equals a hash.
+func (c *Controller) appendID(dst []byte, id string) []byte {
+	if len(id) <= MaxIdentity && id[0] != '#' {
+		return append(dst, id...)
+	}
+	return c.hasher.AppendSumString(append(dst, '#'), id)
+}
+
+// appendIPKey appends the store key of client address ip: "ip:" and the
+// address as netip.Addr.AppendTo writes it (IPv4 formatted here, faster).
+func appendIPKey(dst []byte, ip netip.Addr) []byte {
+	dst = append(dst, "ip:"...)
+	if !ip.Is4() {
+		if !ip.IsValid() {
+			return append(dst, "unknown"...) // no address: one shared key, named
+		}
+		return ip.AppendTo(dst)
+	}
+	o := ip.As4()
+	dst = appendDecimal(dst, int64(o[0]))
+	for _, x := range o[1:] {
+		dst = appendDecimal(append(dst, '.'), int64(x))
+	}
+	return dst
+}
+
+// keyString returns the built key of id as a string sharing buf's memory
+// (unsafe.String), valid while buf is not appended to. Stores do not
+// retain a request's keys (store.Store's contract), penalty boxes copy
+// what they keep (Penalties), and a lease's key is used by Release before
+// the attempt goes back to the pool; so the bytes never change under a
+// live string, and no key is allocated.
+func (a *ticket) keyString(id Identity) string {
+	k := a.keys[id]
+	return unsafe.String(&a.buf[k.start], k.end-k.start)
+}

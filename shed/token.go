@@ -1,0 +1,52 @@
+package shed
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+// Token is the permit of an admitted attempt. Done it exactly once when the
+// work ends, on every path (error, timeout, panic: use defer), or the
+// permits it holds stay taken (store leases only until their TTL). A Token
+// is a small value; only one copy may be done, and a second Done is
+// harmless: it releases nothing and is counted in Stats.DoubleDone. The
+// zero Token, returned with a rejection, does nothing.
+type Token struct {
+	a   *ticket
+	gen uint64
+}
+
+// Done reports the outcome of the work to the adaptive limits (Success:
+// its latency, from the decision to now on the Controller's clock, is a
+// sample; Dropped: a congestion signal; Ignore: neither) and returns the
+// attempt's concurrency permits and leases. Safe for concurrent use; it
+// blocks only as long as a network store takes to release a lease.
+func (t Token) Done(o Outcome) { t.DoneAt(0, o) }
+
+// DoneAt is Done at now (monotonic nanoseconds, on the clock the attempt
+// was decided on): for simulations that pass Attempt.Now. Zero means the
+// Controller's clock.
+func (t Token) DoneAt(now int64, o Outcome) {
+	if t.a == nil {
+		return
+	}
+	a := t.a
+	if a.c.finishAt(a, t.gen, now, o) {
+		a.c.put(a)
+	}
+}
+
+// outcomeOfStatus maps a handler's response status and its request's
+// context to the outcome reported to adaptive limits: 5xx and a deadline
+// are drops (overload signals), a client that went away says nothing, and
+// anything else is a success whose latency counts.
+func outcomeOfStatus(status int, ctx context.Context) Outcome {
+	if status >= 500 {
+		return Dropped
+	}
+	if err := ctx.Err(); err != nil {
+		return adaptive.OutcomeOf(err)
+	}
+	return Success
+}
