@@ -87,7 +87,7 @@ type Controller struct {
 	hook    func(Decision)
 	headers func(http.Header, Decision)
 	reject  func(http.ResponseWriter, *http.Request, Decision)
-	dryPen  bool
+	dryAll  bool // WithDryRun: every rule, and the penalty box, in dry-run
 	fields  HeaderFields
 	defTier string
 	storeN  int // store registrations, for unique store limit names
@@ -100,15 +100,17 @@ type Controller struct {
 	// wall time of a decision is derived, never read again.
 	wallAnchor, monoAnchor int64
 
-	pool     sync.Pool // of *attempt
-	ctr      counters
-	failLog  logGate
-	dryLog   logGate
-	overLog  logGate
-	peerLog  logGate
-	early    func(EarlyWarning)
-	earlyG   burstGate
-	earlyLog logGate
+	pool   sync.Pool // of *ticket
+	ctr    counters
+	logs   logGates
+	early  func(EarlyWarning)
+	earlyG burstGate
+}
+
+// logGates are the Controller's log lines that are rate limited, one gate
+// each: at most one line of a kind per second, the rest counted.
+type logGates struct {
+	failOpen, dryRun, overflow, peer, early logGate
 }
 
 // New returns a Controller over rules (copied). It returns an error
@@ -132,7 +134,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	}
 	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
 		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, cat: cfg.category, hook: cfg.hook,
-		headers: cfg.headers, reject: cfg.reject, dryPen: cfg.dryRun, fields: cfg.fields}
+		headers: cfg.headers, reject: cfg.reject, dryAll: cfg.dryRun, fields: cfg.fields}
 	if c.fields == 0 {
 		c.fields = AllFields
 	}

@@ -65,7 +65,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	// 1. The penalty box.
 	if checkPenalty {
 		if left, in := c.pen.Check(a.keyString(c.penID), now); in {
-			if !c.dryPen {
+			if !c.dryAll {
 				d.Allowed, d.Kind, d.RetryAfter = false, Penalized, max(left, 1)
 				c.done(a, d)
 				return nil

@@ -58,7 +58,7 @@ func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd concurrency.D
 	if c.early != nil {
 		c.early(w)
 	}
-	if ok, n := c.earlyLog.allow(a.now); ok {
+	if ok, n := c.logs.early.allow(a.now); ok {
 		c.log.Warn("shed: key past half its limit early in its window", slog.String("rule", w.Rule),
 			slog.String("key", w.Key), slog.Int64("used", w.Used), slog.Int64("limit", w.Limit),
 			slog.Duration("elapsed", w.Elapsed), slog.Duration("window", w.Window), slog.Int64("suppressed", n))

@@ -35,7 +35,7 @@ func (g *logGate) allow(now int64) (bool, int64) {
 
 // logFailOpen reports that rule failed open because the store failed.
 func (c *Controller) logFailOpen(now int64, rule string, err error) {
-	if ok, n := c.failLog.allow(now); ok {
+	if ok, n := c.logs.failOpen.allow(now); ok {
 		c.log.Warn("shed: store failed, rule fails open", slog.String("rule", rule),
 			slog.String("error", err.Error()), slog.Int64("suppressed", n))
 	}
@@ -43,7 +43,7 @@ func (c *Controller) logFailOpen(now int64, rule string, err error) {
 
 // logDryRun reports that a dry-run rule would have rejected a request.
 func (c *Controller) logDryRun(now int64, rule string, k Kind) {
-	if ok, n := c.dryLog.allow(now); ok {
+	if ok, n := c.logs.dryRun.allow(now); ok {
 		c.log.Info("shed: dry run, would reject", slog.String("rule", rule),
 			slog.String("kind", k.String()), slog.Int64("suppressed", n))
 	}
@@ -52,7 +52,7 @@ func (c *Controller) logDryRun(now int64, rule string, k Kind) {
 // logOverflow reports that rule shed a key because its store table is
 // full of live keys (a key flood, or a capacity too small).
 func (c *Controller) logOverflow(now int64, rule string) {
-	if ok, n := c.overLog.allow(now); ok {
+	if ok, n := c.logs.overflow.allow(now); ok {
 		c.log.Warn("shed: key table full, new keys shed", slog.String("rule", rule), slog.Int64("suppressed", n))
 	}
 }
@@ -62,7 +62,7 @@ func (c *Controller) logOverflow(now int64, rule string) {
 // it: it came off the connection, not from the client's headers).
 func (c *Controller) unknownPeer(a *ticket, remoteAddr string) {
 	c.ctr.add(a.shard, cUnknownPeer, 1)
-	if ok, n := c.peerLog.allow(a.ask.Now); ok {
+	if ok, n := c.logs.peer.allow(a.ask.Now); ok {
 		c.log.Warn("shed: peer address not understood, per-IP rules count it as ip:unknown",
 			slog.String("remote_addr", remoteAddr[:min(len(remoteAddr), 64)]), slog.Int64("suppressed", n))
 	}

@@ -54,7 +54,7 @@ func (c *Controller) Reload(cfg Config) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.set.Load()
-	next, err := c.compile(cfg.Rules, cur, c.dryPen)
+	next, err := c.compile(cfg.Rules, cur, c.dryAll)
 	if err != nil {
 		c.dropFresh()
 		return err
