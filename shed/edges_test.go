@@ -96,15 +96,8 @@ func TestEndedContextNeverFailsOpen(t *testing.T) {
 // TestLimiterSharedByTwoRulesIsAnError: one adaptive.Limiter under two
 // rules would be asked twice per request and halve the limit.
 func TestLimiterSharedByTwoRulesIsAnError(t *testing.T) {
-	alg, err := adaptive.NewAIMD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := adaptive.NewLimiter(alg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New([]Rule{
+	lim := aimdLimiter(t, 20, 200)
+	_, err := New([]Rule{
 		{Name: "a", Category: "read", Algorithm: Adaptive, Limiter: lim},
 		{Name: "b", Category: "write", Algorithm: Adaptive, Limiter: lim},
 	}, quiet())
@@ -304,15 +297,7 @@ func decideAt(t *testing.T, c *Controller, a Attempt) Decision {
 // rule's permit show in RuleStats.Waiting, as a Concurrency rule's do.
 func TestAdaptiveRuleReportsWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(1), adaptive.WithLimits(1, 10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lim, err := adaptive.NewLimiter(alg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: lim, MaxWait: time.Second}}, quiet())
+		c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: aimdLimiter(t, 1, 10), MaxWait: time.Second}}, quiet())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -689,4 +674,19 @@ func TestReloadKeepsUsageOfGlobalRateRules(t *testing.T) {
 	if s := c.Stats(); s.Rules[0].Allowed != 4 {
 		t.Fatalf("the daily rule's counters did not carry on: %+v", s.Rules[0])
 	}
+}
+
+// aimdLimiter returns an adaptive limiter on AIMD from initial, within
+// [1, max].
+func aimdLimiter(t *testing.T, initial, max int) *adaptive.Limiter {
+	t.Helper()
+	alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(initial), adaptive.WithLimits(1, max))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
 }

@@ -11,7 +11,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/store"
@@ -62,15 +61,7 @@ func TestTrustedProxy(t *testing.T) {
 // until a permit comes back, and sheds it when the wait runs out.
 func TestAdaptiveWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		alg, err := adaptive.NewAIMD(adaptive.WithInitialLimit(1), adaptive.WithLimits(1, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lim, err := adaptive.NewLimiter(alg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: lim, MaxWait: time.Second}}, quiet())
+		c, err := New([]Rule{{Name: "adaptive", Algorithm: Adaptive, Limiter: aimdLimiter(t, 1, 1), MaxWait: time.Second}}, quiet())
 		if err != nil {
 			t.Fatal(err)
 		}
