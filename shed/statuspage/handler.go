@@ -1,0 +1,118 @@
+package statuspage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	//go:embed page.html
+	pageHTML string
+	//go:embed page.css
+	pageCSS string
+	//go:embed page.js
+	pageJS string
+)
+
+// pageTemplate is the parsed page and the Content-Security-Policy that
+// lets its inline style and script run, and nothing else.
+type pageTemplate struct {
+	t   *template.Template
+	csp string
+}
+
+func newPageTemplate() (pageTemplate, error) {
+	t, err := template.New("page").Funcs(template.FuncMap{
+		"rate": func(v *float64) string { return fmtFloat(v, 1, 1, "") },
+		"ms":   func(v *float64) string { return fmtFloat(v, 1000, 1, " ms") },
+		"pct":  func(v float64) string { return strconv.FormatFloat(v*100, 'f', 0, 64) + "%" },
+		"mode": func(degraded bool) string {
+			if degraded {
+				return "degraded"
+			}
+			return "healthy"
+		},
+		"secs": func(s float64) string { return time.Duration(s * float64(time.Second)).String() },
+	}).Parse(pageHTML)
+	if err != nil {
+		return pageTemplate{}, fmt.Errorf("statuspage: %w", err)
+	}
+	hash := func(s string) string {
+		h := sha256.Sum256([]byte(s))
+		return "'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'"
+	}
+	csp := "default-src 'none'; script-src " + hash(pageJS) + "; style-src " + hash(pageCSS) +
+		"; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	return pageTemplate{t: t, csp: csp}, nil
+}
+
+// fmtFloat formats *v times scale with digits decimals and unit, or an en
+// dash for an unknown value, as the page's script does.
+func fmtFloat(v *float64, scale float64, digits int, unit string) string {
+	if v == nil {
+		return "\u2013"
+	}
+	return strconv.FormatFloat(*v*scale, 'f', digits, 64) + unit
+}
+
+// pageData is what the template reads.
+type pageData struct {
+	Report        Report
+	History       int
+	Span          float64
+	Width, Height int
+	Style         template.CSS // the package's own constants, not input
+	Script        template.JS
+}
+
+// ServeHTTP serves the JSON report for a path that ends in "/json" and
+// the page for any other, to GET and HEAD; other methods get 405. Each
+// request reads the Controller's Stats once and records a sample if one
+// is due (see SampleAt).
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "statuspage: read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	rep := p.ReportAt(p.now())
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	var body bytes.Buffer
+	if r.URL.Path == "json" || strings.HasSuffix(r.URL.Path, "/json") {
+		if err := json.NewEncoder(&body).Encode(rep); err != nil {
+			http.Error(w, "statuspage: the report could not be encoded", http.StatusInternalServerError)
+			return
+		}
+		h.Set("Content-Type", "application/json")
+	} else {
+		err := p.tmpl.t.Execute(&body, pageData{
+			Report: rep, History: len(p.hist.buf), Span: float64(len(p.hist.buf)) * p.interval.Seconds(),
+			Width: ChartWidth, Height: ChartHeight,
+			Style: template.CSS(pageCSS), Script: template.JS(pageJS),
+		})
+		if err != nil {
+			http.Error(w, "statuspage: the page could not be rendered", http.StatusInternalServerError)
+			return
+		}
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", p.tmpl.csp)
+		h.Set("X-Frame-Options", "DENY")
+	}
+	h.Set("Content-Length", strconv.Itoa(body.Len()))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body.Bytes())
+	}
+}
