@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 var (
@@ -41,7 +40,7 @@ func newPageTemplate() (pageTemplate, error) {
 			}
 			return "healthy"
 		},
-		"secs": func(s float64) string { return time.Duration(s * float64(time.Second)).String() },
+		"secs": fmtSeconds,
 	}).Parse(pageHTML)
 	if err != nil {
 		return pageTemplate{}, fmt.Errorf("statuspage: %w", err)
@@ -64,11 +63,19 @@ func fmtFloat(v *float64, scale float64, digits int, unit string) string {
 	return strconv.FormatFloat(*v*scale, 'f', digits, 64) + unit
 }
 
+// fmtSeconds formats a duration of s seconds as the page's script does:
+// whole seconds up to two minutes, tenths of minutes beyond.
+func fmtSeconds(s float64) string {
+	if s < 120 {
+		return strconv.FormatFloat(s, 'f', 0, 64) + " s"
+	}
+	return strconv.FormatFloat(s/60, 'f', 1, 64) + " min"
+}
+
 // pageData is what the template reads.
 type pageData struct {
 	Report        Report
 	History       int
-	Span          float64
 	Width, Height int
 	Style         template.CSS // the package's own constants, not input
 	Script        template.JS
@@ -98,7 +105,7 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/json")
 	} else {
 		err := p.tmpl.t.Execute(&body, pageData{
-			Report: rep, History: len(p.hist.buf), Span: float64(len(p.hist.buf)) * p.interval.Seconds(),
+			Report: rep, History: len(p.hist.buf),
 			Width: ChartWidth, Height: ChartHeight,
 			Style: template.CSS(pageCSS), Script: template.JS(pageJS),
 		})

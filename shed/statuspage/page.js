@@ -22,7 +22,8 @@
     rate: function (v) { return num(v, 1); },
     ms: function (v) { return v === null || v === undefined ? "\u2013" : (v * 1000).toFixed(1) + " ms"; },
     pct: function (v) { return v === undefined ? "\u2013" : (v * 100).toFixed(0) + "%"; },
-    mode: function (v) { return v ? "degraded" : "healthy"; }
+    mode: function (v) { return v ? "degraded" : "healthy"; },
+    secs: function (v) { return v < 120 ? v.toFixed(0) + " s" : (v / 60).toFixed(1) + " min"; }
   };
   function update(rep) {
     // A reload or a store that starts reporting changes the page's shape.

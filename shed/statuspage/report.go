@@ -17,6 +17,9 @@ type Report struct {
 	// held (at most the history's length).
 	IntervalSeconds float64 `json:"interval_seconds"`
 	Samples         int     `json:"samples"`
+	// SpanSeconds is the time the history and the charts span: from the
+	// oldest sample to the newest, at least one interval.
+	SpanSeconds float64 `json:"span_seconds"`
 	// Totals are the Controller's counters at the time of the report.
 	Totals Totals `json:"totals"`
 	// Rates are the Controller's decisions per second.
@@ -123,14 +126,13 @@ type Point struct {
 
 // Chart is a rule's history as the points of two SVG polylines in a
 // ChartWidth by ChartHeight view box: the limit, and the inflight permits
-// (empty for a rule that holds none). The x axis spans the whole history
-// (HistorySeconds, newest at the right edge), the y axis 0 to Max
+// (empty for a rule that holds none). The x axis spans the report's
+// SpanSeconds (the newest sample at the right edge), the y axis 0 to Max
 // (bottom to top, within ChartMargin of the edges).
 type Chart struct {
-	Max            int64   `json:"max"`
-	HistorySeconds float64 `json:"history_seconds"`
-	Limit          string  `json:"limit"`
-	Inflight       string  `json:"inflight"`
+	Max      int64  `json:"max"`
+	Limit    string `json:"limit"`
+	Inflight string `json:"inflight"`
 }
 
 // The view box of a Chart, and the margin kept above and below its lines
@@ -155,12 +157,14 @@ func concurrent(r *shed.RuleStats) bool {
 }
 
 // build makes the report of s, taken at the time of the newest of the
-// history h (which holds at least one sample), over a history of span.
+// history h (which holds at least one sample).
 func build(s *shed.Stats, h *ring, interval time.Duration) Report {
-	span := time.Duration(len(h.buf)) * interval
+	b := h.newest()
+	span := max(interval, time.Duration(b.at-h.at(0).at))
 	rep := Report{
 		IntervalSeconds: interval.Seconds(),
 		Samples:         h.n,
+		SpanSeconds:     span.Seconds(),
 		Totals: Totals{
 			Admitted: s.Admitted, OverLimit: s.OverLimit, Shedding: s.Shedding, Penalized: s.Penalized,
 			DryRun: s.DryRun, FailedOpen: s.FailedOpen, StoreErrors: s.StoreErrors, Inflight: s.Inflight,
@@ -168,7 +172,6 @@ func build(s *shed.Stats, h *ring, interval time.Duration) Report {
 		},
 		Rules: make([]RuleReport, len(s.Rules)),
 	}
-	b := h.newest()
 	var a *sample
 	if h.n >= 2 {
 		a = h.at(h.n - 2)
@@ -230,7 +233,7 @@ func history(h *ring, name string, newest int64) []Point {
 // chart draws pts over span: x from -span (left) to 0 (right), y from 0
 // (bottom) to the largest limit or inflight count (top, at least 1).
 func chart(pts []Point, span time.Duration, inflight bool) Chart {
-	c := Chart{Max: 1, HistorySeconds: span.Seconds()}
+	c := Chart{Max: 1}
 	for _, p := range pts {
 		c.Max = max(c.Max, p.Limit)
 		if inflight {
@@ -243,7 +246,7 @@ func chart(pts []Point, span time.Duration, inflight bool) Chart {
 			if i > 0 {
 				b.WriteByte(' ')
 			}
-			x := ChartWidth * (1 + p.T/c.HistorySeconds)
+			x := ChartWidth * (1 + p.T/span.Seconds())
 			y := ChartMargin + (ChartHeight-2*ChartMargin)*(1-float64(v(p))/float64(c.Max))
 			b.WriteString(strconv.FormatFloat(max(0, x), 'f', 1, 64))
 			b.WriteByte(',')

@@ -101,6 +101,9 @@ func TestRatesAreUnknownUntilTwoSamples(t *testing.T) {
 		t.Fatalf("first report: %d samples, admitted rate %v, rule rate %v; want 1 sample and unknown rates",
 			rep.Samples, rep.Rates.Admitted, rep.Rules[0].AllowedRate)
 	}
+	if rep.SpanSeconds != 1 || rep.Rules[1].Chart.Limit != "300.0,2.0" {
+		t.Errorf("one sample: span %v s, limit line %q; want an interval, one point at the right edge", rep.SpanSeconds, rep.Rules[1].Chart.Limit)
+	}
 	if rep.Totals.Admitted != 2 {
 		t.Errorf("admitted total %d, want 2", rep.Totals.Admitted)
 	}
@@ -189,6 +192,9 @@ func TestHistoryIsBoundedAndTimedFromTheNewest(t *testing.T) {
 	if rep.Samples != 3 {
 		t.Fatalf("%d samples, want the history's 3", rep.Samples)
 	}
+	if rep.SpanSeconds != 2 {
+		t.Errorf("span %v s, want the 2 s from the oldest sample held to the newest", rep.SpanSeconds)
+	}
 	h := rep.Rules[1].History
 	if len(h) != 3 || h[0].T != -2 || h[1].T != -1 || h[2].T != 0 {
 		t.Fatalf("history %+v, want points at -2, -1 and 0 s", h)
@@ -214,12 +220,13 @@ func TestChartPlacesTheNewestAtTheRightEdge(t *testing.T) {
 		t.Fatalf("decide: %+v, %v", d, err)
 	}
 	defer tok.Done(shed.Success)
-	ch := p.ReportAt(clk.now()).Rules[1].Chart
-	// A history of 4 s on 300 units: -2 s is x=150, 0 s is x=300. The
-	// limit, 2, is the top (y=2, the margin); no permit held is the
+	rep := p.ReportAt(clk.now())
+	ch := rep.Rules[1].Chart
+	// Samples 2 s apart span the 300 units: -2 s is x=0, 0 s is x=300.
+	// The limit, 2, is the top (y=2, the margin); no permit held is the
 	// bottom (y=58), one half way (y=30).
-	if ch.Max != 2 || ch.HistorySeconds != 4 || ch.Limit != "150.0,2.0 300.0,2.0" || ch.Inflight != "150.0,58.0 300.0,30.0" {
-		t.Errorf("chart %+v", ch)
+	if rep.SpanSeconds != 2 || ch.Max != 2 || ch.Limit != "0.0,2.0 300.0,2.0" || ch.Inflight != "0.0,58.0 300.0,30.0" {
+		t.Errorf("span %v s, chart %+v", rep.SpanSeconds, ch)
 	}
 	if ch := p.ReportAt(clk.now()).Rules[0].Chart; ch.Inflight != "" {
 		t.Errorf("a per-key rule's chart has an inflight line: %q", ch.Inflight)
