@@ -5,8 +5,10 @@
 // for scripts.
 //
 // A Page is read-only: it answers GET and HEAD and nothing else, and it
-// shows counters and rule definitions only, never a client key. Mount it on
-// a subtree pattern so that both its page and its report are reached:
+// shows counters and rule definitions only, never a client key. It checks
+// no credentials: mount it where only operators reach it (an internal
+// listener, or behind the service's own authentication). Mount it on a
+// subtree pattern so that both its page and its report are reached:
 //
 //	mux.Handle("/debug/sluice/", http.StripPrefix("/debug/sluice", page))
 //

@@ -38,8 +38,13 @@ func newSample(now int64, s *shed.Stats) sample {
 	return sm
 }
 
-// rule returns the sample's entry of the rule named name, or nil.
-func (s *sample) rule(name string) *ruleSample {
+// rule returns the sample's entry of the rule named name, or nil. The
+// rules of most samples are those of the report, in its order: hint, the
+// rule's index in the report, is tried first.
+func (s *sample) rule(name string, hint int) *ruleSample {
+	if hint < len(s.rules) && s.rules[hint].name == name {
+		return &s.rules[hint]
+	}
 	for i := range s.rules {
 		if s.rules[i].name == name {
 			return &s.rules[i]

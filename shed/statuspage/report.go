@@ -205,9 +205,9 @@ func build(s *shed.Stats, h *ring, interval time.Duration) Report {
 			FailOpen: r.FailOpen, FailClosed: r.FailClosed, Overflowed: r.Overflowed,
 			Keys: r.Table.Entries, KeyCapacity: r.Table.Capacity,
 		}
-		rep.Rules[i].History = history(h, r.Name, b.at)
+		rep.Rules[i].History = history(h, r.Name, i, b.at)
 		if a != nil {
-			if x, y := a.rule(r.Name), b.rule(r.Name); x != nil && y != nil {
+			if x, y := a.rule(r.Name, i), b.rule(r.Name, i); x != nil && y != nil {
 				rep.Rules[i].AllowedRate = ptr(rate(x.allowed, y.allowed, a.at, b.at))
 				rep.Rules[i].RejectedRate = ptr(rate(x.rejected, y.rejected, a.at, b.at))
 			}
@@ -217,13 +217,13 @@ func build(s *shed.Stats, h *ring, interval time.Duration) Report {
 	return rep
 }
 
-// history returns the points of the rule named name in h, timed relative
-// to newest.
-func history(h *ring, name string, newest int64) []Point {
+// history returns the points of the rule named name (at index hint of the
+// newest rules) in h, timed relative to newest.
+func history(h *ring, name string, hint int, newest int64) []Point {
 	pts := make([]Point, 0, h.n)
 	for i := range h.n {
 		s := h.at(i)
-		if r := s.rule(name); r != nil {
+		if r := s.rule(name, hint); r != nil {
 			pts = append(pts, Point{T: -time.Duration(newest - s.at).Seconds(), Limit: r.limit, Inflight: r.inflight, Waiting: r.waiting})
 		}
 	}

@@ -259,3 +259,41 @@ func TestRunSamplesEveryIntervalUntilCancelled(t *testing.T) {
 		}
 	})
 }
+
+// A rule that a reload adds has a history and rates of its own, from the
+// samples that hold it; the rules kept keep theirs, wherever they move in
+// the order.
+func TestReloadedRulesHaveTheirOwnHistory(t *testing.T) {
+	clk := newFakeClock()
+	c := newController(t, clk)
+	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SampleAt(clk.now())
+	clk.advance(time.Second)
+	p.SampleAt(clk.now())
+	err = c.Reload(shed.Config{Rules: []shed.Rule{
+		{Name: "wide", Algorithm: shed.Concurrency, Limit: 9},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 3, Rate: concurrency.Per(1, time.Minute), Capacity: 64},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Second)
+	requests(t, c, "198.51.100.1", 2)
+	rep := p.ReportAt(clk.now())
+	if len(rep.Rules) != 2 || rep.Rules[0].Name != "wide" {
+		t.Fatalf("rules %+v", rep.Rules)
+	}
+	if h := rep.Rules[1].History; len(h) != 3 {
+		t.Errorf("per-ip: %d points, want the 3 samples", len(h))
+	}
+	if r := rep.Rules[1].AllowedRate; r == nil || *r != 2 {
+		t.Errorf("per-ip allowed rate %v, want 2", r)
+	}
+	w := rep.Rules[0]
+	if len(w.History) != 1 || w.History[0].Limit != 9 || w.AllowedRate != nil {
+		t.Errorf("wide: history %+v, rate %v; want one point at its limit and no rate yet", w.History, w.AllowedRate)
+	}
+}
