@@ -1,6 +1,7 @@
 // Command status serves an API behind sluice with its live status page
 // (package shed/statuspage) at /debug/sluice/: an adaptive limit for the
-// whole API in front of a backend of 4 slots (10 ms a request), a token
+// whole API in front of a backend of 4 slots (10 ms a request), with a
+// short wait for a permit over it, a token
 // bucket per user (X-User), and a penalty box for users who keep going
 // over it. With -selftest it drives a load of well-behaved users and one
 // that hammers, and prints what the page's JSON report said.
@@ -71,7 +72,9 @@ func newService() (*service, error) {
 	}
 	sluice, err := shed.New([]shed.Rule{
 		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: perUser, Rate: concurrency.Per(perUser, time.Second), Capacity: 10_000},
-		{Name: "api", Algorithm: shed.Adaptive, Limiter: lim},
+		// Over the adaptive limit, a request may wait a service time for a
+		// permit before it is shed.
+		{Name: "api", Algorithm: shed.Adaptive, Limiter: lim, MaxWait: serviceTime},
 	},
 		shed.WithPenalties(box, shed.User),
 		shed.WithClient(func(r *http.Request) shed.Client { return shed.Client{User: r.Header.Get("X-User")} }))

@@ -19,10 +19,10 @@ import (
 // moves), and one abusive user, "mallory", sending from several goroutines
 // with a far shorter pause.
 const (
-	users        = 16
-	userPause    = 40 * time.Millisecond
-	abusers      = 3
-	abuserPause  = time.Millisecond
+	users        = 12
+	userPause    = 30 * time.Millisecond
+	abusers      = 2
+	abuserPause  = 5 * time.Millisecond
 	maxPerWorker = 5000 // a bound on any worker's requests
 )
 
@@ -111,6 +111,7 @@ func selfTest(out io.Writer, d time.Duration) ([2]statuspage.Report, error) {
 	for _, r := range reps[1].Rules {
 		fmt.Fprintf(out, "  %-8s %s %-12s limit %3d  allowed %5d  rejected %5d\n", r.Name, r.Identity, r.Algorithm, r.Limit, r.Allowed, r.Rejected)
 	}
+	fmt.Fprintf(out, "  queue: %d waited for a permit, %d shed from it\n", t.QueueWaits, t.QueueShed)
 	if p := reps[1].Penalty; p != nil {
 		fmt.Fprintf(out, "  penalty box: %d of %d users tracked, %d timeouts\n", p.Keys, p.Capacity, p.Timeouts)
 	}
