@@ -12,7 +12,8 @@
 //
 //	mux.Handle("/debug/sluice/", http.StripPrefix("/debug/sluice", page))
 //
-// serves the page at /debug/sluice/ and the report at /debug/sluice/json.
+// serves the page at /debug/sluice/ and the report at /debug/sluice/json
+// (any other path below is not found).
 // The page is one HTML document with its style and a small script inline
 // (allowed by a Content-Security-Policy that names their hashes and allows
 // nothing else: no external asset, no CDN). The script polls the report

@@ -81,11 +81,19 @@ type pageData struct {
 	Script        template.JS
 }
 
-// ServeHTTP serves the JSON report for a path that ends in "/json" and
-// the page for any other, to GET and HEAD; other methods get 405. Each
-// request reads the Controller's Stats once and records a sample if one
-// is due (see SampleAt).
+// ServeHTTP serves the page for a path that is empty or ends in "/", and
+// the JSON report for one that ends in "/json" (with ?history=0, without
+// the rules' raw History, which the page's script does not need), to GET
+// and HEAD. Other paths get 404, other methods 405. Each request served
+// reads the Controller's Stats once and records a sample if one is due
+// (see SampleAt).
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	report := path == "json" || strings.HasSuffix(path, "/json")
+	if !report && path != "" && !strings.HasSuffix(path, "/") {
+		http.NotFound(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "statuspage: read-only", http.StatusMethodNotAllowed)
@@ -97,7 +105,12 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	var body bytes.Buffer
-	if r.URL.Path == "json" || strings.HasSuffix(r.URL.Path, "/json") {
+	if report {
+		if r.URL.Query().Get("history") == "0" {
+			for i := range rep.Rules {
+				rep.Rules[i].History = nil
+			}
+		}
 		if err := json.NewEncoder(&body).Encode(rep); err != nil {
 			http.Error(w, "statuspage: the report could not be encoded", http.StatusInternalServerError)
 			return

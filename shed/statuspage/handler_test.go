@@ -55,6 +55,9 @@ func TestJSONReportOfTheRules(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &rep); err != nil {
 			t.Fatalf("GET %s: %v in %s", path, err, body)
 		}
+		if strings.Contains(body, `"t":-0`) {
+			t.Errorf("GET %s: the newest point is at -0 s: %s", path, body)
+		}
 		if len(rep.Rules) != 2 || rep.Rules[0].Name != "per-ip" || rep.Rules[1].Name != "inflight" {
 			t.Fatalf("GET %s: rules %+v", path, rep.Rules)
 		}
@@ -216,5 +219,42 @@ func TestStoreHealthShown(t *testing.T) {
 		if !strings.Contains(body, s) {
 			t.Errorf("page lacks %q", s)
 		}
+	}
+}
+
+func TestPathsOtherThanThePageAndItsReportAreNotFound(t *testing.T) {
+	clk := newFakeClock()
+	p := newPage(t, newController(t, clk), clk)
+	for path, want := range map[string]int{
+		"/": 200, "/json": 200, "/debug/sluice/": 200, "/debug/sluice/json": 200,
+		"/favicon.ico": 404, "/debug/sluice/x": 404, "/json/": 200, "/jsonx": 404,
+	} {
+		if res, _ := serve(t, p, http.MethodGet, path); res.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, res.StatusCode, want)
+		}
+	}
+}
+
+// The page's script asks for the report without the raw history, which
+// its charts do not need.
+func TestJSONReportWithoutHistory(t *testing.T) {
+	clk := newFakeClock()
+	p := newPage(t, newController(t, clk), clk)
+	_, body := serve(t, p, http.MethodGet, "/json?history=0")
+	var rep statuspage.Report
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rules {
+		if r.History != nil || r.Chart.Limit == "" {
+			t.Errorf("%s: history %v, limit line %q; want no history and the chart", r.Name, r.History, r.Chart.Limit)
+		}
+	}
+	_, body = serve(t, p, http.MethodGet, "/json")
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rules[0].History) == 0 {
+		t.Error("the full report lacks the history")
 	}
 }

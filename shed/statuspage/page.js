@@ -2,6 +2,7 @@
 (function () {
   var url = location.pathname.replace(/\/+$/, "") + "/json";
   document.getElementById("json").setAttribute("href", url);
+  url += "?history=0"; // the charts come drawn
   var rules = document.getElementById("rules");
   var live = document.getElementById("live");
   var polls = 0;

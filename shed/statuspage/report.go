@@ -109,7 +109,8 @@ type RuleReport struct {
 	// when the store reports one; zero otherwise.
 	Keys        int64 `json:"keys,omitempty"`
 	KeyCapacity int64 `json:"key_capacity,omitempty"`
-	// History is the rule's samples, oldest first.
+	// History is the rule's samples, oldest first (null in a report
+	// asked for without it).
 	History []Point `json:"history"`
 	// Chart is History drawn for the page's SVG.
 	Chart Chart `json:"chart"`
@@ -224,7 +225,7 @@ func history(h *ring, name string, hint int, newest int64) []Point {
 	for i := range h.n {
 		s := h.at(i)
 		if r := s.rule(name, hint); r != nil {
-			pts = append(pts, Point{T: -time.Duration(newest - s.at).Seconds(), Limit: r.limit, Inflight: r.inflight, Waiting: r.waiting})
+			pts = append(pts, Point{T: time.Duration(s.at - newest).Seconds(), Limit: r.limit, Inflight: r.inflight, Waiting: r.waiting})
 		}
 	}
 	return pts
