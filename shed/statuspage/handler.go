@@ -50,7 +50,7 @@ func newPageTemplate() (pageTemplate, error) {
 		return "'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'"
 	}
 	csp := "default-src 'none'; script-src " + hash(pageJS) + "; style-src " + hash(pageCSS) +
-		"; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+		"; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 	return pageTemplate{t: t, csp: csp}, nil
 }
 

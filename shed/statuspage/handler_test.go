@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,5 +259,50 @@ func TestJSONReportWithoutHistory(t *testing.T) {
 	}
 	if len(rep.Rules[0].History) == 0 {
 		t.Error("the full report lacks the history")
+	}
+}
+
+// Requests to the page and its report, Run, SampleAt and decisions may
+// all run at once (for the race detector).
+func TestConcurrentUse(t *testing.T) {
+	c := newController(t, newFakeClock())
+	p, err := statuspage.New(c, statuspage.WithInterval(time.Millisecond), statuspage.WithHistory(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error)
+	go func() { ran <- p.Run(ctx) }()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			ip := netip.AddrFrom4([4]byte{198, 51, 100, byte(i + 1)})
+			for j := range 50 {
+				path := "/"
+				if j%2 == 0 {
+					path = "/json"
+				}
+				w := httptest.NewRecorder()
+				p.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+				if w.Code != 200 {
+					t.Errorf("GET %s: %d", path, w.Code)
+				}
+				if d, tok, err := c.Decide(context.Background(), shed.Attempt{IP: ip}); err != nil {
+					t.Error(err)
+				} else if d.Allowed {
+					tok.Done(shed.Success)
+				}
+			}
+		})
+		wg.Go(func() {
+			for j := range 50 {
+				p.SampleAt(int64(time.Hour) + int64(j)*int64(time.Millisecond))
+			}
+		})
+	}
+	wg.Wait()
+	cancel()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v, want context.Canceled", err)
 	}
 }
