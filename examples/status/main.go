@@ -72,9 +72,10 @@ func newService() (*service, error) {
 	}
 	sluice, err := shed.New([]shed.Rule{
 		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: perUser, Rate: concurrency.Per(perUser, time.Second), Capacity: 10_000},
-		// Over the adaptive limit, a request may wait a service time for a
-		// permit before it is shed.
-		{Name: "api", Algorithm: shed.Adaptive, Limiter: lim, MaxWait: serviceTime},
+		// Over the adaptive limit, a request may wait up to 5 service
+		// times for a permit; it is shed at once when the limiter predicts
+		// a longer wait.
+		{Name: "api", Algorithm: shed.Adaptive, Limiter: lim, MaxWait: 5 * serviceTime},
 	},
 		shed.WithPenalties(box, shed.User),
 		shed.WithClient(func(r *http.Request) shed.Client { return shed.Client{User: r.Header.Get("X-User")} }))

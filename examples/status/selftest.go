@@ -111,7 +111,11 @@ func selfTest(out io.Writer, d time.Duration) ([2]statuspage.Report, error) {
 	for _, r := range reps[1].Rules {
 		fmt.Fprintf(out, "  %-8s %s %-12s limit %3d  allowed %5d  rejected %5d\n", r.Name, r.Identity, r.Algorithm, r.Limit, r.Allowed, r.Rejected)
 	}
-	fmt.Fprintf(out, "  queue: %d waited for a permit, %d shed from it\n", t.QueueWaits, t.QueueShed)
+	mean := time.Duration(0)
+	if t.QueueWaits > 0 {
+		mean = time.Duration(t.QueueWaitSeconds / float64(t.QueueWaits) * float64(time.Second)).Round(time.Microsecond)
+	}
+	fmt.Fprintf(out, "  queue: %d waited for a permit (%v on average), %d shed from it\n", t.QueueWaits, mean, t.QueueShed)
 	if p := reps[1].Penalty; p != nil {
 		fmt.Fprintf(out, "  penalty box: %d of %d users tracked, %d timeouts\n", p.Keys, p.Capacity, p.Timeouts)
 	}

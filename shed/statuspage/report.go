@@ -46,6 +46,8 @@ type Totals struct {
 	Inflight    int64  `json:"inflight"`
 	QueueWaits  uint64 `json:"queue_waits"`
 	QueueShed   uint64 `json:"queue_shed"`
+	// QueueWaitSeconds is the total time attempts waited in queues.
+	QueueWaitSeconds float64 `json:"queue_wait_seconds"`
 }
 
 // Rates are a Controller's decisions per second, and the mean wait of the
@@ -169,7 +171,7 @@ func build(s *shed.Stats, h *ring, interval time.Duration) Report {
 		Totals: Totals{
 			Admitted: s.Admitted, OverLimit: s.OverLimit, Shedding: s.Shedding, Penalized: s.Penalized,
 			DryRun: s.DryRun, FailedOpen: s.FailedOpen, StoreErrors: s.StoreErrors, Inflight: s.Inflight,
-			QueueWaits: s.QueueWaits, QueueShed: s.QueueShed,
+			QueueWaits: s.QueueWaits, QueueShed: s.QueueShed, QueueWaitSeconds: s.QueueWait.Seconds(),
 		},
 		Rules: make([]RuleReport, len(s.Rules)),
 	}
