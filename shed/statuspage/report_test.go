@@ -297,3 +297,46 @@ func TestReloadedRulesHaveTheirOwnHistory(t *testing.T) {
 		t.Errorf("wide: history %+v, rate %v; want one point at its limit and no rate yet", w.History, w.AllowedRate)
 	}
 }
+
+func TestQueueWaitTotalAndMean(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := shed.New([]shed.Rule{{Name: "one", Algorithm: shed.Concurrency, Limit: 1, MaxWait: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := statuspage.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SampleAt(clock.Now())
+		_, held, err := c.Decide(context.Background(), shed.Attempt{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan shed.Decision)
+		go func() {
+			d, tok, err := c.Decide(context.Background(), shed.Attempt{})
+			if err == nil && d.Allowed {
+				tok.Done(shed.Success)
+			}
+			waited <- d
+		}()
+		synctest.Wait() // the second attempt waits in the queue
+		if rep := p.ReportAt(clock.Now()); rep.Rules[0].Waiting != 1 {
+			t.Fatalf("waiting %d, want 1", rep.Rules[0].Waiting)
+		}
+		time.Sleep(300 * time.Millisecond)
+		held.Done(shed.Success)
+		if d := <-waited; !d.Allowed {
+			t.Fatalf("the waiting attempt: %+v", d)
+		}
+		time.Sleep(700 * time.Millisecond)
+		rep := p.ReportAt(clock.Now())
+		if rep.Totals.QueueWaits != 1 || rep.Totals.QueueWaitSeconds != 0.3 {
+			t.Errorf("queue waits %d, total %v s; want 1 of 0.3 s", rep.Totals.QueueWaits, rep.Totals.QueueWaitSeconds)
+		}
+		if m := rep.Rates.QueueWaitMeanSeconds; m == nil || *m != 0.3 {
+			t.Errorf("mean queue wait %v, want 0.3 s", m)
+		}
+	})
+}
