@@ -99,7 +99,7 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "statuspage: read-only", http.StatusMethodNotAllowed)
 		return
 	}
-	rep := p.ReportAt(p.now())
+	rep := p.Report()
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -74,9 +74,9 @@ func WithHistory(n int) Option {
 	})
 }
 
-// WithClock reads the time from now (monotonic nanoseconds, as for
-// shed.WithClock) instead of the internal clock, for the samples that
-// requests record: for tests.
+// WithClock reads the time from now (monotonic nanoseconds, positive, as
+// for shed.WithClock) instead of the internal clock, for Run, Report and
+// the samples that requests record: for tests.
 func WithClock(now func() int64) Option {
 	return optionFunc(func(c *config) error {
 		if now == nil {
@@ -114,15 +114,13 @@ func New(c *shed.Controller, opts ...Option) (*Page, error) {
 
 // SampleAt records a sample of the Controller's Stats taken at now
 // (monotonic nanoseconds), unless the newest sample is younger than half
-// an interval, and returns the Stats it read. A now earlier than the
-// newest sample's is recorded as no sample. It does not block on the
-// Controller's request path.
-func (p *Page) SampleAt(now int64) shed.Stats {
+// an interval. A now earlier than the newest sample's is recorded as no
+// sample. It does not block the Controller's request path.
+func (p *Page) SampleAt(now int64) {
 	s := p.c.Stats()
 	p.mu.Lock()
 	p.record(now, &s)
 	p.mu.Unlock()
-	return s
 }
 
 // record adds s at now to the history, under p.mu, as SampleAt says.
@@ -150,6 +148,9 @@ func (p *Page) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Report is shorthand for ReportAt(now) on the Page's clock (WithClock).
+func (p *Page) Report() Report { return p.ReportAt(p.now()) }
 
 // ReportAt records a sample at now if one is due (as SampleAt) and returns
 // the report of the Controller's state: the Stats just read, with the

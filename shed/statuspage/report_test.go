@@ -340,3 +340,17 @@ func TestQueueWaitTotalAndMean(t *testing.T) {
 		}
 	})
 }
+
+func TestReportReadsThePagesClock(t *testing.T) {
+	clk := newFakeClock()
+	p, err := statuspage.New(newController(t, clk), statuspage.WithClock(clk.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Report()
+	clk.advance(3 * time.Second)
+	rep := p.Report()
+	if h := rep.Rules[0].History; rep.Samples != 2 || h[0].T != -3 {
+		t.Errorf("%d samples, history %+v; want 2, the first 3 s before the newest", rep.Samples, h)
+	}
+}
