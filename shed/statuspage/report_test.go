@@ -354,3 +354,36 @@ func TestReportReadsThePagesClock(t *testing.T) {
 		t.Errorf("%d samples, history %+v; want 2, the first 3 s before the newest", rep.Samples, h)
 	}
 }
+
+// A reload that replaces a rule (same name, another algorithm) starts its
+// counters again: its rate is unknown, never negative or huge, until two
+// samples of the new rule exist.
+func TestReplacedRuleRateIsUnknownUntilItsSecondSample(t *testing.T) {
+	clk := newFakeClock()
+	c := newController(t, clk)
+	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SampleAt(clk.now())
+	requests(t, c, "198.51.100.1", 2)
+	clk.advance(time.Second)
+	if r := p.Report().Rules[0].AllowedRate; r == nil || *r != 2 {
+		t.Fatalf("per-ip allowed rate %v before the reload, want 2", r)
+	}
+	err = c.Reload(shed.Config{Rules: []shed.Rule{
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.FixedWindow, Limit: 3, Window: time.Minute},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Second)
+	if r := p.Report().Rules[0]; r.Allowed != 0 || r.AllowedRate != nil {
+		t.Errorf("replaced per-ip: allowed %d, rate %v; want 0 and unknown", r.Allowed, r.AllowedRate)
+	}
+	requests(t, c, "198.51.100.1", 1)
+	clk.advance(time.Second)
+	if r := p.Report().Rules[0].AllowedRate; r == nil || *r != 1 {
+		t.Errorf("replaced per-ip allowed rate %v a sample later, want 1", r)
+	}
+}
