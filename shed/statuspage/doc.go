@@ -34,7 +34,10 @@
 // the change of a counter between the two newest samples, divided by the
 // time between them; a rate is unknown (null in the report, "–" on the
 // page) until two samples exist, and for a rule whose counters went back
-// (a reload that replaced the rule).
+// (a reload that replaced the rule, which starts its counters again).
+// Stats does not say when a rule was replaced: one whose new counters have
+// passed the old ones by the next sample shows, for one interval, a rate
+// too low.
 //
 // # What the page does not show
 //
