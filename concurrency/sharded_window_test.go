@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,29 @@ func TestShardedWindowIdleGap(t *testing.T) {
 		if d := sw.AllowN(now, 1); d.Allowed() {
 			t.Fatalf("window at %d admitted more than its limit", now)
 		}
+	}
+}
+
+// TestShardedWindowLongWindowNeverWrapsResetAfter: a window so long that the
+// end of the current one is past MaxInt64 is refused like every rate
+// window above 2^59 ns; at the longest accepted one, ResetAfter at the
+// latest supported now is still the exact, positive time to the window's
+// end.
+func TestShardedWindowLongWindowNeverWrapsResetAfter(t *testing.T) {
+	for _, w := range []time.Duration{1 << 62, 1<<59 + 1, time.Duration(math.MaxInt64)} {
+		if _, err := NewShardedWindow(10, w); err == nil {
+			t.Errorf("NewShardedWindow(10, %v): no error", w)
+		}
+	}
+	const longest = time.Duration(1 << 59)
+	sw, err := NewShardedWindow(10, longest)
+	if err != nil {
+		t.Fatalf("NewShardedWindow(10, 2^59 ns): %v", err)
+	}
+	now := int64(1<<62 + 1<<61 - 1) // the latest now the rate primitives support
+	d := sw.AllowN(now, 1)
+	want := time.Duration((now/int64(longest)+1)*int64(longest) - now)
+	if !d.Allowed() || d.ResetAfter != want || d.ResetAfter <= 0 {
+		t.Errorf("AllowN at %d: %+v, want allowed with ResetAfter %v", now, d, want)
 	}
 }
