@@ -106,6 +106,8 @@ type Stats struct {
 	QueueFull, TimedOut, Congested, DeadlineRejected, Displaced uint64
 	// Cancelled counts waiters whose context ended while queued.
 	Cancelled uint64
+	// TooLarge counts requests refused with ErrTooLarge (not shed).
+	TooLarge uint64
 }
 
 // New returns a Queue over adm. When adm has an
@@ -129,12 +131,12 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 	q := &Queue{adm: adm, cfg: cfg}
 	q.sem, _ = adm.(*concurrency.Semaphore)
 	q.def = Lane{q: q, l: lane{prio: Critical, part: -1}}
+	q.lim, _ = adm.(limitReader) // also bounds a request's size (ErrTooLarge)
 	if cfg.reserve > 0 || len(cfg.partitions) > 0 {
-		lim, ok := adm.(limitReader)
-		if !ok {
+		if q.lim == nil {
 			return nil, fmt.Errorf("queueing: reserves and partitions need an Admitter with Limit() int64, %T has none", adm)
 		}
-		q.lim, q.locked = lim, true
+		q.locked = true
 		for _, p := range cfg.partitions {
 			q.parts = append(q.parts, partition{name: p.name, fraction: p.fraction})
 		}
