@@ -76,7 +76,7 @@ type windowShard struct {
 
 // NewShardedWindow returns a ShardedWindow that admits at most limit units
 // per window. It returns an error when limit is not in [1, 2^31-1], window
-// is not positive or is longer than 2^59 ns (about 18 years, as for every
+// is not positive, is shorter than MinWindow (1 ms) or is longer than 2^59 ns (about 18 years, as for every
 // rate window: the end of the window holding any supported now then fits an
 // int64), or the shard count (WithShardCount) is not a power of two.
 func NewShardedWindow(limit int64, window time.Duration, opts ...ShardedOption) (*ShardedWindow, error) {
