@@ -28,7 +28,9 @@ const closedBias = 1 << 40
 // LIFO (WithOrder). With WithReserve or WithPartition a waiter that its
 // share does not allow yet is passed over by those behind it (the one
 // explicit exception to strict order); otherwise a waiter that does not fit
-// blocks those behind it, so large requests are not starved. When the
+// blocks those behind it, so large requests are not starved. A request
+// larger than the Admitter's whole limit (when it reports one) would block
+// them for nothing: it is refused at once with ErrTooLarge. When the
 // queue (or the share of it open to a priority, see Share) is full, the
 // request that would be served last is shed: the newcomer with
 // ErrQueueFull, or, when the last in line has lower priority or the order
