@@ -24,8 +24,9 @@ import (
 // count into one uint64: bits.Len(limit) bits of count, the rest for the
 // index. NewFixedWindow accepts only windows whose index for any int64 now
 // fits, so the index never wraps and an old state is never mistaken for the
-// current window: a window of at least 2^(bits.Len(limit)-1) ns, for example
-// 512 ns for a limit up to 1,023, about 0.5 ms up to 2^20-1, about 0.5 s up to
+// current window: a window of at least 2^(bits.Len(limit)-1) ns. Below a
+// limit of 2^20 that is less than MinWindow (1 ms), the shortest window of
+// any limit; from there on it is about 1 ms up to 2^21-1, 0.5 s up to
 // 2^30-1.
 //
 // now must be non-negative and below 2^62+2^61. A request whose now falls in
@@ -55,9 +56,9 @@ func (s *FixedWindowState) Reset() { s.w.Store(0) }
 
 // NewFixedWindow returns the configuration of a counter admitting limit per
 // window. It returns an error when limit or window is not positive, when the
-// window is longer than 2^59 ns (about 18 years), or when the window is too
-// short for the limit to share one word with the window index (see
-// FixedWindow).
+// window is shorter than MinWindow (1 ms) or longer than 2^59 ns (about 18
+// years), or when the window is too short for the limit to share one word
+// with the window index (see FixedWindow).
 func NewFixedWindow(limit int64, window time.Duration) (*FixedWindow, error) {
 	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err

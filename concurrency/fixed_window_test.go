@@ -77,11 +77,13 @@ func TestFixedWindowPacking(t *testing.T) {
 		window time.Duration
 		ok     bool
 	}{
-		{1, 1, true},             // 1 bit of count, 63 of index
-		{1023, 512, true},        // 10 bits of count need 2^9 ns
-		{1023, 511, false},       // one short
-		{1 << 20, 1 << 20, true}, // 21 bits need 2^20 ns
-		{1 << 20, 1<<20 - 1, false},
+		{1, MinWindow, true},         // 1 bit of count, 63 of index
+		{1023, MinWindow, true},      // 10 bits of count need only 2^9 ns
+		{1023, MinWindow - 1, false}, // below the minimum, whatever the packing
+		{1 << 20, 1 << 20, true},     // 21 bits need 2^20 ns (1.05 ms)
+		{1 << 20, 1<<20 - 1, false},  // one short, although above MinWindow
+		{1<<22 - 1, 1 << 21, true},   // 22 bits need 2^21 ns
+		{1<<22 - 1, 1<<21 - 1, false},
 		{1<<62 - 1, 1 << 59, false}, // 62 bits of count leave 2 of index
 	} {
 		_, err := NewFixedWindow(c.limit, c.window)
@@ -97,7 +99,7 @@ func TestFixedWindowPacking(t *testing.T) {
 // TestFixedWindowOldStateIsNotCurrent: a state untouched for a very long
 // time (windows that would wrap a short index) is read as a past window.
 func TestFixedWindowOldStateIsNotCurrent(t *testing.T) {
-	f, err := NewFixedWindow(3, time.Microsecond)
+	f, err := NewFixedWindow(3, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,8 @@ func TestFixedWindowOldStateIsNotCurrent(t *testing.T) {
 	if !f.AllowN(&s, 5, 3).Allowed() || f.AllowN(&s, 5, 1).Allowed() {
 		t.Fatal("first window should hold exactly 3")
 	}
-	for _, later := range []int64{1 << 32 * 1000, 1 << 40 * 1000, 1<<62 + 5} {
+	ms := int64(time.Millisecond)
+	for _, later := range []int64{1 << 32 * ms, 1 << 40 * ms, 1<<62 + 5} {
 		if d := f.AllowN(&s, later, 0); d.Remaining != 3 {
 			t.Fatalf("at %d the old full window was read as current: %+v", later, d)
 		}

@@ -56,9 +56,20 @@ func checkRateLimit(what string, limit int64) error {
 	return nil
 }
 
+// MinWindow is the shortest window NewFixedWindow, NewSlidingWindow,
+// NewSlidingLog and NewShardedWindow accept: 1 ms. A window of a few
+// nanoseconds is shorter than a clock read or a decision; such a value is
+// almost always a mistyped unit (Window: 15 meaning 15 seconds), and as a
+// limit it would mean nothing, so it is an error rather than a limiter
+// that lets everything through.
+const MinWindow = time.Millisecond
+
 func checkRateWindow(window time.Duration) error {
 	if window <= 0 {
 		return fmt.Errorf("concurrency: window must be positive, got %v", window)
+	}
+	if window < MinWindow {
+		return fmt.Errorf("concurrency: window %v is shorter than the supported %v", window, MinWindow)
 	}
 	if int64(window) > maxRateSpan {
 		return fmt.Errorf("concurrency: window %v is longer than the supported %v", window, time.Duration(maxRateSpan))

@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,4 +53,35 @@ func TestDividerIsExact(t *testing.T) {
 			t.Fatalf("%d/%d = %d, divider says %d", x, d, x/d, got)
 		}
 	})
+}
+
+// TestWindowsBelowMinimumAreErrors: a window of nanoseconds (Window: 15,
+// a 1 ns sliding log) is an error for every window limiter, below
+// MinWindow; MinWindow itself is accepted.
+func TestWindowsBelowMinimumAreErrors(t *testing.T) {
+	ctors := map[string]func(time.Duration) error{
+		"fixed": func(w time.Duration) error { _, err := NewFixedWindow(10, w); return err },
+		"fixed limiter": func(w time.Duration) error {
+			_, err := NewFixedWindowLimiter(10, w)
+			return err
+		},
+		"sliding": func(w time.Duration) error { _, err := NewSlidingWindow(10, w); return err },
+		"sliding limiter": func(w time.Duration) error {
+			_, err := NewSlidingWindowLimiter(10, w)
+			return err
+		},
+		"log":         func(w time.Duration) error { _, err := NewSlidingLog(10, w); return err },
+		"log limiter": func(w time.Duration) error { _, err := NewSlidingLogLimiter(10, w); return err },
+		"sharded":     func(w time.Duration) error { _, err := NewShardedWindow(10, w); return err },
+	}
+	for name, ctor := range ctors {
+		for _, w := range []time.Duration{1, 15, time.Microsecond, MinWindow - 1} {
+			if err := ctor(w); err == nil || !strings.HasPrefix(err.Error(), "concurrency: ") {
+				t.Errorf("%s window %v: %v, want a concurrency: error", name, w, err)
+			}
+		}
+		if err := ctor(MinWindow); err != nil {
+			t.Errorf("%s window MinWindow: %v", name, err)
+		}
+	}
 }

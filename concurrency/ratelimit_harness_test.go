@@ -331,7 +331,7 @@ func TestRateModel(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limit := rapid.Int64Range(1, 12).Draw(t, "limit")
-				window := rapid.Int64Range(128, 1000).Draw(t, "window")
+				window := int64(MinWindow) + rapid.Int64Range(0, 872).Draw(t, "window")
 				now := rapid.SampledFrom([]int64{0, 1, 777, 1 << 62}).Draw(t, "start")
 				s := mustRateSubject(t, impl, limit, time.Duration(window))
 				m := impl.model(limit, time.Duration(window))
@@ -400,7 +400,7 @@ func TestRateBound(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limit := rapid.Int64Range(1, 8).Draw(t, "limit")
-				window := rapid.Int64Range(128, 600).Draw(t, "window")
+				window := int64(MinWindow) + rapid.Int64Range(0, 472).Draw(t, "window")
 				s := mustRateSubject(t, impl, limit, time.Duration(window))
 				now := int64(1000)
 				var log []rateAdmission
@@ -449,14 +449,16 @@ func checkRateBound(impl rateImpl, limit, window int64, log []rateAdmission) str
 // themselves, so their now values arrive out of order; the admissions still
 // respect each algorithm's bound.
 func TestRateBoundConcurrent(t *testing.T) {
-	const limit, window, workers = 5, 1000, 8
+	// The clock moves in steps of up to 20 µs against a window of 1 ms
+	// (MinWindow), as it moved in steps of up to 20 ns against a 1 µs one.
+	const limit, window, workers, u = 5, int64(MinWindow), 8, int64(time.Microsecond)
 	iters := 400
 	if testing.Short() {
 		iters = 100
 	}
 	for _, impl := range rateImpls() {
 		t.Run(impl.name, func(t *testing.T) {
-			s := mustRateSubject(t, impl, limit, window)
+			s := mustRateSubject(t, impl, limit, time.Duration(window))
 			var clk atomic.Int64
 			clk.Store(1 << 40)
 			logs := make([][]rateAdmission, workers)
@@ -465,7 +467,7 @@ func TestRateBoundConcurrent(t *testing.T) {
 				wg.Go(func() {
 					r := rand.New(rand.NewPCG(uint64(w), 7))
 					for range iters {
-						now := clk.Add(r.Int64N(20)) - r.Int64N(30) // read a little stale
+						now := clk.Add(r.Int64N(20)*u) - r.Int64N(30)*u // read a little stale
 						n := 1 + r.Int64N(2)
 						if s.AllowN(now, n).Allowed() {
 							logs[w] = append(logs[w], rateAdmission{now, n})
@@ -529,7 +531,7 @@ func TestRateRecoveredMeansFresh(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				limit := rapid.Int64Range(1, 6).Draw(t, "limit")
-				window := rapid.Int64Range(128, 600).Draw(t, "window")
+				window := int64(MinWindow) + rapid.Int64Range(0, 472).Draw(t, "window")
 				s := mustRateSubject(t, impl, limit, time.Duration(window))
 				now := int64(5000)
 				for range rapid.IntRange(0, 20).Draw(t, "steps") {

@@ -30,11 +30,35 @@ type Semaphore struct {
 	_          [cacheLine]byte
 }
 
-// NewSemaphore returns a Semaphore that admits up to limit units at once.
-// It returns an error when limit is not positive.
-func NewSemaphore(limit int64) (*Semaphore, error) {
+// MaxSemaphoreLimit is the largest limit NewSemaphore, NewShardedSemaphore
+// and their SetLimit accept (2^32 units). It is what keeps the one-XADD
+// admit path exact: a request of more than MaxSemaphoreLimit units can
+// never fit and is refused without touching the counter, so the units
+// added optimistically at one instant are at most 2^32 per goroutine, and
+// with fewer than 2^31 goroutines (each has a stack of 2 KiB at least) the
+// true sum of inflight and those transient units stays below 2^64: the
+// word can wrap only into its negative half, which the admit path's
+// unsigned comparison reads as over the limit.
+const MaxSemaphoreLimit = 1 << 32
+
+// checkSemaphoreLimit validates a semaphore limit for the constructors and
+// SetLimit.
+func checkSemaphoreLimit(limit int64) error {
 	if limit <= 0 {
-		return nil, fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+		return fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+	}
+	if limit > MaxSemaphoreLimit {
+		return fmt.Errorf("concurrency: semaphore limit %d is above the supported %d", limit, int64(MaxSemaphoreLimit))
+	}
+	return nil
+}
+
+// NewSemaphore returns a Semaphore that admits up to limit units at once.
+// It returns an error when limit is not positive or is above
+// MaxSemaphoreLimit.
+func NewSemaphore(limit int64) (*Semaphore, error) {
+	if err := checkSemaphoreLimit(limit); err != nil {
+		return nil, err
 	}
 	s := &Semaphore{}
 	s.limit.Store(limit)
@@ -42,8 +66,10 @@ func NewSemaphore(limit int64) (*Semaphore, error) {
 }
 
 // TryAcquire admits n units if inflight+n <= Limit and reports whether it
-// did. It never blocks. TryAcquire(0) admits nothing and returns true. It
-// panics when n is negative: that would be a release in disguise.
+// did. It never blocks. A request above the limit is refused whatever its
+// size (up to math.MaxInt64): no n can make the counter wrap. TryAcquire(0)
+// admits nothing and returns true. It panics when n is negative: that would
+// be a release in disguise.
 func (s *Semaphore) TryAcquire(n int64) bool {
 	if n <= 0 {
 		if n < 0 {
@@ -51,12 +77,17 @@ func (s *Semaphore) TryAcquire(n int64) bool {
 		}
 		return true
 	}
+	if n > MaxSemaphoreLimit {
+		return false // above any limit; never added, so it cannot wrap the word
+	}
 	// Optimistic add, undone on overshoot: one XADD instead of a CAS loop
 	// that retries under contention. The bound stays exact (a caller is
 	// admitted only when the sum including its own n is within the limit);
 	// the price is that a concurrent caller may see the transient overshoot
-	// and be rejected although it would have fitted an instant later.
-	if s.inflight.Add(n) <= s.limit.Load() {
+	// and be rejected although it would have fitted an instant later. The
+	// comparison is unsigned: a word wrapped by transient units reads as
+	// above 2^63, over any limit (see MaxSemaphoreLimit).
+	if uint64(s.inflight.Add(n)) <= uint64(s.limit.Load()) {
 		return true
 	}
 	s.inflight.Add(-n)
@@ -73,6 +104,11 @@ func (s *Semaphore) Release(n int64) {
 		}
 		return
 	}
+	if n > MaxSemaphoreLimit {
+		// More than any limit, so more than is held; not subtracted, so
+		// that a huge n cannot wrap the word either way.
+		panic(fmt.Sprintf("concurrency: Semaphore.Release(%d) releases more than any limit", n))
+	}
 	if after := s.inflight.Add(-n); after < 0 {
 		s.inflight.Add(n)
 		panic(fmt.Sprintf("concurrency: Semaphore.Release(%d) releases more than is held (%d)", n, after+n))
@@ -84,11 +120,11 @@ func (s *Semaphore) Release(n int64) {
 
 // SetLimit changes the limit. Shrinking never revokes permits already held:
 // it only stops new admissions until inflight falls under the new limit.
-// It returns an error when limit is not positive, and leaves the limit
-// unchanged then.
+// It returns an error when limit is not positive or is above
+// MaxSemaphoreLimit, and leaves the limit unchanged then.
 func (s *Semaphore) SetLimit(limit int64) error {
-	if limit <= 0 {
-		return fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+	if err := checkSemaphoreLimit(limit); err != nil {
+		return err
 	}
 	if old := s.limit.Swap(limit); limit > old {
 		if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
@@ -107,7 +143,11 @@ func (s *Semaphore) Inflight() int64 { return s.inflight.Load() }
 // Available returns how many units TryAcquire could admit right now; it is
 // zero while inflight is at or above the limit.
 func (s *Semaphore) Available() int64 {
-	return max(0, s.limit.Load()-s.inflight.Load())
+	cur, limit := s.inflight.Load(), s.limit.Load()
+	if cur < 0 || cur >= limit { // cur < 0: wrapped by transient units
+		return 0
+	}
+	return limit - cur
 }
 
 // OnCapacity registers f to be called after every Release and every SetLimit

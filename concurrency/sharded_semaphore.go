@@ -78,11 +78,12 @@ type ShardedSemaphore struct {
 }
 
 // NewShardedSemaphore returns a ShardedSemaphore that admits up to limit
-// units at once. It returns an error when limit is not positive or the shard
-// count (WithShardCount) is not a power of two.
+// units at once. It returns an error when limit is not positive or is
+// above MaxSemaphoreLimit, or when the shard count (WithShardCount) is not a
+// power of two.
 func NewShardedSemaphore(limit int64, opts ...ShardedOption) (*ShardedSemaphore, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+	if err := checkSemaphoreLimit(limit); err != nil {
+		return nil, err
 	}
 	n, err := shardCount(opts)
 	if err != nil {
@@ -100,14 +101,20 @@ func (s *ShardedSemaphore) highWater(limit int64) int64 {
 }
 
 // TryAcquire admits n units if that keeps inflight within the limit and
-// reports whether it did. It never blocks. TryAcquire(0) admits nothing and
-// returns true. It panics when n is negative.
+// reports whether it did. It never blocks. A request above the limit is
+// refused whatever its size (up to math.MaxInt64). TryAcquire(0) admits
+// nothing and returns true. It panics when n is negative.
 func (s *ShardedSemaphore) TryAcquire(n int64) bool {
 	if n <= 0 {
 		if n < 0 {
 			panic("concurrency: ShardedSemaphore.TryAcquire with negative n")
 		}
 		return true
+	}
+	if n > MaxSemaphoreLimit {
+		// Above any limit. Never subtracted: concurrent optimistic takes of
+		// huge n would wrap a shard's word back to a positive count.
+		return false
 	}
 	home := &s.shards[pickShard(s.mask)]
 	// Optimistic add, undone on overshoot (one XADD, as in Semaphore). A
@@ -256,13 +263,16 @@ func (s *ShardedSemaphore) settleFrom(w *atomic.Int64) {
 }
 
 // Release gives back n units acquired earlier. Release(0) does nothing; a
-// negative n panics.
+// negative n, or one above MaxSemaphoreLimit (more than any limit), panics.
 func (s *ShardedSemaphore) Release(n int64) {
 	if n <= 0 {
 		if n < 0 {
 			panic("concurrency: ShardedSemaphore.Release with negative n")
 		}
 		return
+	}
+	if n > MaxSemaphoreLimit {
+		panic(fmt.Sprintf("concurrency: ShardedSemaphore.Release(%d) releases more than any limit", n))
 	}
 	s.deposit(&s.shards[pickShard(s.mask)], n)
 	if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
@@ -273,11 +283,11 @@ func (s *ShardedSemaphore) Release(n int64) {
 // SetLimit changes the limit. Shrinking never revokes permits already held:
 // the difference becomes a debt, paid from free units and from releases
 // first, and nothing is admitted until it is paid, that is until inflight is
-// under the new limit. It returns an error when limit is not positive, and
-// leaves the limit unchanged then.
+// under the new limit. It returns an error when limit is not positive or is
+// above MaxSemaphoreLimit, and leaves the limit unchanged then.
 func (s *ShardedSemaphore) SetLimit(limit int64) error {
-	if limit <= 0 {
-		return fmt.Errorf("concurrency: semaphore limit must be positive, got %d", limit)
+	if err := checkSemaphoreLimit(limit); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	old := s.limit.Load()

@@ -76,14 +76,15 @@ type windowShard struct {
 
 // NewShardedWindow returns a ShardedWindow that admits at most limit units
 // per window. It returns an error when limit is not in [1, 2^31-1], window
-// is not positive, or the shard count (WithShardCount) is not a power of
-// two.
+// is not positive, is shorter than MinWindow (1 ms) or is longer than 2^59 ns (about 18 years, as for every
+// rate window: the end of the window holding any supported now then fits an
+// int64), or the shard count (WithShardCount) is not a power of two.
 func NewShardedWindow(limit int64, window time.Duration, opts ...ShardedOption) (*ShardedWindow, error) {
 	if limit <= 0 || limit > math.MaxInt32 {
 		return nil, fmt.Errorf("concurrency: window limit must be between 1 and %d, got %d", math.MaxInt32, limit)
 	}
-	if window <= 0 {
-		return nil, fmt.Errorf("concurrency: window must be positive, got %v", window)
+	if err := checkRateWindow(window); err != nil {
+		return nil, err
 	}
 	n, err := shardCount(opts)
 	if err != nil {
@@ -114,8 +115,9 @@ func unpackWindow(w uint64) (tag uint32, units int64) {
 // internal/clock (monotonic).
 func (sw *ShardedWindow) Allow() Decision { return sw.AllowN(clock.Now(), 1) }
 
-// AllowN admits n units at now (monotonic nanoseconds) if the current
-// window has n units left, and returns the Decision. n <= 0 charges nothing
+// AllowN admits n units at now (monotonic nanoseconds, below 2^62+2^61 as
+// for the other rate primitives) if the current window has n units left,
+// and returns the Decision. n <= 0 charges nothing
 // and is allowed; n > limit can never be admitted (ReasonExceedsCapacity,
 // RetryAfter Never). A rejection's RetryAfter is the time to the next
 // window, when the full limit is available again. Remaining is a lower

@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ func TestNewShardedWindowRejectsBadInput(t *testing.T) {
 		{1 << 31, time.Second, nil},
 		{10, 0, nil},
 		{10, -time.Second, nil},
+		{10, MinWindow - 1, nil},
 		{10, time.Second, []ShardedOption{WithShardCount(6)}},
 	}
 	for _, c := range cases {
@@ -27,8 +29,8 @@ func TestNewShardedWindowRejectsBadInput(t *testing.T) {
 			t.Errorf("NewShardedWindow(%d, %v, %d opts): no error", c.limit, c.window, len(c.opts))
 		}
 	}
-	sw, err := NewShardedWindow(1<<31-1, time.Nanosecond)
-	if err != nil || sw.Limit() != 1<<31-1 || sw.Window() != time.Nanosecond {
+	sw, err := NewShardedWindow(1<<31-1, MinWindow)
+	if err != nil || sw.Limit() != 1<<31-1 || sw.Window() != MinWindow {
 		t.Fatalf("largest limit refused: %v", err)
 	}
 }
@@ -101,9 +103,14 @@ func TestShardedWindowStartingGun(t *testing.T) {
 // ticks on every call and crosses many windows; the units admitted into
 // each window (the one ResetAfter points at) never exceed the limit.
 func TestShardedWindowNeverOverAdmits(t *testing.T) {
-	const limit, window, windows, workers = 200, 2_000, 60, 8
+	// The clock ticks 500 ns a call against 1 ms windows (MinWindow): 2,000
+	// calls a window, as 1 ns ticks made against 2 µs ones.
+	const limit, window, windows, workers, tick = 200, int64(MinWindow), 60, 8, int64(MinWindow) / 2000
 	for _, shards := range []int{1, 4, 64} {
-		sw, _ := NewShardedWindow(limit, window, WithShardCount(shards))
+		sw, err := NewShardedWindow(limit, time.Duration(window), WithShardCount(shards))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var clock atomic.Int64
 		var counts [windows + 2]atomic.Int64
 		var wg sync.WaitGroup
@@ -111,7 +118,7 @@ func TestShardedWindowNeverOverAdmits(t *testing.T) {
 			wg.Go(func() {
 				n := int64(w%3 + 1)
 				for {
-					now := clock.Add(1)
+					now := clock.Add(tick)
 					if now >= windows*window {
 						return
 					}
@@ -141,13 +148,13 @@ func TestShardedWindowNeverOverAdmits(t *testing.T) {
 func TestShardedWindowModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		limit := rapid.Int64Range(1, 30).Draw(rt, "limit")
-		const window = 100
+		const window = int64(MinWindow)
 		shards := 1 << rapid.IntRange(0, 4).Draw(rt, "shardbits")
-		sw, err := NewShardedWindow(limit, window, WithShardCount(shards))
+		sw, err := NewShardedWindow(limit, time.Duration(window), WithShardCount(shards))
 		if err != nil {
 			rt.Fatal(err)
 		}
-		now := rapid.Int64Range(0, 1000).Draw(rt, "start")
+		now := rapid.Int64Range(0, 10*window).Draw(rt, "start")
 		cur, used := int64(-1), int64(0)
 		rt.Repeat(map[string]func(*rapid.T){
 			"allow": func(rt *rapid.T) {
@@ -196,16 +203,46 @@ func TestShardedWindowDoesNotAllocate(t *testing.T) {
 }
 
 // TestShardedWindowIdleGap: window indexes are kept modulo 2^32 in the
-// words; after long idle gaps (here in 1 ns windows) the next caller must
-// still get a fresh window, not be taken for a late caller of the old one.
+// words; after long idle gaps (here of 2^30 windows and more, of 1 ms) the
+// next caller must still get a fresh window, not be taken for a late
+// caller of the old one.
 func TestShardedWindowIdleGap(t *testing.T) {
-	sw, _ := NewShardedWindow(2, time.Nanosecond, WithShardCount(1))
-	for _, now := range []int64{5, 5 + 3<<30, 5 + 3<<30 + 1<<32, 5 + 3<<30 + 1<<33 + 1<<31} {
+	const w = int64(MinWindow)
+	sw, err := NewShardedWindow(2, MinWindow, WithShardCount(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int64{0, 3 << 30, 3<<30 + 1<<32, 3<<30 + 1<<33 + 1<<31} {
+		now := 5 + k*w
 		if d := sw.AllowN(now, 2); !d.Allowed() {
 			t.Fatalf("fresh window at %d refused: %+v", now, d)
 		}
 		if d := sw.AllowN(now, 1); d.Allowed() {
 			t.Fatalf("window at %d admitted more than its limit", now)
 		}
+	}
+}
+
+// TestShardedWindowLongWindowNeverWrapsResetAfter: a window so long that the
+// end of the current one is past MaxInt64 is refused like every rate
+// window above 2^59 ns; at the longest accepted one, ResetAfter at the
+// latest supported now is still the exact, positive time to the window's
+// end.
+func TestShardedWindowLongWindowNeverWrapsResetAfter(t *testing.T) {
+	for _, w := range []time.Duration{1 << 62, 1<<59 + 1, time.Duration(math.MaxInt64)} {
+		if _, err := NewShardedWindow(10, w); err == nil {
+			t.Errorf("NewShardedWindow(10, %v): no error", w)
+		}
+	}
+	const longest = time.Duration(1 << 59)
+	sw, err := NewShardedWindow(10, longest)
+	if err != nil {
+		t.Fatalf("NewShardedWindow(10, 2^59 ns): %v", err)
+	}
+	now := int64(1<<62 + 1<<61 - 1) // the latest now the rate primitives support
+	d := sw.AllowN(now, 1)
+	want := time.Duration((now/int64(longest)+1)*int64(longest) - now)
+	if !d.Allowed() || d.ResetAfter != want || d.ResetAfter <= 0 {
+		t.Errorf("AllowN at %d: %+v, want allowed with ResetAfter %v", now, d, want)
 	}
 }

@@ -116,7 +116,7 @@ const MaxSlidingLogLimit = 1 << 16
 // NewSlidingLog returns the configuration of a log admitting at most limit
 // in any interval of length window. It returns an error when limit or window
 // is not positive, when limit exceeds MaxSlidingLogLimit, or when the window
-// is longer than 2^59 ns (about 18 years).
+// is shorter than MinWindow (1 ms) or longer than 2^59 ns (about 18 years).
 func NewSlidingLog(limit int64, window time.Duration) (*SlidingLog, error) {
 	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err

@@ -99,8 +99,11 @@ func (m *logModel) recovered(now int64) bool {
 func TestSlidingLogIsTheSlidingWindow(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		limit := rapid.Int64Range(1, 10).Draw(t, "limit")
-		window := rapid.Int64Range(1, 500).Draw(t, "window")
-		l, _ := NewSlidingLog(limit, time.Duration(window))
+		window := int64(MinWindow) + rapid.Int64Range(0, 500).Draw(t, "window")
+		l, err := NewSlidingLog(limit, time.Duration(window))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var s SlidingLogState
 		type event struct {
 			at       int64
@@ -154,26 +157,31 @@ func TestSlidingLogIsTheSlidingWindow(t *testing.T) {
 // blocks the admission that would reuse it, and a decision meanwhile reports
 // it as recent.
 func TestSlidingLogPendingEntryIsRecent(t *testing.T) {
-	l, _ := NewSlidingLog(2, 100)
+	const w = int64(MinWindow)
+	l, err := NewSlidingLog(2, time.Duration(w))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var s SlidingLogState
 	l.AllowN(&s, 0, 2) // admissions 0 and 1 at t=0
-	// Simulate admitters of numbers 2 and 3 that won the head CAS at t=500;
-	// number 3 has published its entry (slot 1), number 2 not yet (slot 0).
+	// Simulate admitters of numbers 2 and 3 that won the head CAS at 5
+	// windows; number 3 has published its entry (slot 1), number 2 not yet
+	// (slot 0).
 	r := s.ring.Load()
 	r.head.Store(4)
 	r.slots[0].seq.Store(0)
-	r.slots[1].ts.Store(500)
+	r.slots[1].ts.Store(5 * w)
 	r.slots[1].seq.Store(2 << 1) // lap 1, published
 	// Admission 4 would reuse slot 0, whose entry (number 2) is pending.
-	if d := l.AllowN(&s, 10_000, 1); d.Allowed() || d.RetryAfter != 100 {
+	if d := l.AllowN(&s, 100*w, 1); d.Allowed() || d.RetryAfter != time.Duration(w) {
 		t.Fatalf("admitted over a pending entry: %+v", d)
 	}
-	if l.Recovered(&s, 10_000) {
+	if l.Recovered(&s, 100*w) {
 		t.Fatal("a state with a pending entry reported recovered")
 	}
-	r.slots[0].ts.Store(500)
+	r.slots[0].ts.Store(5 * w)
 	r.slots[0].seq.Store(2 << 1)
-	if d := l.AllowN(&s, 10_000, 1); !d.Allowed() {
+	if d := l.AllowN(&s, 100*w, 1); !d.Allowed() {
 		t.Fatalf("rejected after the entry was published: %+v", d)
 	}
 }
@@ -217,8 +225,11 @@ func TestSlidingLogBoundWithRefunds(t *testing.T) {
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		limit := rapid.Int64Range(1, 6).Draw(t, "limit")
-		window := rapid.Int64Range(1, 400).Draw(t, "window")
-		l, _ := NewSlidingLog(limit, time.Duration(window))
+		window := int64(MinWindow) + rapid.Int64Range(0, 400).Draw(t, "window")
+		l, err := NewSlidingLog(limit, time.Duration(window))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var s SlidingLogState
 		var claims []logClaim // every admission in number order
 		now := int64(1000)

@@ -35,9 +35,10 @@ import (
 // into one uint64: bits.Len(limit) bits per count, the rest for the index.
 // NewSlidingWindow accepts only windows whose index for any int64 now fits,
 // so the index never wraps and an old state is never mistaken for the
-// current window: a window of at least 2^(2·bits.Len(limit)−1) ns, for
-// example about 0.5 ms for a limit up to 1,023, 134 ms up to 16,383, 2.1 s up
-// to 65,535, 9.2 min up to 2^20−1.
+// current window: a window of at least 2^(2·bits.Len(limit)−1) ns. Up to a
+// limit of 1,023 that is less than MinWindow (1 ms), the shortest window of
+// any limit; from there on it is about 2.1 ms up to 2,047, 134 ms up to
+// 16,383, 2.1 s up to 65,535, 9.2 min up to 2^20−1.
 //
 // now must be non-negative and below 2^62+2^61. A request whose now falls in
 // an earlier window than the state's (time went backwards across a boundary)
@@ -66,9 +67,9 @@ func (s *SlidingWindowState) Reset() { s.w.Store(0) }
 
 // NewSlidingWindow returns the configuration of a sliding-window counter of
 // limit per window. It returns an error when limit or window is not
-// positive, when the window is longer than 2^59 ns (about 18 years), or when
-// the window is too short for two counts to share one word with the window
-// index (see SlidingWindow).
+// positive, when the window is shorter than MinWindow (1 ms) or longer than
+// 2^59 ns (about 18 years), or when the window is too short for two counts
+// to share one word with the window index (see SlidingWindow).
 func NewSlidingWindow(limit int64, window time.Duration) (*SlidingWindow, error) {
 	if err := checkRateLimit("limit", limit); err != nil {
 		return nil, err

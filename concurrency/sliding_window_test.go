@@ -95,10 +95,12 @@ func TestSlidingWindowPacking(t *testing.T) {
 		window time.Duration
 		ok     bool
 	}{
-		{1, 2, true},             // 2 bits of counts, 62 of index
-		{1023, 1 << 19, true},    // 20 bits of counts need 2^19 ns
-		{1023, 1<<19 - 1, false}, // one short
-		{65535, 1 << 31, true},   // 32 bits of counts need 2^31 ns (~2.1 s)
+		{1, MinWindow, true},         // 2 bits of counts, 62 of index
+		{1023, MinWindow, true},      // 20 bits of counts need only 2^19 ns
+		{1023, MinWindow - 1, false}, // below the minimum, whatever the packing
+		{2047, 1 << 21, true},        // 22 bits of counts need 2^21 ns (2.1 ms)
+		{2047, 1<<21 - 1, false},     // one short, although above MinWindow
+		{65535, 1 << 31, true},       // 32 bits of counts need 2^31 ns (~2.1 s)
 		{65535, time.Second, false},
 		{1 << 32, 1 << 59, false}, // 66 bits of counts: never
 	} {
@@ -116,39 +118,44 @@ func TestSlidingWindowPacking(t *testing.T) {
 // (nearly): a full previous window packed into its last instant, then the
 // weighted allowance late in the current window.
 func TestSlidingWindowWorstCase(t *testing.T) {
-	const limit, window = 10, 1000
-	sw, err := NewSlidingWindow(limit, window)
+	const limit, u = 10, int64(time.Microsecond)
+	const window = 1000 * u
+	sw, err := NewSlidingWindow(limit, time.Duration(window))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var s SlidingWindowState
 	admitted := int64(0)
-	if sw.AllowN(&s, 999, limit).Allowed() {
+	if sw.AllowN(&s, window-1, limit).Allowed() {
 		admitted += limit
 	}
-	// At 1900 the previous window weighs 10·(100/1000) = 1, leaving 9.
-	for sw.AllowN(&s, 1900, 1).Allowed() {
+	// At 1900 µs the previous window weighs 10·(100/1000) = 1, leaving 9.
+	for sw.AllowN(&s, 1900*u, 1).Allowed() {
 		admitted++
 	}
 	bound := int64(limit + limit*(window-1)/window)
 	if admitted != 19 || admitted > bound {
-		t.Fatalf("admitted %d in (900, 1900], want 19 (bound %d)", admitted, bound)
+		t.Fatalf("admitted %d in (900 µs, 1900 µs], want 19 (bound %d)", admitted, bound)
 	}
 }
 
 // TestSlidingWindowEvenTrafficIsExact: with the previous window's requests
 // spread evenly, the estimate equals the true count of the last window.
 func TestSlidingWindowEvenTrafficIsExact(t *testing.T) {
-	const limit, window = 10, 1000
-	sw, _ := NewSlidingWindow(limit, window)
+	const limit, u = 10, int64(time.Microsecond)
+	const window = 1000 * u
+	sw, err := NewSlidingWindow(limit, time.Duration(window))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var s SlidingWindowState
 	for i := range int64(limit) {
-		if !sw.AllowN(&s, i*window/limit+50, 1).Allowed() { // 50, 150, ..., 950
+		if !sw.AllowN(&s, i*window/limit+50*u, 1).Allowed() { // 50, 150, ..., 950 µs
 			t.Fatalf("request %d of an evenly spread window rejected", i)
 		}
 	}
-	// At 1500 the last window (500, 1500] holds the 5 requests at 550..950.
-	if d := sw.AllowN(&s, 1500, 0); d.Remaining != limit-5 {
-		t.Fatalf("remaining %d at 1500, a true sliding window has %d", d.Remaining, limit-5)
+	// At 1500 µs the last window (500, 1500] holds the 5 requests at 550..950.
+	if d := sw.AllowN(&s, 1500*u, 0); d.Remaining != limit-5 {
+		t.Fatalf("remaining %d at 1500 µs, a true sliding window has %d", d.Remaining, limit-5)
 	}
 }

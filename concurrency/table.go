@@ -172,6 +172,15 @@ type TableStats struct {
 	Overflows uint64
 }
 
+// MaxTableCapacity is the largest capacity NewTable accepts: 2^24
+// (16,777,216) entries. A table preallocates 20 bytes plus 1.25 times the
+// size of V per entry of capacity (see Table), so at this capacity one with
+// an 8-byte state (a GCRAState, a FixedWindowState) takes 480 MiB and one
+// with a 16-byte state 640 MiB: a bound that keeps a mistyped capacity an
+// error rather than an allocation the process cannot survive (1<<40 entries
+// would be a fatal out-of-memory, which recover cannot catch).
+const MaxTableCapacity = 1 << 24
+
 // NewTable returns a Table that holds at most capacity entries of state V.
 // The zero value of V is the fresh state; P's Reset sets a state back to
 // fresh. recovered(v, now) reports whether state v is indistinguishable
@@ -179,15 +188,19 @@ type TableStats struct {
 // only while the table holds the entry exclusively, on the eviction path,
 // and like Reset it must not block or panic.
 //
-// NewTable returns an error when capacity is not positive, recovered is
-// nil, the overflow policy is unknown or the shard count is not a power of
-// two between 1 and capacity.
+// NewTable returns an error, before allocating anything, when capacity is
+// not positive or is above MaxTableCapacity, recovered is nil, the overflow
+// policy is unknown or the shard count is not a power of two between 1 and
+// capacity.
 func NewTable[V any, P interface {
 	*V
 	Reset()
 }](capacity int, recovered func(v *V, now int64) bool, opts ...TableOption) (*Table[V, P], error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("concurrency: table capacity must be positive, got %d", capacity)
+	}
+	if capacity > MaxTableCapacity {
+		return nil, fmt.Errorf("concurrency: table capacity %d is above the supported %d", capacity, MaxTableCapacity)
 	}
 	if recovered == nil {
 		return nil, errors.New("concurrency: table needs a recovered func")

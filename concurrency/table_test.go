@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -615,4 +616,21 @@ func TestTablePublishResolvesDuplicates(t *testing.T) {
 	}()
 	b2.pins[4].Add(-pinLocked) // the later copy is published
 	givesWay("later copy published while waiting", sh, b1, 5, <-done)
+}
+
+// TestTableCapacityAboveMaximumIsAnError: a capacity above
+// MaxTableCapacity is an error before anything is allocated; without the
+// bound, math.MaxInt overflowed the slot count (a panic) and 1<<40 was a
+// fatal out-of-memory that no recover catches.
+func TestTableCapacityAboveMaximumIsAnError(t *testing.T) {
+	for _, c := range []int{MaxTableCapacity + 1, 1 << 40, math.MaxInt} {
+		tb, err := NewTable[tstate](c, trecovered)
+		if err == nil || tb != nil {
+			t.Errorf("NewTable(%d): no error", c)
+		}
+	}
+	tb, err := NewTable[tstate](1<<16, trecovered, WithShards(1<<16))
+	if err != nil || tb.Stats().Capacity != 1<<16 {
+		t.Fatalf("NewTable(1<<16) with one entry per shard: %v", err)
+	}
 }

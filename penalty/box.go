@@ -2,6 +2,7 @@ package penalty
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -166,7 +167,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 // WithStrikes sets how many strikes within window start a timeout
 // (default 3 within an hour). n must be in [1, MaxStrikes] and window
-// positive. A strike counts for exactly window after it happened.
+// positive. A strike counts for exactly window after it happened; any
+// length is honoured (time.Duration(math.MaxInt64): strikes never expire).
 func WithStrikes(n int, window time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 || n > MaxStrikes {
@@ -182,7 +184,11 @@ func WithStrikes(n int, window time.Duration) Option {
 
 // WithTimeouts sets the escalation: the first timeout lasts steps[0], the
 // second steps[1], and every one past the end lasts the last step (the
-// cap). Steps must be positive and never decrease.
+// cap). Steps must be positive and never decrease. Any length is honoured:
+// a timeout that would end past math.MaxInt64 on the monotonic clock (a
+// step of about 146 years or more, time.Duration(math.MaxInt64) for
+// instance) lasts until Pardon, and its Status.RetryAfter is the time left
+// to math.MaxInt64.
 func WithTimeouts(steps ...time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if len(steps) == 0 {
@@ -205,7 +211,8 @@ func WithTimeouts(steps ...time.Duration) Option {
 
 // WithLevelDecay sets how long a key must go without a timeout, counted
 // from the end of its last one, for each level of escalation to be
-// forgiven (default 6 hours). d must be positive.
+// forgiven (default 6 hours). d must be positive; any length is honoured
+// (time.Duration(math.MaxInt64): levels never decay).
 func WithLevelDecay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -216,10 +223,17 @@ func WithLevelDecay(d time.Duration) Option {
 	})
 }
 
+// MaxCapacity is the largest capacity NewBox accepts, that of the table
+// it builds on (concurrency.MaxTableCapacity, 2^24 keys). At about 250
+// bytes per key that is about 4 GiB, preallocated: size a Box for the
+// clients it must remember, not for the address space.
+const MaxCapacity = concurrency.MaxTableCapacity
+
 // NewBox returns a Box that tracks at most capacity keys, preallocating
 // about 250 bytes per key of capacity (1.25 table slots, each with its
 // entry and history).
-// It returns an error for a non-positive capacity or an invalid option.
+// It returns an error, before allocating anything, for a capacity that is
+// not positive or is above MaxCapacity, or for an invalid option.
 func NewBox(capacity int, opts ...Option) (*Box, error) {
 	c := config{strikes: DefaultStrikes, window: int64(DefaultWindow), levelDecay: int64(DefaultLevelDecay)}
 	for _, d := range DefaultTimeouts() {
@@ -320,11 +334,14 @@ func (b *Box) Strike(key string, now int64) Status {
 	// above the decayed level.
 	lvl := b.level(h, now) + 1
 	d := b.cfg.timeouts[min(lvl, int64(len(b.cfg.timeouts)))-1]
-	until := now + d
+	until := int64(math.MaxInt64) // a step of centuries: until Pardon
+	if now <= math.MaxInt64-d {
+		until = now + d
+	}
 	h.n, h.level, h.anchor = 0, lvl, until
 	e.until.Store(until)
 	b.timeouts.Add(1)
-	return Status{RetryAfter: time.Duration(d), Level: int(lvl), Started: true, Tracked: true}
+	return Status{RetryAfter: time.Duration(until - now), Level: int(lvl), Started: true, Tracked: true}
 }
 
 // StrikeNow is shorthand for Strike(key, clock.Now()).

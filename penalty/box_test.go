@@ -1,6 +1,7 @@
 package penalty
 
 import (
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -300,5 +301,16 @@ func TestBoxCheckNeverReportsAnotherKey(t *testing.T) {
 	t.Logf("%d checks, stats %+v", n, s)
 	if s.Timeouts == 0 || s.Evictions < uint64(iters)/10 {
 		t.Fatalf("the test did not exercise the race: %+v", s)
+	}
+}
+
+// TestBoxCapacityAboveMaximumIsAnError: NewBox refuses a capacity above
+// MaxCapacity with an error, before allocating (math.MaxInt panicked and
+// 1<<40 was a fatal out-of-memory).
+func TestBoxCapacityAboveMaximumIsAnError(t *testing.T) {
+	for _, c := range []int{MaxCapacity + 1, 1 << 40, math.MaxInt} {
+		if b, err := NewBox(c); err == nil || b != nil || !strings.HasPrefix(err.Error(), "penalty: ") {
+			t.Errorf("NewBox(%d): %v, want a penalty: error", c, err)
+		}
 	}
 }

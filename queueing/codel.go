@@ -30,7 +30,10 @@ type CoDel struct {
 }
 
 // NewCoDel returns a CoDel with the given target and interval. It returns
-// an error unless 0 < target < interval.
+// an error unless 0 < target < interval. Any length is honoured: a target
+// or interval so long that the instant it ends lies past math.MaxInt64
+// (about 146 years after the monotonic clock's start) never ends, and a
+// waiter is then never shed for it.
 func NewCoDel(target, interval time.Duration) (*CoDel, error) {
 	if target <= 0 || interval <= 0 {
 		return nil, fmt.Errorf("queueing: CoDel target and interval must be positive, got %v and %v", target, interval)
@@ -76,13 +79,14 @@ func (c *CoDel) Expired(enqueued, now int64) bool {
 // while that waiter is in it, so the answer does not change while it
 // waits): the interval after its arrival, or the target after it once the
 // queue turns standing, whichever comes first. Expired(enqueued, now) is
-// now >= Deadline(enqueued).
+// now >= Deadline(enqueued). An instant past math.MaxInt64 (a target or
+// interval of centuries) is math.MaxInt64: never.
 func (c *CoDel) Deadline(enqueued int64) int64 {
-	at := enqueued + c.interval
+	at := addSat(enqueued, c.interval)
 	if !c.seen {
 		return at
 	}
-	if standing := max(c.lastEmpty+c.interval, enqueued+c.target); standing < at {
+	if standing := max(addSat(c.lastEmpty, c.interval), addSat(enqueued, c.target)); standing < at {
 		return standing
 	}
 	return at

@@ -37,6 +37,16 @@ var (
 	ErrDisplaced error = shedError("queueing: displaced by higher priority")
 )
 
+// ErrTooLarge is returned by Acquire, at once and with nothing held, for a
+// request that can never be served as things stand: one of more units than
+// the Admitter's whole limit when the Admitter reports its limit (a
+// Limit() int64 method, as concurrency's semaphores have), or one whose
+// units, added to those already queued, are past math.MaxInt64. Waiting
+// would only hold up the waiters behind it. It is the caller's request,
+// not the queue's protection, so it does not match ErrShed; a limit raised
+// later does not revive it.
+var ErrTooLarge = errors.New("queueing: request larger than the Admitter's whole limit")
+
 // ErrClosed is returned by Acquire after Close, and to every waiter still
 // queued when Close is called.
 var ErrClosed = errors.New("queueing: queue closed")

@@ -162,11 +162,9 @@ func TestFastPathHammer(t *testing.T) {
 		"lifo-maxwait":        {WithOrder(LIFO), WithMaxLength(4), WithMaxWait(time.Millisecond)},
 		"adaptive-lifo-codel": {WithOrder(AdaptiveLIFO), WithCoDel(200*time.Microsecond, 2*time.Millisecond)},
 	}
-	iters := 4000
+	iters := fastPathIters // fewer under -race: see raceEnabled
 	if testing.Short() {
-		iters = 500
-	} else if raceEnabled {
-		iters = 200 // see raceEnabled
+		iters = min(iters, 500)
 	}
 	for _, kind := range admitterKinds() {
 		for cname, opts := range configs {

@@ -71,7 +71,7 @@ func (q *Queue) admitLocked(l lane, n int64) bool {
 func (q *Queue) expiryLocked(w *waiter) (int64, error) {
 	at, err := int64(math.MaxInt64), error(nil)
 	if q.cfg.maxWait > 0 {
-		at, err = w.enq+int64(q.cfg.maxWait), ErrTimeout
+		at, err = addSat(w.enq, int64(q.cfg.maxWait)), ErrTimeout
 	}
 	if q.cfg.codel {
 		if c := q.codel.Deadline(w.enq); c < at {
@@ -79,6 +79,16 @@ func (q *Queue) expiryLocked(w *waiter) (int64, error) {
 		}
 	}
 	return at, err
+}
+
+// addSat returns a+d for d >= 0, or math.MaxInt64 (never) when the sum is
+// past it: a max wait, CoDel interval or pacer slot of centuries means
+// never, not an instant wrapped into the past.
+func addSat(a, d int64) int64 {
+	if a > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return a + d
 }
 
 // sweepLocked sheds the waiters whose expiry has passed. Every waiter's

@@ -13,17 +13,22 @@ import (
 	"go.uber.org/goleak"
 )
 
-// 1,000 goroutines acquire and release, 10 times each and for at most 2 s
-// of fake time, with random
-// sizes, priorities, partitions, timeouts and cancellations, under each
-// discipline. Afterwards nothing is held, nobody waits, no admission ever
+// 1,000 goroutines (100 under -race, against a limit a tenth as large: see
+// hammerGoroutines) acquire and release, 10 times each and for at most 2 s
+// of fake time, with random sizes, priorities, partitions, timeouts and
+// cancellations, under each discipline. Afterwards nothing is held, nobody waits, no admission ever
 // passed the limit (checked admitter) and the goroutine count is back to
 // where it started (no goroutine that was not there before).
 func TestHammer(t *testing.T) {
+	// Queue lengths scale with the goroutines, so that queues fill (and
+	// displace) under -race as they do without it.
+	scaled := func(n int) int { return n * hammerGoroutines / 1000 }
 	configs := map[string][]Option{
-		"fifo-deadline-aware": {WithMaxLength(200), WithMaxWait(20 * time.Millisecond), WithDeadlineAware()},
-		"adaptive-lifo-codel": {WithOrder(AdaptiveLIFO), WithCoDel(DefaultTarget, 20*time.Millisecond)},
-		"reserve-partitions":  {WithReserve(0.2, Critical), WithPartition("a", 0.4), WithPartition("b", 0.3)},
+		"fifo-deadline-aware": {WithMaxLength(scaled(200)), WithMaxWait(20 * time.Millisecond), WithDeadlineAware()},
+		"adaptive-lifo-codel": {WithOrder(AdaptiveLIFO), WithCoDel(DefaultTarget, 20*time.Millisecond),
+			WithMaxLength(scaled(DefaultMaxLength))},
+		"reserve-partitions": {WithReserve(0.2, Critical), WithPartition("a", 0.4), WithPartition("b", 0.3),
+			WithMaxLength(scaled(DefaultMaxLength))},
 	}
 	for name, opts := range configs {
 		t.Run(name, func(t *testing.T) {
@@ -35,7 +40,7 @@ func TestHammer(t *testing.T) {
 }
 
 func hammer(t *testing.T, opts []Option) {
-	sem := newSem(t, 50)
+	sem := newSem(t, hammerLimit)
 	q := newQueue(t, sem, opts...)
 	parts := []string{""}
 	if len(q.parts) > 0 {
@@ -44,7 +49,7 @@ func hammer(t *testing.T, opts []Option) {
 	end := time.Now().Add(2 * time.Second)
 	var served, failed atomic.Int64
 	var wg sync.WaitGroup
-	for g := range 1000 {
+	for g := range hammerGoroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			for i := 0; i < 10 && time.Now().Before(end); i++ {

@@ -36,9 +36,11 @@ func (q *Queue) Lane(p Priority, partition string) (Lane, error) {
 func (l Lane) Priority() Priority { return l.l.prio }
 
 // Acquire takes n units, waiting if need be. It returns nil once the units
-// are held; ctx.Err() when ctx ends first; ErrClosed after Close; or an
-// error matching ErrShed (ErrQueueFull, ErrTimeout, ErrCongested,
-// ErrDeadline, ErrDisplaced) when the queue sheds the request. On every
+// are held; ctx.Err() when ctx ends first; ErrClosed after Close;
+// ErrTooLarge at once when n can never be served (above the Admitter's
+// limit); or an error matching ErrShed (ErrQueueFull, ErrTimeout,
+// ErrCongested, ErrDeadline, ErrDisplaced) when the queue sheds the
+// request. On every
 // error nothing is held: a permit granted in the same instant the context
 // ended is passed on to the next waiter. Acquire(ctx, 0) returns nil at once
 // unless ctx has ended; a negative n panics.
@@ -118,6 +120,12 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 		q.unlock()
 		return ErrClosed
 	}
+	if q.tooLargeLocked(n) {
+		q.nwait.Add(-1)
+		q.stats.TooLarge++
+		q.unlock()
+		return ErrTooLarge
+	}
 	now := q.now()
 	q.grantLocked(now)
 	if q.mayPassLocked(l, now) && q.admitLocked(l, n) {
@@ -142,6 +150,13 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 	expiry, _ := q.expiryLocked(w)
 	q.unlock()
 	return q.wait(ctx, w, expiry, now)
+}
+
+// tooLargeLocked reports whether a request of n units can never be
+// served: above the Admitter's limit, or too many to count with the units
+// already queued.
+func (q *Queue) tooLargeLocked(n int64) bool {
+	return (q.lim != nil && n > q.lim.Limit()) || n > math.MaxInt64-q.line.units
 }
 
 // joinLocked decides whether a request that cannot be admitted now may

@@ -3,6 +3,7 @@ package queueing
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -13,11 +14,17 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // checked wraps a Semaphore and fails the test if an admission ever takes
-// inflight past the limit. Limits change only while the test's goroutines
-// are quiescent, so the check after the acquisition is exact.
+// the units held past the limit. It counts the units itself: the
+// semaphore's Inflight includes the transient units of a concurrent
+// TryAcquire that overshot and is about to undo its add, which a check
+// racing it would take for an over-admission. The count rises after the
+// semaphore admits and falls before it releases, so it never exceeds the
+// units truly held: a count over the limit is a real over-admission. Limits
+// change only while the test's goroutines are quiescent.
 type checked struct {
 	*concurrency.Semaphore
-	t tb
+	t    tb
+	held *atomic.Int64
 }
 
 // tb is what both *testing.T and *rapid.T offer.
@@ -31,10 +38,15 @@ func (c checked) TryAcquire(n int64) bool {
 	if !c.Semaphore.TryAcquire(n) {
 		return false
 	}
-	if in, lim := c.Inflight(), c.Limit(); in > lim {
-		c.t.Errorf("admission took inflight to %d over limit %d", in, lim)
+	if in, lim := c.held.Add(n), c.Limit(); in > lim {
+		c.t.Errorf("admission took the units held to %d over limit %d", in, lim)
 	}
 	return true
+}
+
+func (c checked) Release(n int64) {
+	c.held.Add(-n)
+	c.Semaphore.Release(n)
 }
 
 func newSem(t tb, limit int64) checked {
@@ -43,7 +55,7 @@ func newSem(t tb, limit int64) checked {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return checked{s, t}
+	return checked{s, t, new(atomic.Int64)}
 }
 
 func newQueue(t testing.TB, adm Admitter, opts ...Option) *Queue {

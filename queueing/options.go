@@ -91,7 +91,10 @@ func WithMaxLength(n int) Option {
 
 // WithMaxWait sheds a waiter with ErrTimeout once it has waited d. Without
 // it a waiter waits until its context ends (or CoDel sheds it). It returns
-// an error from New unless d is positive.
+// an error from New unless d is positive. Any length is honoured: a max
+// wait so long that it would end past math.MaxInt64 on the monotonic clock
+// (about 146 years after its start; time.Duration(math.MaxInt64) for
+// instance) never ends, as if WithMaxWait were not given.
 func WithMaxWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -106,7 +109,8 @@ func WithMaxWait(d time.Duration) Option {
 // empty within interval, waiters older than target are shed with
 // ErrCongested; otherwise a waiter is shed after waiting interval. Use
 // DefaultTarget and DefaultInterval unless measurements say otherwise. It
-// returns an error from New unless 0 < target < interval.
+// returns an error from New unless 0 < target < interval; lengths that end
+// past math.MaxInt64 never end (see NewCoDel).
 func WithCoDel(target, interval time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if _, err := NewCoDel(target, interval); err != nil {

@@ -39,7 +39,10 @@ type pacerState struct {
 
 // NewPacer returns a Pacer that hands out n slots per period. It returns an
 // error unless n and period are positive, period/n is at least a nanosecond
-// and n*period fits in an int64.
+// and n*period fits in an int64. Any period is honoured: a slot that would
+// start past math.MaxInt64 (a period of centuries, or slots reserved that
+// far ahead) starts at math.MaxInt64, that is never, so the schedule never
+// wraps into the past.
 func NewPacer(n int64, period time.Duration) (*Pacer, error) {
 	if n <= 0 || period <= 0 {
 		return nil, fmt.Errorf("queueing: pacer needs a positive count and period, got %d per %v", n, period)
@@ -53,9 +56,10 @@ func NewPacer(n int64, period time.Duration) (*Pacer, error) {
 	return &Pacer{n: n, period: int64(period)}, nil
 }
 
-// slot returns the start of slot k of the current run.
+// slot returns the start of slot k of the current run, MaxInt64 (never)
+// when that is past it.
 func (p *Pacer) slot(k int64) int64 {
-	return p.anchor + k*p.period/p.n // k < n and n*period fits: no overflow
+	return addSat(p.anchor, k*p.period/p.n) // k < n and n*period fits: the product cannot overflow
 }
 
 // reserveLocked hands out the next slot at or after now.
@@ -69,13 +73,14 @@ func (p *Pacer) reserveLocked(now int64) int64 {
 	at := p.slot(p.k)
 	if p.k++; p.k == p.n {
 		// Slot n of this run is exactly one period after slot 0.
-		p.anchor, p.k = p.anchor+p.period, 0
+		p.anchor, p.k = addSat(p.anchor, p.period), 0
 	}
 	return at
 }
 
 // ReserveAt takes the next slot and returns the instant it starts, never
-// before now; the caller must not start its work before then. A
+// before now (math.MaxInt64, never, for a slot past it); the caller must
+// not start its work before then. A
 // reservation made this way cannot be given back. ReserveAt is the pure
 // form for a simulator: it reads no clock.
 func (p *Pacer) ReserveAt(now int64) int64 {

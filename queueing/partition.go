@@ -10,8 +10,17 @@ type partition struct {
 }
 
 // guarantee returns the units a partition is guaranteed under limit.
-func (p *partition) guarantee(limit int64) int64 {
-	return int64(p.fraction * float64(limit))
+func (p *partition) guarantee(limit int64) int64 { return share(p.fraction, limit) }
+
+// share returns floor(fraction·limit) for 0 < fraction <= 1 and limit >= 0,
+// at most limit: near math.MaxInt64 the float product can round past the
+// limit, and past MaxInt64 its conversion to int64 is undefined.
+func share(fraction float64, limit int64) int64 {
+	f := fraction * float64(limit)
+	if f >= float64(limit) { // float64(limit) rounds, but f >= it means all of it
+		return limit
+	}
+	return int64(f)
 }
 
 func (q *Queue) partitionIndex(name string) int {
@@ -33,13 +42,18 @@ func (q *Queue) partitionIndex(name string) int {
 // beyond that (and outside any partition) a request may only borrow what
 // leaves every other partition's unused guarantee free:
 // total + n + sum(unused guarantees of others) <= limit.
+//
+// Every comparison is written as n against what is left, never as a sum
+// that n could carry past MaxInt64: the counts held are each within the
+// limit, and the guarantees add up to at most the limit, so the sums of
+// those alone never overflow.
 func (q *Queue) rulesOKLocked(l lane, n int64) bool {
 	if !q.locked {
 		return true
 	}
 	limit := q.lim.Limit()
 	if q.cfg.reserve > 0 && l.prio < q.cfg.reserveFrom {
-		if q.low+n > limit-int64(q.cfg.reserve*float64(limit)) {
+		if n > limit-share(q.cfg.reserve, limit)-q.low {
 			return false
 		}
 	}
@@ -55,11 +69,11 @@ func (q *Queue) rulesOKLocked(l lane, n int64) bool {
 		}
 	}
 	if l.part >= 0 {
-		if p := &q.parts[l.part]; p.held+n <= p.guarantee(limit) {
+		if p := &q.parts[l.part]; n <= p.guarantee(limit)-p.held {
 			return true
 		}
 	}
-	return total+n+others <= limit
+	return n <= limit-total-others
 }
 
 // accountLocked books delta units to lane l (negative on release). It

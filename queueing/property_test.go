@@ -12,10 +12,11 @@ import (
 )
 
 type pending struct {
-	c    *call
-	lane Lane
-	n    int64
-	stop context.CancelFunc // of the timeout context, if any
+	c     *call
+	lane  Lane
+	n     int64
+	stop  context.CancelFunc // of the timeout context, if any
+	limit int64              // the semaphore's limit when the call was made
 }
 
 type holding struct {
@@ -87,14 +88,21 @@ func queueProperty(rt *rapid.T) {
 		var still []pending
 		for _, p := range waiting {
 			if !p.c.finished() {
+				if p.n > p.limit {
+					rt.Fatalf("a request of %d above the limit %d waits", p.n, p.limit)
+				}
 				still = append(still, p)
 				continue
 			}
 			p.stop()
+			if p.n > p.limit && !errors.Is(p.c.err, ErrTooLarge) {
+				rt.Fatalf("a request of %d above the limit %d ended with %v, want ErrTooLarge", p.n, p.limit, p.c.err)
+			}
 			switch err := p.c.err; {
 			case err == nil:
 				held = append(held, holding{p.lane, p.n})
 			case errors.Is(err, ErrShed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			case errors.Is(err, ErrTooLarge) && p.n > p.limit:
 			default:
 				rt.Fatalf("unexpected error %v", err)
 			}
@@ -143,7 +151,8 @@ func queueProperty(rt *rapid.T) {
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(rapid.IntRange(1, 40).Draw(rt, "timeout"))*time.Millisecond)
 			}
 			l, n := lane(), rapid.Int64Range(1, 3).Draw(rt, "n")
-			waiting = append(waiting, pending{goAcquire(ctx, l, n), l, n, cancel})
+			limit := sem.Limit()
+			waiting = append(waiting, pending{goAcquire(ctx, l, n), l, n, cancel, limit})
 		case 2:
 			l, n := lane(), rapid.Int64Range(1, 3).Draw(rt, "n")
 			if l.TryAcquire(n) {

@@ -28,7 +28,9 @@ const closedBias = 1 << 40
 // LIFO (WithOrder). With WithReserve or WithPartition a waiter that its
 // share does not allow yet is passed over by those behind it (the one
 // explicit exception to strict order); otherwise a waiter that does not fit
-// blocks those behind it, so large requests are not starved. When the
+// blocks those behind it, so large requests are not starved. A request
+// larger than the Admitter's whole limit (when it reports one) would block
+// them for nothing: it is refused at once with ErrTooLarge. When the
 // queue (or the share of it open to a priority, see Share) is full, the
 // request that would be served last is shed: the newcomer with
 // ErrQueueFull, or, when the last in line has lower priority or the order
@@ -106,6 +108,8 @@ type Stats struct {
 	QueueFull, TimedOut, Congested, DeadlineRejected, Displaced uint64
 	// Cancelled counts waiters whose context ended while queued.
 	Cancelled uint64
+	// TooLarge counts requests refused with ErrTooLarge (not shed).
+	TooLarge uint64
 }
 
 // New returns a Queue over adm. When adm has an
@@ -129,12 +133,12 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 	q := &Queue{adm: adm, cfg: cfg}
 	q.sem, _ = adm.(*concurrency.Semaphore)
 	q.def = Lane{q: q, l: lane{prio: Critical, part: -1}}
+	q.lim, _ = adm.(limitReader) // also bounds a request's size (ErrTooLarge)
 	if cfg.reserve > 0 || len(cfg.partitions) > 0 {
-		lim, ok := adm.(limitReader)
-		if !ok {
+		if q.lim == nil {
 			return nil, fmt.Errorf("queueing: reserves and partitions need an Admitter with Limit() int64, %T has none", adm)
 		}
-		q.lim, q.locked = lim, true
+		q.locked = true
 		for _, p := range cfg.partitions {
 			q.parts = append(q.parts, partition{name: p.name, fraction: p.fraction})
 		}

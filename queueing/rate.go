@@ -1,6 +1,9 @@
 package queueing
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // drainRate estimates how fast a busy queue hands out units: an
 // exponentially weighted mean of the time between consecutive grants,
@@ -44,10 +47,14 @@ func (r *drainRate) granted(now, units int64, stillBusy bool) {
 func (r *drainRate) idle() { r.busy = false }
 
 // wait returns the expected time for units to drain, and false while there
-// is no estimate yet.
+// is no estimate yet. An estimate past math.MaxInt64 ns is MaxInt64: the
+// conversion of a larger float to an integer is undefined.
 func (r *drainRate) wait(units int64) (time.Duration, bool) {
 	if r.samples == 0 {
 		return 0, false
 	}
-	return time.Duration(r.nsPerUnit * float64(units)), true
+	if est := r.nsPerUnit * float64(units); est < math.MaxInt64 {
+		return time.Duration(est), true
+	}
+	return time.Duration(math.MaxInt64), true
 }

@@ -208,18 +208,23 @@ func TestMemoryLeaseChurn(t *testing.T) {
 func TestMemoryAllocs(t *testing.T) {
 	m := store.NewMemory()
 	var ids []store.LimitID
+	var steps []int64
 	for _, alg := range allAlgorithms {
 		// A rate so high that every request fits: the admit path is measured.
 		spec := specOf(alg, alg.String(), 1<<20, time.Hour)
+		step := int64(1)
 		switch alg {
 		case store.Concurrency:
 			spec.Limit = 1 << 10
 		case store.SlidingLog:
-			// A log is meant for small limits; its window is as short as
-			// the clock's steps, so every request fits.
-			spec.Limit, spec.Window = 64, 64
+			// A log is meant for small limits; its window is the shortest
+			// one (concurrency.MinWindow) and the clock steps a 32nd of it,
+			// so every request fits.
+			spec.Limit, spec.Window = 64, concurrency.MinWindow
+			step = int64(concurrency.MinWindow) / 32
 		}
 		ids = append(ids, mustRegister(t, m, spec))
+		steps = append(steps, step)
 	}
 	now := int64(1) << 40
 	for i, alg := range allAlgorithms {
@@ -227,7 +232,7 @@ func TestMemoryAllocs(t *testing.T) {
 		req.Add(ids[i], "warm", 1)
 		var res store.Result
 		run := func() {
-			req.Now++
+			req.Now += steps[i]
 			if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
 				t.Fatalf("Decide: %v %+v", err, res.Decision())
 			}
@@ -274,13 +279,16 @@ func BenchmarkMemoryDecide(b *testing.B) {
 		b.Run(alg.String(), func(b *testing.B) {
 			m := store.NewMemory()
 			spec := specOf(alg, "x", 1<<20, time.Hour)
+			step := int64(1)
 			switch alg {
 			case store.Concurrency:
 				spec.Limit = 1 << 10
 			case store.SlidingLog:
 				// A decision reads the whole log: keep it small, and its
-				// window as short as the clock's steps, so most fit.
-				spec.Limit, spec.Window = 16, 16
+				// window the shortest (concurrency.MinWindow) with clock
+				// steps of a 16th of it, so most fit.
+				spec.Limit, spec.Window = 16, concurrency.MinWindow
+				step = int64(concurrency.MinWindow) / 16
 			}
 			id := mustRegister(b, m, spec)
 			b.ReportAllocs()
@@ -290,7 +298,7 @@ func BenchmarkMemoryDecide(b *testing.B) {
 				req.Add(id, "k", 1)
 				var res store.Result
 				for pb.Next() {
-					req.Now++
+					req.Now += step
 					if err := m.Decide(ctx, &req, &res); err != nil {
 						b.Fatal(err)
 					}

@@ -417,7 +417,7 @@ func (m *updModel) charge(now, cost int64) {
 func TestUpdateNeverLooserThanModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		alg := rapid.SampledFrom([]store.Algorithm{store.FixedWindow, store.SlidingLog, store.TokenBucket, store.Concurrency}).Draw(t, "alg")
-		window := rapid.Int64Range(10, 1000).Draw(t, "window")
+		window := int64(concurrency.MinWindow) + rapid.Int64Range(0, 990).Draw(t, "window")
 		limit := rapid.Int64Range(1, 8).Draw(t, "limit")
 		spec := store.Spec{Name: "p", Algorithm: alg, Limit: limit}
 		m := &updModel{alg: alg, limit: limit, window: window, debt: new(big.Rat), count: limit, per: window}
