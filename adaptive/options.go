@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
 )
 
 // Option configures an Algorithm constructor. Each constructor accepts only
@@ -120,11 +122,15 @@ func WithInitialLimit(n int) Option {
 	})
 }
 
-// WithLimits bounds the limit to [lo, hi]; 1 <= lo <= hi.
+// WithLimits bounds the limit to [lo, hi]; 1 <= lo <= hi <=
+// concurrency.MaxSemaphoreLimit (the Limiter's semaphore holds no more).
 func WithLimits(lo, hi int) Option {
 	return mark(optLimits, func(c *config) error {
 		if lo <= 0 || hi < lo {
 			return fmt.Errorf("adaptive: limits must satisfy 1 <= min <= max, got [%d, %d]", lo, hi)
+		}
+		if int64(hi) > concurrency.MaxSemaphoreLimit {
+			return fmt.Errorf("adaptive: max limit %d is above the supported %d", hi, int64(concurrency.MaxSemaphoreLimit))
 		}
 		c.min, c.max = lo, hi
 		return nil

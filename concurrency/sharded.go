@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
@@ -27,6 +28,9 @@ func WithShardCount(n int) ShardedOption { return shardCountOption(n) }
 func shardCount(opts []ShardedOption) (int, error) {
 	var cfg shardedConfig
 	for _, o := range opts {
+		if o == nil {
+			return 0, errors.New("concurrency: nil ShardedOption")
+		}
 		o.applySharded(&cfg)
 	}
 	n := cfg.shards

@@ -207,6 +207,9 @@ func NewTable[V any, P interface {
 	}
 	var cfg tableConfig
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("concurrency: nil TableOption")
+		}
 		o.apply(&cfg)
 	}
 	if cfg.overflow > OverflowShare {

@@ -1,6 +1,7 @@
 package penalty
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -240,6 +241,9 @@ func NewBox(capacity int, opts ...Option) (*Box, error) {
 		c.timeouts = append(c.timeouts, int64(d))
 	}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("penalty: nil Option")
+		}
 		if err := o.apply(&c); err != nil {
 			return nil, err
 		}

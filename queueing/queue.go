@@ -2,6 +2,7 @@ package queueing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -126,6 +127,9 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 	}
 	cfg := config{maxLen: DefaultMaxLength}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("queueing: nil Option")
+		}
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -689,4 +690,36 @@ func aimdLimiter(t *testing.T, initial, max int) *adaptive.Limiter {
 		t.Fatal(err)
 	}
 	return lim
+}
+
+// TestHugeCapacityIsAnError: a key capacity too large to allocate is an
+// error from New naming the maximum, never a panic or a fatal
+// out-of-memory.
+func TestHugeCapacityIsAnError(t *testing.T) {
+	for _, capacity := range []int{math.MaxInt, 1 << 40, concurrency.MaxTableCapacity + 1} {
+		_, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 5, Window: time.Hour, Capacity: capacity}}, quiet())
+		if err == nil || !strings.Contains(err.Error(), "capacity") {
+			t.Errorf("Capacity %d: %v, want an error about the capacity", capacity, err)
+		}
+	}
+}
+
+// TestCostAboveAQueuedLimitFailsAtOnce: a cost above a Global Concurrency
+// rule's limit is refused at once as never admissible, never queued.
+func TestCostAboveAQueuedLimitFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := New([]Rule{{Name: "inflight", Algorithm: Concurrency, Limit: 4, MaxWait: time.Minute}}, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		d, _, err := c.Decide(context.Background(), Attempt{Cost: 5})
+		if err != nil || d.Allowed || d.RetryAfter != concurrency.Never {
+			t.Fatalf("cost 5 of 4: %+v %v, want a rejection with Never", d, err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("cost 5 of 4 waited %v in the queue", waited)
+		}
+	})
 }
