@@ -97,3 +97,13 @@ func TestQueueField(t *testing.T) {
 		t.Fatalf("queue without max_wait: %v", err)
 	}
 }
+
+// TestWindowBelowTheMinimumIsAnErrorAtItsLine: a window too short to mean
+// anything is reported at its line, not later by the store.
+func TestWindowBelowTheMinimumIsAnErrorAtItsLine(t *testing.T) {
+	doc := "{\n  \"version\": 1,\n  \"rules\": [\n    {\"name\": \"r\", \"identity\": \"ip\", \"limit\": 5, \"algorithm\": \"fixed_window\",\n     \"window\": \"15ns\"}\n  ]\n}\n"
+	_, err := policy.Parse("t.json", []byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "t.json:5: rules[0].window: must be at least 1ms") {
+		t.Fatalf("%v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -81,6 +82,12 @@ func TestParseDurationIsExactOrAnError(t *testing.T) {
 		s := fmt.Sprintf("%d%s", n, u.name)
 		got, err := parseWindow(s)
 		exact := new(big.Int).Mul(new(big.Int).SetUint64(n), big.NewInt(int64(u.d)))
+		if exact.IsInt64() && exact.Int64() < int64(concurrency.MinWindow) {
+			if err == nil || !strings.Contains(err.Error(), "must be at least") {
+				t.Fatalf("%q: got %d, %v; want the minimum window's error", s, int64(got), err)
+			}
+			return
+		}
 		if exact.IsInt64() {
 			if err != nil || int64(got) != exact.Int64() {
 				t.Fatalf("%q: got %d, %v; want %v", s, int64(got), err, exact)

@@ -27,7 +27,7 @@ const (
 	MaxCategories = 256
 	MaxRoutes     = 256
 	// MaxCapacity is the most keys a rule or the penalty box may keep.
-	MaxCapacity = 1 << 24
+	MaxCapacity = concurrency.MaxTableCapacity
 )
 
 // Policy is a parsed, validated policy file. It is immutable and safe for
@@ -285,7 +285,9 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		v.failf(path+".window", "a window of %d calendar months takes no window", r.Calendar.Months)
 	case window && r.Calendar.Months > 0:
 	case window:
-		r.Window = v.positive(path+".window", s.Window)
+		if r.Window = v.positive(path+".window", s.Window); r.Window > 0 && r.Window < concurrency.MinWindow {
+			v.failf(path+".window", "must be at least %v, got %v", concurrency.MinWindow, r.Window)
+		}
 	case s.Window != "":
 		v.failf(path+".window", "applies only to fixed_window, sliding_window and sliding_log")
 	}
