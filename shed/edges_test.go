@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/penalty"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -722,4 +724,36 @@ func TestCostAboveAQueuedLimitFailsAtOnce(t *testing.T) {
 			t.Fatalf("cost 5 of 4 waited %v in the queue", waited)
 		}
 	})
+}
+
+// TestPardonEndsAPenalty: an operator pardons a client by the value the
+// penalty identity sees (here an IPv6 address inside the client's /64),
+// and its next request is decided by the rules again.
+func TestPardonEndsAPenalty(t *testing.T) {
+	box, err := penalty.NewBox(1024, penalty.WithStrikes(1, time.Hour), penalty.WithTimeouts(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Minute}},
+		WithPenalties(box, IP))
+	send(h, "[2001:db8::1]")
+	if w := send(h, "[2001:db8::1]"); w.Code != http.StatusTooManyRequests { // over: a strike, a timeout
+		t.Fatalf("second: %d", w.Code)
+	}
+	if d := decide(t, c, Attempt{IP: netip.MustParseAddr("2001:db8::")}); d.Kind != Penalized {
+		t.Fatalf("in its timeout: %+v", d)
+	}
+	if ok, err := c.Pardon("2001:db8::abcd"); err != nil || !ok {
+		t.Fatalf("Pardon: %v %v", ok, err)
+	}
+	if d := decide(t, c, Attempt{IP: netip.MustParseAddr("2001:db8::")}); d.Kind == Penalized {
+		t.Fatalf("after the pardon: still penalized: %+v", d)
+	}
+	if _, err := c.Pardon("not an address"); err == nil {
+		t.Fatal("Pardon of a non-address: no error")
+	}
+	plain, _, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Minute}})
+	if _, err := plain.Pardon("192.0.2.1"); err == nil {
+		t.Fatal("Pardon without penalties: no error")
+	}
 }
