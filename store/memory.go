@@ -58,6 +58,8 @@ type memLimit interface {
 	// registered returns the spec the limit was registered or last
 	// updated with.
 	registered() Spec
+	// reset makes key fresh (Resetter).
+	reset(key string)
 }
 
 // Register validates spec and adds it. It returns the spec's validation

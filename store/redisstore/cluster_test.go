@@ -283,6 +283,10 @@ func (s tagged) Release(ctx context.Context, l store.Lease, now int64) error {
 	return s.Store.Release(ctx, l, now)
 }
 
+func (s tagged) Reset(ctx context.Context, id store.LimitID, key string) error {
+	return s.Store.Reset(ctx, id, s.tag+key)
+}
+
 // TestClusterKeyTags runs the conformance harness on a 3-master Redis
 // Cluster with WithKeyTags, every key of a subtest under a hash tag of its
 // own, under one prefix: the subtests' states spread over the masters,

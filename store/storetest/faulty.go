@@ -18,7 +18,7 @@ import (
 // A Faulty always implements store.Updater: Update passes through to a
 // wrapped store that implements it, and otherwise returns an error
 // matching errors.ErrUnsupported (so that a caller, like the conformance
-// harness, can tell "cannot" from "failed").
+// harness, can tell "cannot" from "failed"); so does store.Resetter.
 //
 // A Faulty is safe for concurrent use; SetErr may be called at any time.
 // Use NewFaulty; the zero value is not usable.
@@ -29,8 +29,9 @@ type Faulty struct {
 }
 
 var (
-	_ store.Store   = (*Faulty)(nil)
-	_ store.Updater = (*Faulty)(nil)
+	_ store.Store    = (*Faulty)(nil)
+	_ store.Updater  = (*Faulty)(nil)
+	_ store.Resetter = (*Faulty)(nil)
 )
 
 // NewFaulty returns a Faulty around inner that passes calls through until
@@ -101,4 +102,18 @@ func (f *Faulty) Update(ctx context.Context, id store.LimitID, spec store.Spec) 
 		return fmt.Errorf("store: %T cannot update a limit in place: %w", f.inner, errors.ErrUnsupported)
 	}
 	return u.Update(ctx, id, spec)
+}
+
+// Reset resets key of limit id on the wrapped store unless an error is set.
+// It returns an error matching errors.ErrUnsupported when the wrapped store
+// does not implement store.Resetter.
+func (f *Faulty) Reset(ctx context.Context, id store.LimitID, key string) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	r, ok := f.inner.(store.Resetter)
+	if !ok {
+		return fmt.Errorf("store: %T cannot reset a key: %w", f.inner, errors.ErrUnsupported)
+	}
+	return r.Reset(ctx, id, key)
 }

@@ -91,6 +91,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 			run(t, name, func(h *harness) { testAllOrNothing(h, alg, second) })
 		}
 		run(t, "concurrent_layered/"+alg.String(), func(h *harness) { testConcurrentLayered(h, alg) })
+		run(t, "reset/"+alg.String(), func(h *harness) { testReset(h, alg) })
 	}
 	run(t, "max_hits", func(h *harness) { testMaxHits(h) })
 	run(t, "lease/release_once", func(h *harness) { testLeaseRelease(h) })
@@ -876,5 +877,40 @@ func testBadRequests(h *harness) {
 	}
 	if err := h.s.Release(context.Background(), store.Lease{Limit: id + 100, Key: "k", ID: 1, Cost: 1}, h.now); !errors.Is(err, store.ErrUnknownLimit) {
 		h.t.Fatalf("Release of a lease of an unknown limit: %v, want ErrUnknownLimit", err)
+	}
+}
+
+// testReset checks store.Resetter, on a store that implements it: a reset
+// key has its whole limit back at once, and another key keeps its usage.
+func testReset(h *harness, alg store.Algorithm) {
+	r, ok := h.s.(store.Resetter)
+	if !ok {
+		h.t.Skip("the store does not implement store.Resetter")
+	}
+	const limit = 2
+	id := h.register(h.spec(alg, limit, time.Hour))
+	for _, key := range []string{"a", "a", "b", "b"} {
+		if res := h.decide(store.Hit{Limit: id, Key: key, Cost: 1}); !res.Allowed {
+			h.t.Fatalf("%s under the limit: rejected", key)
+		}
+	}
+	if err := r.Reset(context.Background(), id, "a"); errors.Is(err, errors.ErrUnsupported) {
+		h.t.Skipf("Reset is not supported: %v", err)
+	} else if err != nil {
+		h.t.Fatal(err)
+	}
+	for i := range limit {
+		if res := h.decide(store.Hit{Limit: id, Key: "a", Cost: 1}); !res.Allowed {
+			h.t.Fatalf("after a reset, request %d of a key rejected: %+v", i+1, res.Decision())
+		}
+	}
+	if res := h.decide(store.Hit{Limit: id, Key: "b", Cost: 1}); res.Allowed {
+		h.t.Fatal("resetting one key gave another its limit back")
+	}
+	if err := r.Reset(context.Background(), id, "never-seen"); err != nil {
+		h.t.Fatalf("resetting a key with no state: %v", err)
+	}
+	if err := r.Reset(context.Background(), id+1000, "a"); !errors.Is(err, store.ErrUnknownLimit) {
+		h.t.Fatalf("resetting a key of an unknown limit: %v, want ErrUnknownLimit", err)
 	}
 }
