@@ -98,8 +98,13 @@ func TestSlidingWindowWithLimitKeepsCounts(t *testing.T) {
 }
 
 func TestWithLimitBeyondStateFormatIsAnError(t *testing.T) {
-	f, _ := NewFixedWindow(3, 1024) // 2 count bits, no room left beside the index
-	if _, err := f.WithLimit(4); err == nil || !strings.HasPrefix(err.Error(), "concurrency: ") {
+	// 21 count bits beside the 43 of the index of a 2^20 ns window: no room
+	// left for a count of 2^21.
+	f, err := NewFixedWindow(1<<21-1, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WithLimit(1 << 21); err == nil || !strings.HasPrefix(err.Error(), "concurrency: ") {
 		t.Fatalf("fixed: WithLimit past the count field: %v", err)
 	}
 	if g, err := f.WithLimit(2); err != nil || g.Limit() != 2 {
@@ -282,7 +287,7 @@ func checkLogBound(recs []logRecord, window int64) string {
 // window holds more admissions than the limit of the latest of them.
 func TestSlidingLogChangingLimitNeverOverAdmits(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		window := rapid.Int64Range(1, 400).Draw(t, "window")
+		window := int64(MinWindow) + rapid.Int64Range(0, 400).Draw(t, "window")
 		logs := map[int64]*SlidingLog{}
 		logOf := func(limit int64) *SlidingLog {
 			if logs[limit] == nil {
@@ -387,7 +392,7 @@ func TestSlidingLogChangingLimitHammer(t *testing.T) {
 // TestSlidingLogChangingLimitHammerSpread races decisions of two limits at
 // increasing instants spread over several windows and checks every window.
 func TestSlidingLogChangingLimitHammerSpread(t *testing.T) {
-	const window = 50
+	const window = MinWindow
 	small, _ := NewSlidingLog(2, window)
 	large, _ := NewSlidingLog(5, window)
 	for round := range 50 {
@@ -405,7 +410,7 @@ func TestSlidingLogChangingLimitHammerSpread(t *testing.T) {
 					if (g+i/7)%2 == 0 {
 						l = large
 					}
-					now := clock.Add(1)
+					now := clock.Add(int64(window) / 50) // 400 decisions over 8 windows
 					if l.AllowN(&s, now, 1).Allowed() {
 						mu.Lock()
 						recs = append(recs, logRecord{at: now, limit: 5})
@@ -415,7 +420,7 @@ func TestSlidingLogChangingLimitHammerSpread(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if err := checkLogBound(recs, window); err != "" {
+		if err := checkLogBound(recs, int64(window)); err != "" {
 			t.Fatalf("round %d: %s", round, err)
 		}
 	}
