@@ -757,3 +757,29 @@ func TestPardonEndsAPenalty(t *testing.T) {
 		t.Fatal("Pardon without penalties: no error")
 	}
 }
+
+// TestResetKeyGivesOneClientItsQuotaBack: an operator resets one tenant of
+// one rule; the others keep their usage.
+func TestResetKeyGivesOneClientItsQuotaBack(t *testing.T) {
+	c, _, _ := newTest(t, []Rule{
+		{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 1, Window: 24 * time.Hour},
+		{Name: "inflight", Algorithm: Concurrency, Limit: 10},
+	})
+	for _, tenant := range []string{"acme", "globex"} {
+		decide(t, c, Attempt{Tenant: tenant})
+	}
+	if err := c.ResetKey(context.Background(), "daily", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(t, c, Attempt{Tenant: "acme"}); !d.Allowed {
+		t.Fatalf("acme after its reset: %+v", d)
+	}
+	if d := decide(t, c, Attempt{Tenant: "globex"}); d.Allowed {
+		t.Fatal("globex got its quota back by acme's reset")
+	}
+	for _, tc := range []struct{ rule, v string }{{"nope", "acme"}, {"inflight", "acme"}} {
+		if err := c.ResetKey(context.Background(), tc.rule, tc.v); err == nil || strings.Contains(err.Error(), tc.v) {
+			t.Errorf("ResetKey(%q, %q): %v, want an error that does not name the key", tc.rule, tc.v, err)
+		}
+	}
+}
