@@ -2,7 +2,9 @@ package grpcshed
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/netip"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -60,6 +62,9 @@ func (cfg *config) attempt(ctx context.Context, fullMethod string, src mdSource)
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		var h http.Header // only when a proxy forwarded something: the Resolver reads it only from a trusted peer
 		for _, f := range forwarding {
+			if !cfg.proxied {
+				break
+			}
 			if v := src.get(f.key); len(v) > 0 {
 				if h == nil {
 					h = make(http.Header, 1)
@@ -67,7 +72,7 @@ func (cfg *config) attempt(ctx context.Context, fullMethod string, src mdSource)
 				h[f.header] = v
 			}
 		}
-		if ip := cfg.res.Resolve(p.Addr.String(), h); ip.Group.IsValid() {
+		if ip := cfg.res.Resolve(addrString(p.Addr), h); ip.Group.IsValid() {
 			at.IP, known = ip.Group.Addr(), true
 		}
 	}
@@ -90,6 +95,17 @@ func (cfg *config) attempt(ctx context.Context, fullMethod string, src mdSource)
 		at.Cost = cfg.cost(fullMethod)
 	}
 	return at, known
+}
+
+// addrString returns a as host:port: for a TCP address through netip, an
+// IPv4 one unmapped (one allocation, and the short form to parse again;
+// net.TCPAddr.String makes two).
+func addrString(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+	}
+	return a.String()
 }
 
 func or(a, b string) string {

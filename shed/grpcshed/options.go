@@ -21,11 +21,14 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	res    *fingerprint.Resolver
-	keys   MetadataKeys
-	client func(ctx context.Context, fullMethod string, md metadata.MD) shed.Client
-	cat    func(fullMethod string) string
-	cost   func(fullMethod string) int64
+	res *fingerprint.Resolver
+	// proxied: the Resolver is the caller's, which may trust proxies, so
+	// the forwarding metadata is worth reading (the default trusts none).
+	proxied bool
+	keys    MetadataKeys
+	client  func(ctx context.Context, fullMethod string, md metadata.MD) shed.Client
+	cat     func(fullMethod string) string
+	cost    func(fullMethod string) int64
 }
 
 // MetadataKeys names the request metadata that carries a client's
@@ -47,7 +50,7 @@ func WithResolver(r *fingerprint.Resolver) Option {
 		if r == nil {
 			return errors.New("grpcshed: WithResolver(nil)")
 		}
-		c.res = r
+		c.res, c.proxied = r, true
 		return nil
 	})
 }

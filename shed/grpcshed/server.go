@@ -61,8 +61,11 @@ func (s *Server) Stats() ServerStats {
 // and reporting Outcome of what it returned. It blocks as long as a rule's
 // queue keeps the call waiting (MaxWait, and the call's deadline).
 func (s *Server) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	tok, err := s.admit(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
+	tok, trailer, err := s.admit(ctx, info.FullMethod)
 	if err != nil {
+		if trailer != nil {
+			_ = grpc.SetTrailer(ctx, trailer)
+		}
 		return nil, err
 	}
 	var (
@@ -82,8 +85,11 @@ func (s *Server) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 // away), and reporting Outcome of what it returned.
 func (s *Server) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	tok, err := s.admit(ctx, info.FullMethod, ss.SetTrailer)
+	tok, trailer, err := s.admit(ctx, info.FullMethod)
 	if err != nil {
+		if trailer != nil {
+			ss.SetTrailer(trailer)
+		}
 		return err
 	}
 	returned := false
@@ -93,9 +99,9 @@ func (s *Server) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	return err
 }
 
-// admit decides the call of fullMethod; on a rejection it sets the
-// trailer with setTrailer and returns the rejection's error.
-func (s *Server) admit(ctx context.Context, fullMethod string, setTrailer func(metadata.MD)) (shed.Token, error) {
+// admit decides the call of fullMethod; on a rejection it returns the
+// rejection's error and trailer.
+func (s *Server) admit(ctx context.Context, fullMethod string) (shed.Token, metadata.MD, error) {
 	at, known := s.cfg.attempt(ctx, fullMethod, mdSource{ctx: ctx})
 	if !known {
 		s.unknown.Add(1)
@@ -103,17 +109,16 @@ func (s *Server) admit(ctx context.Context, fullMethod string, setTrailer func(m
 	d, tok, err := s.c.Decide(ctx, at)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return shed.Token{}, status.FromContextError(cerr).Err() // nobody reads it
+			return shed.Token{}, nil, status.FromContextError(cerr).Err() // nobody reads it
 		}
 		// A broken decision (a negative cost, a bad clock): no admission.
 		d = shed.Decision{Kind: shed.Shedding, RetryAfter: shedHint}
 	}
 	if d.Allowed {
-		return tok, nil
+		return tok, nil, nil
 	}
 	st, trailer := Rejection(d)
-	setTrailer(trailer)
-	return shed.Token{}, st.Err()
+	return shed.Token{}, trailer, st.Err()
 }
 
 // finish ends an admitted call: with Outcome of *err when the handler
