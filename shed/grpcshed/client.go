@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/queueing"
 )
 
 // Defaults of a Client.
@@ -57,24 +58,36 @@ const (
 // policy for ResourceExhausted or Unavailable beside a Client, or a call
 // is retried by both.
 //
+// With WithPace, the calls to each target, retries included, are also
+// spaced evenly at a rate of the caller's choosing (a queueing.Pacer per
+// target), after the pause: the rate an upstream publishes, less a margin.
+// A call whose deadline falls before its turn fails at once with
+// codes.DeadlineExceeded.
+//
 // A stream is never retried (its messages may have been read): its pause
-// is waited for before it opens, and the rejection that ends it, seen by
-// RecvMsg, pauses its target.
+// (and its turn) is waited for before it opens, and the rejection that
+// ends it, seen by RecvMsg, pauses its target.
 //
 // A Client is safe for concurrent use, by any number of ClientConns, and
-// starts no goroutine. It keeps a pause for at most DefaultMaxTargets
-// targets at once; past that, calls to a new target are not paused (and
-// counted in ClientStats.Untracked) until a pause has passed. The zero
-// value is not usable; call NewClient.
+// starts no goroutine. It keeps the state of at most DefaultMaxTargets
+// targets at once, dropping only state that is as good as none (a pause
+// that has passed, a pacer idle for a period); past that, calls to a new
+// target are neither paused nor paced (and counted in
+// ClientStats.Untracked). The zero value is not usable; call NewClient.
 type Client struct {
 	maxRetries int
 	maxWait    time.Duration
 	budget     retryBudget
 
-	mu      sync.Mutex
-	targets map[string]*pause
+	// pace is the rate of WithPace: n calls per period, per target; n == 0
+	// without it.
+	paceN      int64
+	pacePeriod time.Duration
 
-	retries, noBudget, waits, failedFast, untracked atomic.Uint64
+	mu      sync.Mutex
+	targets map[string]*target
+
+	retries, noBudget, waits, failedFast, paced, paceMissed, untracked atomic.Uint64
 }
 
 // ClientOption configures NewClient.
@@ -127,10 +140,23 @@ func WithRetryBudget(ratio float64, burst int) ClientOption {
 	})
 }
 
+// WithPace spaces the calls to each target evenly, n per period, with no
+// bursts (queueing.NewPacer's rules for n and period apply: NewClient
+// returns its error).
+func WithPace(n int64, period time.Duration) ClientOption {
+	return clientOptionFunc(func(c *Client) error {
+		if _, err := queueing.NewPacer(n, period); err != nil {
+			return fmt.Errorf("grpcshed: WithPace: %w", err)
+		}
+		c.paceN, c.pacePeriod = n, period
+		return nil
+	})
+}
+
 // NewClient returns a Client. It returns an error starting with
 // "grpcshed: " for an invalid option.
 func NewClient(opts ...ClientOption) (*Client, error) {
-	c := &Client{maxRetries: DefaultMaxRetries, maxWait: DefaultMaxWait, targets: make(map[string]*pause)}
+	c := &Client{maxRetries: DefaultMaxRetries, maxWait: DefaultMaxWait, targets: make(map[string]*target)}
 	c.budget.init(DefaultRetryRatio, DefaultRetryBurst)
 	for _, o := range opts {
 		if o == nil {
@@ -151,26 +177,30 @@ type ClientStats struct {
 	// Waits counts calls that waited for their target's pause, and
 	// FailedFast those failed at once because it outlasted their wait.
 	Waits, FailedFast uint64
-	// Untracked counts rejections whose target found no room among
-	// DefaultMaxTargets targets, so that no pause was kept.
+	// Paced counts calls that waited for their turn (WithPace), and
+	// PaceMissed those whose deadline or max wait fell before it.
+	Paced, PaceMissed uint64
+	// Untracked counts calls or rejections whose target found no room
+	// among DefaultMaxTargets targets, so that it was not paced or paused.
 	Untracked uint64
 }
 
 // Stats returns the Client's counters. Safe for concurrent use.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{Retries: c.retries.Load(), NoBudget: c.noBudget.Load(), Waits: c.waits.Load(),
-		FailedFast: c.failedFast.Load(), Untracked: c.untracked.Load()}
+		FailedFast: c.failedFast.Load(), Paced: c.paced.Load(), PaceMissed: c.paceMissed.Load(),
+		Untracked: c.untracked.Load()}
 }
 
 // Unary is a grpc.UnaryClientInterceptor: it waits for the target's pause,
 // sends the call, and retries a rejection that says when (see Client).
 func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	target := cc.Target()
+	name := cc.Target()
 	var trailer metadata.MD
 	opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer)) // beside the caller's own
 	var last error
 	for attempt := 0; ; attempt++ {
-		if err := c.await(ctx, target, last); err != nil {
+		if err := c.await(ctx, name, last); err != nil {
 			return err
 		}
 		trailer = nil
@@ -178,7 +208,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 		if attempt == 0 {
 			c.budget.deposit()
 		}
-		if !c.learn(target, err, trailer) || attempt >= c.maxRetries {
+		if !c.learn(name, err, trailer) || attempt >= c.maxRetries {
 			return err
 		}
 		if !c.budget.withdraw() {
@@ -194,47 +224,62 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 // pause before the stream opens, and learns a pause from the rejection
 // that ends the stream (see Client).
 func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	target := cc.Target()
-	if err := c.await(ctx, target, nil); err != nil {
+	name := cc.Target()
+	if err := c.await(ctx, name, nil); err != nil {
 		return nil, err
 	}
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
-		c.learn(target, err, nil)
+		c.learn(name, err, nil)
 		return nil, err
 	}
 	c.budget.deposit()
-	return &learningStream{ClientStream: cs, c: c, target: target}, nil
+	return &learningStream{ClientStream: cs, c: c, name: name}, nil
 }
 
 // learningStream learns a pause from the error that ends its stream.
 type learningStream struct {
 	grpc.ClientStream
-	c      *Client
-	target string
-	once   sync.Once
+	c    *Client
+	name string // the target's
+	once sync.Once
 }
 
 func (s *learningStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if err != nil {
-		s.once.Do(func() { s.c.learn(s.target, err, s.ClientStream.Trailer()) })
+		s.once.Do(func() { s.c.learn(s.name, err, s.ClientStream.Trailer()) })
 	}
 	return err
 }
 
-// pause is a target's: no call is sent before until (clock.Now), and one
-// that cannot wait is failed with code.
-type pause struct {
+// target is what a Client keeps of one: its pause (no call is sent before
+// until, on clock.Now; one that cannot wait is failed with code) and its
+// pacer (WithPace only).
+type target struct {
 	mu    sync.Mutex
 	until int64
 	code  codes.Code
+
+	pacer *queueing.Pacer
+	// waiters are the calls waiting for a turn, and lastTurn the latest
+	// turn that started: a pacer without waiters whose last turn is a
+	// period old has nothing reserved that the next call could not take.
+	waiters  int
+	lastTurn int64
+}
+
+// idle reports whether t is as good as a fresh target at now.
+func (t *target) idle(now int64, period time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.until <= now && (t.pacer == nil || t.waiters == 0 && now-t.lastTurn >= int64(period))
 }
 
 // learn reads when the rejection err (with trailer) says to come back, and
 // pauses target until then. It reports whether err is such a rejection (a
 // retry may follow).
-func (c *Client) learn(target string, err error, trailer metadata.MD) bool {
+func (c *Client) learn(name string, err error, trailer metadata.MD) bool {
 	code := status.Code(err)
 	if code != codes.ResourceExhausted && code != codes.Unavailable {
 		return false
@@ -245,7 +290,7 @@ func (c *Client) learn(target string, err error, trailer metadata.MD) bool {
 	}
 	now := clock.Now()
 	until := now + int64(min(delay, time.Duration(math.MaxInt64-now))) // no wrap
-	p := c.pauseOf(target, now, true)
+	p := c.targetOf(name, now, true)
 	if p == nil {
 		c.untracked.Add(1)
 		return true
@@ -281,21 +326,18 @@ func retryDelay(st *status.Status, trailer metadata.MD) (time.Duration, bool) {
 	return delay, found
 }
 
-// pauseOf returns target's pause, making one when make is set and there
-// is room (after dropping those that have passed, which are as a fresh
-// one); nil when there is none.
-func (c *Client) pauseOf(target string, now int64, create bool) *pause {
+// targetOf returns the target named name, making one when create is set
+// and there is room (after dropping those as good as fresh); nil when
+// there is none.
+func (c *Client) targetOf(name string, now int64, create bool) *target {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p, ok := c.targets[target]; ok || !create {
-		return p
+	if t, ok := c.targets[name]; ok || !create {
+		return t
 	}
 	if len(c.targets) >= DefaultMaxTargets {
-		for k, p := range c.targets {
-			p.mu.Lock()
-			passed := p.until <= now
-			p.mu.Unlock()
-			if passed {
+		for k, t := range c.targets {
+			if t.idle(now, c.pacePeriod) {
 				delete(c.targets, k)
 			}
 		}
@@ -303,24 +345,42 @@ func (c *Client) pauseOf(target string, now int64, create bool) *pause {
 			return nil
 		}
 	}
-	p := &pause{}
-	c.targets[target] = p
-	return p
+	t := &target{}
+	if c.paceN > 0 {
+		t.pacer, _ = queueing.NewPacer(c.paceN, c.pacePeriod) // validated by WithPace
+	}
+	c.targets[name] = t
+	return t
 }
 
-// await waits until target's pause has passed. When it would outlast
-// ctx's deadline or the max wait it returns at once: last (the rejection
-// being retried) when there is one, else the pause's code with the time
-// left as RetryInfo. It returns ctx's status when ctx ends while waiting.
-func (c *Client) await(ctx context.Context, target string, last error) error {
-	p := c.pauseOf(target, 0, false)
-	if p == nil {
+// await waits until the pause of the target named name has passed, then
+// (WithPace) for the call's turn. When the pause would outlast ctx's
+// deadline or the max wait it returns at once: last (the rejection being
+// retried) when there is one, else the pause's code with the time left as
+// RetryInfo; when the turn would, DeadlineExceeded. It returns ctx's
+// status when ctx ends while waiting.
+func (c *Client) await(ctx context.Context, name string, last error) error {
+	now := clock.Now()
+	t := c.targetOf(name, now, c.paceN > 0)
+	if t == nil {
+		if c.paceN > 0 {
+			c.untracked.Add(1)
+		}
 		return nil
 	}
-	p.mu.Lock()
-	until, code := p.until, p.code
-	p.mu.Unlock()
-	now := clock.Now()
+	if err := c.awaitPause(ctx, t, now, last); err != nil {
+		return err
+	}
+	if t.pacer == nil {
+		return nil
+	}
+	return c.awaitTurn(ctx, t)
+}
+
+func (c *Client) awaitPause(ctx context.Context, t *target, now int64, last error) error {
+	t.mu.Lock()
+	until, code := t.until, t.code
+	t.mu.Unlock()
 	if until <= now {
 		return nil
 	}
@@ -338,14 +398,48 @@ func (c *Client) await(ctx context.Context, target string, last error) error {
 		return st.Err()
 	}
 	c.waits.Add(1)
-	t := time.NewTimer(left)
-	defer t.Stop()
+	timer := time.NewTimer(left)
+	defer timer.Stop()
 	select {
-	case <-t.C:
+	case <-timer.C:
 		return nil
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// awaitTurn waits for the call's turn on t's pacer, at most the max wait.
+func (c *Client) awaitTurn(ctx context.Context, t *target) error {
+	t.mu.Lock()
+	t.waiters++
+	t.mu.Unlock()
+	if t.pacer.Allow() { // the common case: no wait, no timer
+		c.turnTaken(t)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.maxWait)
+	defer cancel()
+	err := t.pacer.Wait(wctx)
+	c.turnTaken(t)
+	switch {
+	case err == nil:
+		c.paced.Add(1)
+		return nil
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	c.paceMissed.Add(1)
+	return status.Error(codes.DeadlineExceeded, "grpcshed: the call's turn at its target's pace falls past its deadline")
+}
+
+// turnTaken records that a waiter of t left, at its turn or not (then
+// lastTurn is later than it need be, which only keeps t longer).
+func (c *Client) turnTaken(t *target) {
+	now := clock.Now()
+	t.mu.Lock()
+	t.waiters--
+	t.lastTurn = max(t.lastTurn, now)
+	t.mu.Unlock()
 }
 
 // retryBudget allows retries in proportion to calls: a call deposits ratio

@@ -302,12 +302,12 @@ func TestClientTargetTableIsBoundedAndDropsOnlyPassedPauses(t *testing.T) {
 		if n := cl.Stats().Untracked; n != 1 {
 			t.Fatalf("untracked %d with the table full of live pauses, want 1", n)
 		}
-		if p := cl.pauseOf("target-0", 0, false); p == nil {
+		if p := cl.targetOf("target-0", 0, false); p == nil {
 			t.Fatal("a live pause was dropped for a new target")
 		}
 		time.Sleep(time.Second) // every pause has passed: as good as none
 		cl.learn("newcomer", st.Err(), trailer)
-		if n := cl.Stats().Untracked; n != 1 || cl.pauseOf("newcomer", 0, false) == nil {
+		if n := cl.Stats().Untracked; n != 1 || cl.targetOf("newcomer", 0, false) == nil {
 			t.Fatalf("untracked %d: a new target found no room among passed pauses", n)
 		}
 	})

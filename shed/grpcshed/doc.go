@@ -40,5 +40,6 @@
 // interceptors: after a rejection that says when to come back (RetryInfo,
 // or grpc-retry-pushback-ms), every call to that target waits until then,
 // never less; a rejected unary call is retried once the server allows it,
-// within a retry budget (see Client).
+// within a retry budget; with WithPace the calls to each target are spaced
+// at a rate of the caller's choosing (see Client).
 package grpcshed

@@ -99,11 +99,17 @@ func newRig(t *testing.T, h *health, opts ...grpc.ServerOption) *rig {
 // address), closed when the test ends.
 func (r *rig) dial(t *testing.T, opts ...grpc.DialOption) healthpb.HealthClient {
 	t.Helper()
+	return r.dialAs(t, "passthrough:///bufconn", opts...)
+}
+
+// dialAs is dial with the ClientConn's target named target.
+func (r *rig) dialAs(t *testing.T, target string, opts ...grpc.DialOption) healthpb.HealthClient {
+	t.Helper()
 	opts = append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return r.lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 	}, opts...)
-	cc, err := grpc.NewClient("passthrough:///bufconn", opts...)
+	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
