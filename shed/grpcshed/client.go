@@ -198,9 +198,12 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	name := cc.Target()
 	var trailer metadata.MD
 	opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer)) // beside the caller's own
-	var last error
+	var (
+		last    error
+		retryAt int64 // when the server said the retry may go
+	)
 	for attempt := 0; ; attempt++ {
-		if err := c.await(ctx, name, last); err != nil {
+		if err := c.await(ctx, name, retryAt, last); err != nil {
 			return err
 		}
 		trailer = nil
@@ -208,7 +211,8 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 		if attempt == 0 {
 			c.budget.deposit()
 		}
-		if !c.learn(name, err, trailer) || attempt >= c.maxRetries {
+		at, ok := c.learn(name, err, trailer)
+		if !ok || attempt >= c.maxRetries {
 			return err
 		}
 		if !c.budget.withdraw() {
@@ -216,7 +220,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 			return err
 		}
 		c.retries.Add(1)
-		last = err
+		last, retryAt = err, at
 	}
 }
 
@@ -225,12 +229,12 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 // that ends the stream (see Client).
 func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	name := cc.Target()
-	if err := c.await(ctx, name, nil); err != nil {
+	if err := c.await(ctx, name, 0, nil); err != nil {
 		return nil, err
 	}
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
-		c.learn(name, err, nil)
+		_, _ = c.learn(name, err, nil)
 		return nil, err
 	}
 	c.budget.deposit()
@@ -248,7 +252,7 @@ type learningStream struct {
 func (s *learningStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if err != nil {
-		s.once.Do(func() { s.c.learn(s.name, err, s.ClientStream.Trailer()) })
+		s.once.Do(func() { _, _ = s.c.learn(s.name, err, s.ClientStream.Trailer()) })
 	}
 	return err
 }
@@ -277,30 +281,30 @@ func (t *target) idle(now int64, period time.Duration) bool {
 }
 
 // learn reads when the rejection err (with trailer) says to come back, and
-// pauses target until then. It reports whether err is such a rejection (a
-// retry may follow).
-func (c *Client) learn(name string, err error, trailer metadata.MD) bool {
+// pauses the target named name until then. It returns that instant, and
+// false when err is no such rejection (no retry may follow).
+func (c *Client) learn(name string, err error, trailer metadata.MD) (int64, bool) {
 	code := status.Code(err)
 	if code != codes.ResourceExhausted && code != codes.Unavailable {
-		return false
+		return 0, false
 	}
 	delay, ok := retryDelay(status.Convert(err), trailer)
 	if !ok {
-		return false
+		return 0, false
 	}
 	now := clock.Now()
 	until := now + int64(min(delay, time.Duration(math.MaxInt64-now))) // no wrap
 	p := c.targetOf(name, now, true)
 	if p == nil {
 		c.untracked.Add(1)
-		return true
+		return until, true
 	}
 	p.mu.Lock()
 	if until > p.until {
 		p.until, p.code = until, code
 	}
 	p.mu.Unlock()
-	return true
+	return until, true
 }
 
 // retryDelay returns the later of st's RetryInfo and trailer's pushback,
@@ -353,34 +357,37 @@ func (c *Client) targetOf(name string, now int64, create bool) *target {
 	return t
 }
 
-// await waits until the pause of the target named name has passed, then
-// (WithPace) for the call's turn. When the pause would outlast ctx's
-// deadline or the max wait it returns at once: last (the rejection being
-// retried) when there is one, else the pause's code with the time left as
-// RetryInfo; when the turn would, DeadlineExceeded. It returns ctx's
-// status when ctx ends while waiting.
-func (c *Client) await(ctx context.Context, name string, last error) error {
+// await waits until the pause of the target named name has passed, and
+// notBefore (a retry's own instant, kept even when the target is not
+// tracked), then (WithPace) for the call's turn. When the pause would
+// outlast ctx's deadline or the max wait it returns at once: last (the
+// rejection being retried) when there is one, else the pause's code with
+// the time left as RetryInfo; when the turn would, DeadlineExceeded. It
+// returns ctx's status when ctx ends while waiting.
+func (c *Client) await(ctx context.Context, name string, notBefore int64, last error) error {
 	now := clock.Now()
 	t := c.targetOf(name, now, c.paceN > 0)
-	if t == nil {
-		if c.paceN > 0 {
-			c.untracked.Add(1)
+	until, code := notBefore, status.Code(last)
+	if t != nil {
+		t.mu.Lock()
+		if t.until > until {
+			until, code = t.until, t.code
 		}
-		return nil
+		t.mu.Unlock()
+	} else if c.paceN > 0 {
+		c.untracked.Add(1)
 	}
-	if err := c.awaitPause(ctx, t, now, last); err != nil {
+	if err := c.awaitPause(ctx, now, until, code, last); err != nil {
 		return err
 	}
-	if t.pacer == nil {
+	if t == nil || t.pacer == nil {
 		return nil
 	}
 	return c.awaitTurn(ctx, t)
 }
 
-func (c *Client) awaitPause(ctx context.Context, t *target, now int64, last error) error {
-	t.mu.Lock()
-	until, code := t.until, t.code
-	t.mu.Unlock()
+// awaitPause waits until until (see await).
+func (c *Client) awaitPause(ctx context.Context, now, until int64, code codes.Code, last error) error {
 	if until <= now {
 		return nil
 	}

@@ -312,3 +312,25 @@ func TestClientTargetTableIsBoundedAndDropsOnlyPassedPauses(t *testing.T) {
 		}
 	})
 }
+
+func TestClientRetryNeverEarlyWhenItsTargetIsUntracked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := mustClient(t)
+		st, trailer := Rejection(shed.Decision{Kind: shed.OverLimit, RetryAfter: time.Hour})
+		for i := range DefaultMaxTargets { // a table full of live pauses
+			cl.learn("target-"+strconv.Itoa(i), st.Err(), trailer)
+		}
+		stp := &stamps{}
+		srv := mustServer(t, mustController(t, oneEvery(3*time.Second)))
+		conn := newRig(t, &health{check: stp.check}, servedBy(srv)...).dial(t, through(cl)...)
+		start := time.Now()
+		for i := range 2 {
+			if err := check(context.Background(), conn); err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		if at := stp.times(); len(at) != 2 || at[1].Sub(start) < 3*time.Second {
+			t.Fatalf("served at %v: the retry of an untracked target went before the 3s it was told", offsets(start, at))
+		}
+	})
+}

@@ -84,16 +84,16 @@ func TestClientPacedTargetsAreDroppedOnlyWhenIdle(t *testing.T) {
 		cl := mustClient(t, WithPace(1, time.Second))
 		ctx := context.Background()
 		for i := range DefaultMaxTargets {
-			if err := cl.await(ctx, "target-"+strconv.Itoa(i), nil); err != nil {
+			if err := cl.await(ctx, "target-"+strconv.Itoa(i), 0, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_ = cl.await(ctx, "one-too-many", nil)
+		_ = cl.await(ctx, "one-too-many", 0, nil)
 		if n := cl.Stats().Untracked; n != 1 {
 			t.Fatalf("untracked %d with every pacer a turn in, want 1", n)
 		}
 		time.Sleep(time.Second) // a period later every pacer is idle
-		_ = cl.await(ctx, "newcomer", nil)
+		_ = cl.await(ctx, "newcomer", 0, nil)
 		if n := cl.Stats().Untracked; n != 1 || cl.targetOf("newcomer", 0, false) == nil {
 			t.Fatalf("untracked %d: the newcomer found no room among idle pacers", n)
 		}
