@@ -60,16 +60,15 @@ func (cfg *config) attempt(ctx context.Context, fullMethod string, src mdSource)
 	var at shed.Attempt
 	known := false
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		var h http.Header // only when a proxy forwarded something: the Resolver reads it only from a trusted peer
-		for _, f := range forwarding {
-			if !cfg.proxied {
-				break
-			}
-			if v := src.get(f.key); len(v) > 0 {
+		// Forwarding metadata only when a proxy sent some and the Resolver
+		// may trust one (it reads it only from a trusted peer).
+		var h http.Header
+		for i := 0; cfg.proxied && i < len(forwarding); i++ {
+			if v := src.get(forwarding[i].key); len(v) > 0 {
 				if h == nil {
 					h = make(http.Header, 1)
 				}
-				h[f.header] = v
+				h[forwarding[i].header] = v
 			}
 		}
 		if ip := cfg.res.Resolve(addrString(p.Addr), h); ip.Group.IsValid() {

@@ -99,3 +99,29 @@ func TestTapBeforeServerDecidesEach(t *testing.T) {
 		}
 	})
 }
+
+// TestClientHonoursATapRejection: an early rejection carries no trailer,
+// only the status; its RetryInfo is enough for a Client.
+func TestClientHonoursATapRejection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tp, err := NewTap(mustController(t, oneEvery(3*time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &stamps{}
+		cl := mustClient(t)
+		conn := newRig(t, &health{check: st.check}, grpc.InTapHandle(tp.Handle)).dial(t, through(cl)...)
+		start := time.Now()
+		for i := range 2 {
+			if err := check(context.Background(), conn); err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		if at := st.times(); len(at) != 2 || at[1].Sub(start) < 3*time.Second {
+			t.Fatalf("served at %v, want the retry no earlier than 3s", offsets(start, at))
+		}
+		if s := cl.Stats(); s.Retries != 1 {
+			t.Fatalf("stats %+v, want one retry", s)
+		}
+	})
+}
