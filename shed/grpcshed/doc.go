@@ -9,8 +9,9 @@
 // interceptors (grpc.ChainUnaryInterceptor(s.Unary),
 // grpc.ChainStreamInterceptor(s.Stream)). For every call they build a
 // shed.Attempt: the client address from the peer (peer.FromContext, through
-// a fingerprint.Resolver: WithResolver), the user, API key and tenant from
-// request metadata (WithMetadataKeys) or from the caller (WithClient), the
+// a fingerprint.Resolver, which with WithResolver may trust the forwarding
+// metadata of proxies), the user, API key, tenant and tier from request
+// metadata (WithMetadataKeys) or from the caller (WithClient), the
 // category from the full method name (WithCategory; by default the full
 // method, "/package.Service/Method", so a rule names one method) and the
 // cost (WithCost). The request's deadline (grpc-timeout) is the context's,
