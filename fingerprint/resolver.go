@@ -37,8 +37,9 @@ type ClientIP struct {
 // that peer is a configured trusted proxy, from the forwarding headers the
 // proxies write. It never trusts the left-most entry of a list: it walks from
 // the right (the entry the nearest proxy appended) over trusted proxies to
-// the first untrusted address. Invalid entries are skipped and at most
-// MaxHeaderBytes of each header, counted from the right, are read.
+// the first untrusted address. An X-Forwarded-For entry that is no address
+// stops the walk at the last trusted proxy, and at most MaxHeaderBytes of
+// each header, counted from the right, are read.
 //
 // A Resolver is immutable after NewResolver and safe for concurrent use. The
 // zero value is not usable.
@@ -189,11 +190,13 @@ func (r *Resolver) Resolve(remoteAddr string, h http.Header) ClientIP {
 	if len(r.trusted) == 0 || !containsAny(r.trusted, peer) {
 		return r.result(peer, SourcePeer)
 	}
+	named := false // some configured header was sent
 	for _, hd := range r.headers {
 		values := h[hd.canonical()]
 		if len(values) == 0 {
 			continue
 		}
+		named = true
 		var (
 			a   netip.Addr
 			src Source
@@ -201,21 +204,30 @@ func (r *Resolver) Resolve(remoteAddr string, h http.Header) ClientIP {
 		)
 		switch hd {
 		case HeaderXForwardedFor:
-			a, src, ok = r.walkXFF(values)
+			a, src, ok = r.walkXFF(values, peer)
 		case HeaderForwarded:
 			a, src, ok = r.walkForwarded(values, peer)
-		case HeaderXRealIP, HeaderTrueClientIP:
+		default: // the one-address headers
 			a, ok = r.single(values)
-			src = SourceXRealIP
-			if hd == HeaderTrueClientIP {
-				src = SourceTrueClientIP
-			}
+			src = singleSources[hd]
 		}
 		if ok {
 			return r.result(a, src)
 		}
 	}
+	if !named {
+		return r.result(peer, SourceProxyPeer)
+	}
 	return r.result(peer, SourcePeer)
+}
+
+// singleSources is the Source of each one-address header.
+var singleSources = [...]Source{
+	HeaderXRealIP:        SourceXRealIP,
+	HeaderTrueClientIP:   SourceTrueClientIP,
+	HeaderCFConnectingIP: SourceCFConnectingIP,
+	HeaderFastlyClientIP: SourceFastlyClientIP,
+	HeaderXClientIP:      SourceXClientIP,
 }
 
 // result fills in the grouping and CGNAT detection for a.
@@ -242,8 +254,13 @@ func (r *Resolver) single(values []string) (netip.Addr, bool) {
 // walkXFF walks the merged X-Forwarded-For instances from the right: the
 // last instance's last entry was appended by the nearest proxy. Trusted
 // proxies are passed over; the first valid untrusted address is the client.
-func (r *Resolver) walkXFF(values []string) (netip.Addr, Source, bool) {
+// An entry that is no address ("unknown", "unix:", garbage) stops the walk:
+// the trusted proxy that appended it (peer, or the last trusted entry) is
+// the client's stand-in (SourceHidden), since everything to its left may
+// have been written by the client.
+func (r *Resolver) walkXFF(values []string, peer netip.Addr) (netip.Addr, Source, bool) {
 	budget := r.maxBytes
+	hop := peer
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]
 		for end := len(v); end >= 0; {
@@ -255,9 +272,10 @@ func (r *Resolver) walkXFF(values []string) (netip.Addr, Source, bool) {
 			end = start - 1
 			a, ok := parseNode(entry)
 			if !ok {
-				continue // invalid entries are skipped
+				return hop, SourceHidden, true
 			}
 			if containsAny(r.trusted, a) {
+				hop = a
 				continue
 			}
 			return a, SourceXForwardedFor, true

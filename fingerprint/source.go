@@ -22,18 +22,33 @@ const (
 	// proxy.
 	SourceTrueClientIP
 	// SourceHidden: a trusted proxy reported the client as "unknown" or by
-	// an obfuscated identifier (RFC 7239); Addr is that proxy.
+	// an obfuscated identifier (RFC 7239), or the X-Forwarded-For walk met
+	// an entry it cannot parse ("unknown", "unix:"); Addr is the last
+	// trusted proxy, never an entry to the left, which the client wrote.
 	SourceHidden
+	// SourceCFConnectingIP, SourceFastlyClientIP and SourceXClientIP: the
+	// one-address header of that name, written by a trusted proxy.
+	SourceCFConnectingIP
+	SourceFastlyClientIP
+	SourceXClientIP
+	// SourceProxyPeer: the TCP peer, a trusted proxy that sent none of the
+	// configured headers (a misconfigured proxy, or a request it made
+	// itself): the request is keyed on the proxy.
+	SourceProxyPeer
 )
 
 var sourceNames = [...]string{
-	SourceUnknown:       "unknown",
-	SourcePeer:          "peer",
-	SourceXForwardedFor: "x-forwarded-for",
-	SourceForwarded:     "forwarded",
-	SourceXRealIP:       "x-real-ip",
-	SourceTrueClientIP:  "true-client-ip",
-	SourceHidden:        "hidden",
+	SourceUnknown:        "unknown",
+	SourcePeer:           "peer",
+	SourceXForwardedFor:  "x-forwarded-for",
+	SourceForwarded:      "forwarded",
+	SourceXRealIP:        "x-real-ip",
+	SourceTrueClientIP:   "true-client-ip",
+	SourceHidden:         "hidden",
+	SourceCFConnectingIP: "cf-connecting-ip",
+	SourceFastlyClientIP: "fastly-client-ip",
+	SourceXClientIP:      "x-client-ip",
+	SourceProxyPeer:      "proxy-peer",
 }
 
 // String returns the lower-case name of s ("peer", "x-forwarded-for", ...).
@@ -61,6 +76,15 @@ const (
 	// HeaderTrueClientIP is True-Client-IP: one address set by the proxy
 	// (Akamai, Cloudflare Enterprise).
 	HeaderTrueClientIP
+	// HeaderCFConnectingIP is CF-Connecting-IP: one address set by
+	// Cloudflare.
+	HeaderCFConnectingIP
+	// HeaderFastlyClientIP is Fastly-Client-IP: one address set by Fastly
+	// (when the service configures it to overwrite it).
+	HeaderFastlyClientIP
+	// HeaderXClientIP is X-Client-IP: one address set by some load
+	// balancers.
+	HeaderXClientIP
 )
 
 // canonical returns the canonical MIME key of h, so that lookups index the
@@ -75,6 +99,12 @@ func (h Header) canonical() string {
 		return "X-Real-Ip"
 	case HeaderTrueClientIP:
 		return "True-Client-Ip"
+	case HeaderCFConnectingIP:
+		return "Cf-Connecting-Ip"
+	case HeaderFastlyClientIP:
+		return "Fastly-Client-Ip"
+	case HeaderXClientIP:
+		return "X-Client-Ip"
 	}
 	return ""
 }

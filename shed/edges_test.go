@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/penalty"
 	"log/slog"
 	"math"
@@ -781,5 +782,27 @@ func TestResetKeyGivesOneClientItsQuotaBack(t *testing.T) {
 		if err := c.ResetKey(context.Background(), tc.rule, tc.v); err == nil || strings.Contains(err.Error(), tc.v) {
 			t.Errorf("ResetKey(%q, %q): %v, want an error that does not name the key", tc.rule, tc.v, err)
 		}
+	}
+}
+
+// TestTrustedProxyWithoutHeaderIsCounted: a request from a trusted proxy
+// that names no client is keyed on the proxy, counted and logged once.
+func TestTrustedProxyWithoutHeaderIsCounted(t *testing.T) {
+	res, err := fingerprint.NewResolver(fingerprint.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &countHandler{}
+	c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 100, Window: time.Hour}},
+		WithResolver(res), WithLogger(slog.New(logs)))
+	for range 3 {
+		send(h, "10.0.0.1")
+	}
+	send(h, "10.0.0.1", func(r *http.Request) { r.Header.Set("X-Forwarded-For", "198.51.100.7") })
+	if s := c.Stats(); s.ProxyWithoutHeader != 3 {
+		t.Fatalf("ProxyWithoutHeader %d, want 3", s.ProxyWithoutHeader)
+	}
+	if logs.n.Load() != 1 {
+		t.Fatalf("%d log lines, want 1", logs.n.Load())
 	}
 }

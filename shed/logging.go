@@ -67,3 +67,14 @@ func (c *Controller) unknownPeer(a *ticket, remoteAddr string) {
 			slog.String("remote_addr", remoteAddr[:min(len(remoteAddr), 64)]), slog.Int64("suppressed", n))
 	}
 }
+
+// proxyPeer counts a request from a trusted proxy that sent none of the
+// resolver's configured headers (keyed on the proxy: every client behind
+// it shares one key), and logs it once per second.
+func (c *Controller) proxyPeer(a *ticket) {
+	c.ctr.add(a.shard, cProxyPeer, 1)
+	if ok, n := c.logs.proxy.allow(a.ask.Now); ok {
+		c.log.Warn("shed: a trusted proxy sent no client address header; the request is keyed on the proxy",
+			slog.String("ip", a.ask.IP.String()), slog.Int64("suppressed", n))
+	}
+}

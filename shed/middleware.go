@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+
+	"github.com/sluicehq/sluice/fingerprint"
 )
 
 // Middleware returns next protected by c: for every request it finds the
@@ -38,6 +40,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.ask.Now = c.now()
 	if ip := c.res.ClientIP(r); ip.Group.IsValid() {
 		a.ask.IP = ip.Group.Addr()
+		if ip.Source == fingerprint.SourceProxyPeer {
+			c.proxyPeer(a)
+		}
 	} else {
 		c.unknownPeer(a, r.RemoteAddr)
 	}

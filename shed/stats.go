@@ -30,6 +30,7 @@ const (
 	cEarly
 	cEarlyHeld
 	cUnknownPeer
+	cProxyPeer
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -146,6 +147,9 @@ type Stats struct {
 	// resolver could not parse, such as a unix socket's: per-IP rules
 	// count them all on the one key "ip:unknown".
 	UnknownPeers uint64
+	// ProxyWithoutHeader counts requests from a trusted proxy that sent
+	// none of the resolver's configured headers: keyed on the proxy.
+	ProxyWithoutHeader uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -203,7 +207,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {
