@@ -31,7 +31,8 @@ func FromRules(rules []shed.Rule) (File, error) {
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
 			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity,
-			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier}
+			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier,
+			CGNATFactor: r.CGNATFactor, CGNATDefer: r.CGNATDefer}
 		if r.Failure != shed.FailOpen {
 			s.Failure = r.Failure.String()
 		}

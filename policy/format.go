@@ -83,6 +83,12 @@ type RuleSpec struct {
 	// is full of live ones: "reject" (the default: 503) or "share" (one
 	// shared bounded state).
 	Overflow string `json:"overflow,omitempty"`
+	// CGNATFactor multiplies an ip rule's limit for addresses in
+	// carrier-grade NAT ranges (absent: shed.DefaultCGNATFactor; 1 turns it
+	// off); CGNATDefer makes an ip rule step aside for such a client that
+	// has a user or an API key.
+	CGNATFactor float64 `json:"cgnat_factor,omitempty"`
+	CGNATDefer  bool    `json:"cgnat_defer,omitempty"`
 	// Calendar places the windows of a fixed or sliding window (absent:
 	// UTC, a day from midnight UTC).
 	Calendar *CalendarSpec `json:"calendar,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"time"
@@ -229,7 +230,7 @@ var (
 
 func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Rule {
 	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, QueueLength: s.QueueLength,
-		SoftLimit: s.SoftLimit, DryRun: s.DryRun}
+		SoftLimit: s.SoftLimit, DryRun: s.DryRun, CGNATFactor: s.CGNATFactor, CGNATDefer: s.CGNATDefer}
 	var ok bool
 	if s.Name == "" {
 		v.failf(path+".name", "is required")
@@ -312,6 +313,12 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		r.Overflow = concurrency.OverflowShare
 	default:
 		v.failf(path+".overflow", "must be reject or share, got %q", s.Overflow)
+	}
+	if (s.CGNATFactor != 0 || s.CGNATDefer) && r.Identity != shed.IP {
+		v.failf(path+".cgnat_factor", "applies only to ip rules")
+	}
+	if s.CGNATFactor != 0 && (math.IsNaN(s.CGNATFactor) || math.IsInf(s.CGNATFactor, 0) || s.CGNATFactor < 1) {
+		v.failf(path+".cgnat_factor", "must be at least 1 (1 turns it off), got %v", s.CGNATFactor)
 	}
 	if s.Overflow != "" && r.Identity == shed.Global {
 		v.failf(path+".overflow", "applies only to per-key rules (a global rule keeps no table of keys)")

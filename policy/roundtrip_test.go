@@ -75,6 +75,10 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		r.Capacity = rapid.IntRange(1, 100).Draw(t, "capacity")
 		r.Failure = shed.FailureMode(rapid.IntRange(0, 1).Draw(t, "failure"))
 		r.Overflow = concurrency.Overflow(rapid.IntRange(0, 1).Draw(t, "overflow"))
+		if r.Identity == shed.IP {
+			r.CGNATFactor = float64(rapid.IntRange(0, 20).Draw(t, "cgnat-factor")) // 0: the default, 1: off
+			r.CGNATDefer = rapid.Bool().Draw(t, "cgnat-defer")
+		}
 	}
 	return r
 }

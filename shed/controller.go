@@ -30,6 +30,9 @@ type rule struct {
 	lanes  [nPriorities]queueing.Lane // queue's, by Priority.lane
 	lim    *adaptive.Limiter
 	id     store.LimitID
+	// cgnatID is the store limit of the rule's keys in carrier-grade NAT
+	// ranges, at the parameters scaled by its CGNAT factor; 0 for none.
+	cgnatID store.LimitID
 	// storeName is the name id is registered under: the rule's, or on a
 	// reload the rule's and a sequence number.
 	storeName string
@@ -110,7 +113,7 @@ type Controller struct {
 // logGates are the Controller's log lines that are rate limited, one gate
 // each: at most one line of a kind per second, the rest counted.
 type logGates struct {
-	failOpen, dryRun, overflow, peer, proxy, early logGate
+	failOpen, dryRun, overflow, peer, proxy, cgnat, early logGate
 }
 
 // New returns a Controller over rules (copied). It returns an error

@@ -154,9 +154,19 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 		if !a.buildKey(r.Identity) {
 			continue // the attempt has no such identity
 		}
+		id := r.id
+		if r.Identity == IP && a.ask.CGNAT {
+			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
+				c.cgnat(a, r, "skipped for a stronger identity")
+				continue
+			}
+			if r.cgnatID != 0 {
+				id = r.cgnatID
+				c.cgnat(a, r, "limit raised")
+			}
+		}
 		a.hitRule[a.req.N] = i
 		key := a.keyString(r.Identity)
-		id := r.id
 		if a.set.over != nil { // a key of this rule may have an override
 			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
 				id = o.id

@@ -34,6 +34,11 @@ type Attempt struct {
 	// Cost is how many units the attempt takes from each rule; zero means
 	// 1, negative is an error.
 	Cost int64
+	// CGNAT reports that IP lies in a carrier-grade NAT range, where many
+	// users share one address (fingerprint.ClientIP.CGNAT; the middleware
+	// sets it): per-IP rules raise their limit for it (Rule.CGNATFactor) or
+	// step aside for a stronger identity (Rule.CGNATDefer).
+	CGNAT bool
 	// Priority is how much the attempt matters to a Global Concurrency
 	// rule's queue (Rule.Queue): higher classes are served first and shed
 	// last. The zero value is Critical; a value outside the four classes

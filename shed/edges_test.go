@@ -806,3 +806,52 @@ func TestTrustedProxyWithoutHeaderIsCounted(t *testing.T) {
 		t.Fatalf("%d log lines, want 1", logs.n.Load())
 	}
 }
+
+// TestCGNATClientsGetARaisedLimit: behind one carrier-grade NAT address
+// stand many users, so a per-IP rule lets it DefaultCGNATFactor times its
+// limit (counted and logged), and a rule that defers to a stronger
+// identity does not apply to such a client that has one.
+func TestCGNATClientsGetARaisedLimit(t *testing.T) {
+	c, h, _ := newTest(t, []Rule{
+		{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 2, Window: time.Hour},
+		{Name: "ip-defer", Category: "write", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour, CGNATDefer: true},
+	})
+	admitted := 0
+	for range 30 {
+		if w := send(h, "100.64.1.2"); w.Code == http.StatusOK {
+			admitted++
+		}
+	}
+	if admitted != 2*DefaultCGNATFactor {
+		t.Fatalf("a CGNAT address: %d admitted, want %d", admitted, 2*DefaultCGNATFactor)
+	}
+	admitted = 0
+	for range 5 {
+		if w := send(h, "192.0.2.1"); w.Code == http.StatusOK {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("a plain address: %d admitted, want 2", admitted)
+	}
+	// The deferring rule: a CGNAT client with a user id is limited by the
+	// user's rules, not the shared address's.
+	cg := netip.MustParseAddr("100.64.9.9")
+	for i := range 3 {
+		if d := decide(t, c, Attempt{Category: "write", IP: cg, CGNAT: true, User: "u"}); !d.Allowed {
+			t.Fatalf("CGNAT with a user, request %d: %+v", i, d)
+		}
+	}
+	if d := decide(t, c, Attempt{Category: "write", IP: netip.MustParseAddr("100.64.9.10"), CGNAT: true}); !d.Allowed {
+		t.Fatalf("CGNAT without an identity: %+v", d)
+	}
+	if s := c.Stats(); s.CGNAT == 0 {
+		t.Fatal("CGNAT decisions not counted")
+	}
+	if _, err := New([]Rule{{Name: "u", Identity: User, Algorithm: FixedWindow, Limit: 1, Window: time.Hour, CGNATFactor: 5}}, quiet()); err == nil {
+		t.Fatal("a CGNAT factor on a user rule: no error")
+	}
+	if _, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour, CGNATFactor: 0.5}}, quiet()); err == nil {
+		t.Fatal("a CGNAT factor below 1: no error")
+	}
+}

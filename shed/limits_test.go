@@ -69,11 +69,12 @@ func TestReloadDropsReplacedLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The foreign limit; ip, user and the override in force; user and
-		// the override of the set before, retired by this reload.
-		want := 1 + 3 + 2
+		// The foreign limit; ip, ip's CGNAT limit, user and the override in
+		// force; user and the override of the set before, retired by this
+		// reload.
+		want := 1 + 4 + 2
 		if i == 1 {
-			want = 1 + 3 + 1 // New's set had no override
+			want = 1 + 4 + 1 // New's set had no override
 		}
 		if n := m.Limits(); n != want {
 			t.Fatalf("reload %d: %d limits in the store, want %d", i, n, want)
@@ -146,15 +147,16 @@ func TestReloadDuringDecision(t *testing.T) {
 		t.Fatalf("the decision on the replaced set met a store error: %+v", d)
 	}
 	// Two quiet reloads: the first unregisters what the decision could
-	// name, the second what the reload during it retired. Left: ip and
-	// user in force, and the user limit the last reload retired.
+	// name, the second what the reload during it retired. Left: ip (and its
+	// CGNAT limit) and user in force, and the user limit the last reload
+	// retired.
 	for v := 3; v <= 4; v++ {
 		if err := c.Reload(Config{Rules: version(v)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := m.Limits(); n != 3 {
-		t.Fatalf("%d limits in the store, want 3", n)
+	if n := m.Limits(); n != 4 {
+		t.Fatalf("%d limits in the store, want 4", n)
 	}
 }
 

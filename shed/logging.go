@@ -78,3 +78,13 @@ func (c *Controller) proxyPeer(a *ticket) {
 			slog.String("ip", a.ask.IP.String()), slog.Int64("suppressed", n))
 	}
 }
+
+// cgnat counts a per-IP rule's CGNAT choice for a (raised, or skipped for
+// a stronger identity) and logs it for audit, once per second.
+func (c *Controller) cgnat(a *ticket, r *rule, what string) {
+	c.ctr.add(a.shard, cCGNAT, 1)
+	if ok, n := c.logs.cgnat.allow(a.now); ok {
+		c.log.Info("shed: carrier-grade NAT client: per-IP "+what, slog.String("rule", r.Name),
+			slog.String("ip", a.ask.IP.String()), slog.Int64("suppressed", n))
+	}
+}

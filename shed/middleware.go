@@ -39,7 +39,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := c.get()
 	a.ask.Now = c.now()
 	if ip := c.res.ClientIP(r); ip.Group.IsValid() {
-		a.ask.IP = ip.Group.Addr()
+		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
 		if ip.Source == fingerprint.SourceProxyPeer {
 			c.proxyPeer(a)
 		}

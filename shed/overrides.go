@@ -116,7 +116,7 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 			return nil, &OverrideError{Index: n, Rule: o.Rule, First: first, Err: ErrRepeatedKey}
 		}
 		at[overrideAt{i, key}] = n
-		id, err := c.scaled(r, o.Factor)
+		id, err := c.scaled(r, o.Factor, "override", 0)
 		if err != nil {
 			return nil, overrideError(n, o, err)
 		}
@@ -201,9 +201,13 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 }
 
 // scaled registers (once per distinct parameters) the store limit of r
-// scaled by factor. Caller holds c.mu.
-func (c *Controller) scaled(r *rule, factor float64) (store.LimitID, error) {
+// scaled by factor, named for what it serves (label), holding at most
+// capacity keys (0: the rule's capacity). Caller holds c.mu.
+func (c *Controller) scaled(r *rule, factor float64, label string, capacity int) (store.LimitID, error) {
 	spec := r.spec()
+	if capacity > 0 && (spec.Capacity == 0 || spec.Capacity > capacity) {
+		spec.Capacity = capacity
+	}
 	up := func(v int64) (int64, error) {
 		f := math.Ceil(float64(v) * factor)
 		if f < 1 || f > math.MaxInt64/2 {
@@ -228,7 +232,7 @@ func (c *Controller) scaled(r *rule, factor float64) (store.LimitID, error) {
 	}
 	named := spec
 	c.storeN++
-	named.Name = fmt.Sprintf("%s#override-%d", r.Name, c.storeN)
+	named.Name = fmt.Sprintf("%s#%s-%d", r.Name, label, c.storeN)
 	id, err := c.register(named)
 	if err != nil {
 		return 0, err

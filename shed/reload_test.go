@@ -116,15 +116,16 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatalf("%d store errors: a decision met a limit its set's replacement unregistered", st.StoreErrors)
 	}
 	// The limits of replaced sets were unregistered: after two quiet
-	// reloads the store holds keep-ip and the versioned rule in force, and
-	// the versioned rule the last reload retired.
+	// reloads the store holds keep-ip (and its CGNAT limit) and the
+	// versioned rule in force, and the versioned rule the last reload
+	// retired.
 	for v := range 2 {
 		if err := c.Reload(versioned(v)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := c.store.(*store.Memory).Limits(); n != 3 {
-		t.Fatalf("%d limits in the store after %d reloads, want 3", n, reloads+2)
+	if n := c.store.(*store.Memory).Limits(); n != 4 {
+		t.Fatalf("%d limits in the store after %d reloads, want 4", n, reloads+2)
 	}
 }
 

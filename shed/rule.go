@@ -114,6 +114,16 @@ func (f FailureMode) String() string {
 	return fmt.Sprintf("FailureMode(%d)", uint8(f))
 }
 
+// DefaultCGNATFactor multiplies a per-IP rule's limit for a client address
+// in a carrier-grade NAT range when Rule.CGNATFactor is zero: one such
+// address stands for many users.
+const DefaultCGNATFactor = 10
+
+// CGNATCapacity bounds the keys a per-IP rule keeps for addresses in
+// carrier-grade NAT ranges (they have a store limit of their own): few
+// addresses, many users behind each. A smaller Capacity of the rule wins.
+const CGNATCapacity = 1024
+
 // DefaultSoftLimit is the share of a quota past which responses carry
 // X-RateLimit-Warning, when Rule.SoftLimit is zero.
 const DefaultSoftLimit = 0.8
@@ -178,6 +188,19 @@ type Rule struct {
 	// rejection is a 503 with a short Retry-After, never a 429 and never a
 	// penalty strike, and it is counted in RuleStats.Overflowed.
 	Overflow concurrency.Overflow
+	// CGNATFactor multiplies an IP rule's Limit (and a token bucket's
+	// refill) for a client address in a carrier-grade NAT range
+	// (Attempt.CGNAT): at least 1, which turns it off; zero means
+	// DefaultCGNATFactor. IP rules only. Such keys count on a store limit
+	// of their own, at the scaled parameters, of at most CGNATCapacity
+	// keys.
+	CGNATFactor float64
+	// CGNATDefer makes an IP rule not apply to a client address in a
+	// carrier-grade NAT range when the attempt carries a stronger identity
+	// (a user or an API key): that identity's rules limit it instead. IP
+	// rules only. Both CGNAT choices are counted (Stats.CGNAT) and logged,
+	// at most a line a second, for audit.
+	CGNATDefer bool
 	// Limiter is the adaptive limiter of an Adaptive rule (only, and
 	// required). The Controller reports every admitted request's outcome
 	// to it; it must not be shared with another rule.
@@ -245,6 +268,12 @@ func (r *Rule) validate() error {
 	if math.IsNaN(r.SoftLimit) || r.SoftLimit < 0 || r.SoftLimit > 1 {
 		return r.errorf("soft limit must be in (0, 1] (or 0 for the default), got %v", r.SoftLimit)
 	}
+	switch {
+	case (r.CGNATFactor != 0 || r.CGNATDefer) && r.Identity != IP:
+		return r.errorf("CGNAT handling applies only to %v rules", IP)
+	case r.CGNATFactor != 0 && (math.IsNaN(r.CGNATFactor) || math.IsInf(r.CGNATFactor, 0) || r.CGNATFactor < 1):
+		return r.errorf("CGNAT factor must be at least 1 and finite (or 0 for %d), got %v", DefaultCGNATFactor, r.CGNATFactor)
+	}
 	if r.Algorithm == Adaptive {
 		switch {
 		case r.Limiter == nil:
@@ -296,6 +325,17 @@ func (r *Rule) spec() store.Spec {
 	alg := store.Algorithm(r.Algorithm) // the constants are the store's
 	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
 		Window: r.Window, Capacity: r.Capacity, Overflow: r.Overflow, Calendar: r.Calendar, LeaseTTL: r.LeaseTTL}
+}
+
+// cgnatFactor returns the rule's CGNAT factor; 1 for rules other than IP.
+func (r *Rule) cgnatFactor() float64 {
+	switch {
+	case r.Identity != IP:
+		return 1
+	case r.CGNATFactor == 0:
+		return DefaultCGNATFactor
+	}
+	return r.CGNATFactor
 }
 
 // softLimit returns the rule's soft-limit share.

@@ -266,6 +266,11 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			dst.storeName = spec.Name
 		}
 	}
+	if f := r.cgnatFactor(); f != 1 && !r.local() {
+		if dst.cgnatID, err = c.scaled(dst, f, "cgnat", CGNATCapacity); err != nil {
+			return r.errorf("CGNAT factor %v: %w", f, err)
+		}
+	}
 	if r.Algorithm.rate() {
 		p := r.policy()
 		if err := p.validate(); err != nil {

@@ -31,6 +31,7 @@ const (
 	cEarlyHeld
 	cUnknownPeer
 	cProxyPeer
+	cCGNAT
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -150,6 +151,10 @@ type Stats struct {
 	// ProxyWithoutHeader counts requests from a trusted proxy that sent
 	// none of the resolver's configured headers: keyed on the proxy.
 	ProxyWithoutHeader uint64
+	// CGNAT counts per-IP rule decisions for clients in carrier-grade NAT
+	// ranges that raised the limit (Rule.CGNATFactor) or skipped the rule
+	// for a stronger identity (Rule.CGNATDefer).
+	CGNAT uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -207,7 +212,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {
