@@ -33,6 +33,9 @@ func FromRules(rules []shed.Rule) (File, error) {
 			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity,
 			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier,
 			CGNATFactor: r.CGNATFactor, CGNATDefer: r.CGNATDefer}
+		if r.Count != shed.CountAll {
+			s.Count = r.Count.String()
+		}
 		if r.Failure != shed.FailOpen {
 			s.Failure = r.Failure.String()
 		}

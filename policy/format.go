@@ -83,6 +83,10 @@ type RuleSpec struct {
 	// is full of live ones: "reject" (the default: 503) or "share" (one
 	// shared bounded state).
 	Overflow string `json:"overflow,omitempty"`
+	// Count is which finished requests a rate rule's charge stands for:
+	// "all" (the default), "failures" (status >= 400), "client_errors"
+	// (4xx) or "auth_failures" (401, 403); the others are given back.
+	Count string `json:"count,omitempty"`
 	// CGNATFactor multiplies an ip rule's limit for addresses in
 	// carrier-grade NAT ranges (absent: shed.DefaultCGNATFactor; 1 turns it
 	// off); CGNATDefer makes an ip rule step aside for such a client that

@@ -314,6 +314,14 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	default:
 		v.failf(path+".overflow", "must be reject or share, got %q", s.Overflow)
 	}
+	counts := map[string]shed.Count{"": shed.CountAll, "all": shed.CountAll, "failures": shed.CountFailures,
+		"client_errors": shed.CountClientErrors, "auth_failures": shed.CountAuthFailures}
+	if r.Count, ok = counts[s.Count]; !ok {
+		v.failf(path+".count", "must be all, failures, client_errors or auth_failures, got %q", s.Count)
+	}
+	if r.Count != shed.CountAll && !window && r.Algorithm != shed.TokenBucket {
+		v.failf(path+".count", "applies only to rate rules")
+	}
 	if (s.CGNATFactor != 0 || s.CGNATDefer) && r.Identity != shed.IP {
 		v.failf(path+".cgnat_factor", "applies only to ip rules")
 	}

@@ -35,6 +35,9 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		DryRun:    rapid.Bool().Draw(t, "dry"),
 		Tier:      rapid.SampledFrom([]string{"", "", "free", "pro"}).Draw(t, "tier"),
 	}
+	if r.Algorithm != shed.Concurrency {
+		r.Count = shed.Count(rapid.IntRange(0, 3).Draw(t, "count"))
+	}
 	if rapid.Bool().Draw(t, "soft") {
 		r.SoftLimit = rapid.Float64Range(0.01, 1).Draw(t, "soft-limit")
 	}

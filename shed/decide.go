@@ -135,7 +135,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	if d.rule >= 0 {
 		d.Rule = a.set.rules[d.rule].Name
 	}
-	a.rated = a.rated[:0]
+	// a.rated stays: the charges a Count rule may give back when done.
 	a.active = true // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
 	return nil

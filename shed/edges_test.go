@@ -855,3 +855,51 @@ func TestCGNATClientsGetARaisedLimit(t *testing.T) {
 		t.Fatal("a CGNAT factor below 1: no error")
 	}
 }
+
+// TestLoginCountsOnlyFailures: a login rule that counts only failed logins
+// (401/403) lets the real user in after four wrong guesses, and the success
+// costs nothing: the limit of five failures still holds after it.
+func TestLoginCountsOnlyFailures(t *testing.T) {
+	for _, global := range []bool{false, true} {
+		t.Run(fmt.Sprint("global=", global), func(t *testing.T) {
+			rule := Rule{Name: "login", Identity: User, Algorithm: SlidingLog, Limit: 5, Window: 15 * time.Minute,
+				Count: CountAuthFailures}
+			if global {
+				rule.Identity = Global
+			}
+			c, _, _ := newTest(t, []Rule{rule}, WithClient(func(r *http.Request) Client { return Client{User: "alice"} }))
+			h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("pw") != "right" {
+					w.WriteHeader(http.StatusUnauthorized)
+				}
+			}))
+			login := func(pw string) int {
+				return send(h, "192.0.2.1", func(r *http.Request) { r.URL.RawQuery = "pw=" + pw }).Code
+			}
+			for i := range 4 {
+				if code := login("wrong"); code != http.StatusUnauthorized {
+					t.Fatalf("wrong guess %d: %d", i, code)
+				}
+			}
+			if code := login("right"); code != http.StatusOK {
+				t.Fatalf("the right password after four wrong ones: %d", code)
+			}
+			if code := login("right"); code != http.StatusOK {
+				t.Fatalf("the right password again: %d (the success counted)", code)
+			}
+			if code := login("wrong"); code != http.StatusUnauthorized {
+				t.Fatalf("the fifth failure: %d", code)
+			}
+			want := http.StatusTooManyRequests
+			if global {
+				want = http.StatusServiceUnavailable // a Global rule protects the server
+			}
+			if code := login("wrong"); code != want {
+				t.Fatalf("a sixth guess after five failures: %d, want %d", code, want)
+			}
+			if s := c.Stats().Rules[0]; s.Refunded != 2 || s.RefundsLost != 0 {
+				t.Fatalf("refunded %d, lost %d; want 2 and 0", s.Refunded, s.RefundsLost)
+			}
+		})
+	}
+}

@@ -129,21 +129,30 @@ func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
 		}
 	}
 	a.sems = a.sems[:0]
+	a.rated = a.rated[:0]
 }
 
-// finish ends an admitted attempt once: it reports o and returns every
-// permit. It reports false when the attempt was finished already.
-func (c *Controller) finish(a *ticket, gen uint64, o Outcome) bool {
-	return c.finishAt(a, gen, 0, o)
+// finish ends an admitted attempt once: it reports o, gives back the
+// charges of rules that do not count status (Rule.Count; a negative status
+// is unknown: every charge stands) and returns every permit. It reports
+// false when the attempt was finished already.
+func (c *Controller) finish(a *ticket, gen uint64, o Outcome, status int) bool {
+	return c.finishAt(a, gen, 0, o, status)
 }
 
 // finishAt is finish at now (0: the Controller's clock).
-func (c *Controller) finishAt(a *ticket, gen uint64, now int64, o Outcome) bool {
+func (c *Controller) finishAt(a *ticket, gen uint64, now int64, o Outcome, status int) bool {
 	if !a.gen.CompareAndSwap(gen, gen+1) {
 		c.ctr.add(a.shard, cDoubleDone, 1)
 		return false
 	}
 	if a.active {
+		if status >= 0 && a.set.counting {
+			if now == 0 {
+				now = c.now()
+			}
+			c.refundUncounted(a, now, status)
+		}
 		c.releaseAt(a, now, o)
 		a.active = false
 		c.ctr.add(a.shard, cFinished, 1)

@@ -73,7 +73,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gen := a.gen.Load()
 	a.w = statusWriter{ResponseWriter: w}
 	m.serve(a, gen, r)
-	c.finish(a, gen, outcomeOfStatus(a.w.status, ctx))
+	status := a.w.status
+	if status == 0 {
+		status = http.StatusOK // a handler that wrote nothing answered 200
+	}
+	c.finish(a, gen, outcomeOfStatus(a.w.status, ctx), status)
 	c.put(a)
 }
 
@@ -89,7 +93,7 @@ func (m *middleware) serve(a *ticket, gen uint64, r *http.Request) {
 			return
 		}
 		p := recover() // nil for Goexit, which recover does not stop
-		m.c.finish(a, gen, Ignore)
+		m.c.finish(a, gen, Ignore, -1)
 		m.c.ctr.add(a.shard, cPanics, 1)
 		if p != nil {
 			panic(p)

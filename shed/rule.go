@@ -188,6 +188,11 @@ type Rule struct {
 	// rejection is a 503 with a short Retry-After, never a 429 and never a
 	// penalty strike, and it is counted in RuleStats.Overflowed.
 	Overflow concurrency.Overflow
+	// Count says which finished requests a rate rule's charge stands for:
+	// CountAll (zero), or only failures of some kind, the others given
+	// back when the request is done (the middleware knows its status;
+	// Decide's callers tell it with Token.DoneStatus). Rate rules only.
+	Count Count
 	// CGNATFactor multiplies an IP rule's Limit (and a token bucket's
 	// refill) for a client address in a carrier-grade NAT range
 	// (Attempt.CGNAT): at least 1, which turns it off; zero means
@@ -269,6 +274,10 @@ func (r *Rule) validate() error {
 		return r.errorf("soft limit must be in (0, 1] (or 0 for the default), got %v", r.SoftLimit)
 	}
 	switch {
+	case r.Count > CountAuthFailures:
+		return r.errorf("unknown count %v", r.Count)
+	case r.Count != CountAll && !r.Algorithm.rate():
+		return r.errorf("a count applies only to rate rules, not %v", r.Algorithm)
 	case (r.CGNATFactor != 0 || r.CGNATDefer) && r.Identity != IP:
 		return r.errorf("CGNAT handling applies only to %v rules", IP)
 	case r.CGNATFactor != 0 && (math.IsNaN(r.CGNATFactor) || math.IsInf(r.CGNATFactor, 0) || r.CGNATFactor < 1):

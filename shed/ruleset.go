@@ -38,6 +38,9 @@ type ruleSet struct {
 	// with other parameters: Reload updates them in the store before the
 	// set is in force (see applyUpdates).
 	updates []int
+	// counting reports that some rule counts only some outcomes
+	// (Rule.Count): finishing an attempt may give charges back.
+	counting bool
 }
 
 // resize puts the limits of the rules that took over a semaphore in force.
@@ -150,6 +153,7 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 		}
 	}
 	for _, r := range s.rules {
+		s.counting = s.counting || r.Count != CountAll
 		if r.Tier != "" && !containsString(s.tiers, r.Tier) {
 			s.tiers = append(s.tiers, r.Tier)
 		}

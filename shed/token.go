@@ -27,12 +27,26 @@ func (t Token) Done(o Outcome) { t.DoneAt(0, o) }
 // DoneAt is Done at now (monotonic nanoseconds, on the clock the attempt
 // was decided on): for simulations that pass Attempt.Now. Zero means the
 // Controller's clock.
-func (t Token) DoneAt(now int64, o Outcome) {
+func (t Token) DoneAt(now int64, o Outcome) { t.done(now, o, -1) }
+
+// DoneStatus is Done for work answered with an HTTP status (or the like):
+// the outcome is the middleware's (5xx is Dropped, anything else Success),
+// and rules that count only some statuses (Rule.Count) give back their
+// charge for the others.
+func (t Token) DoneStatus(status int) {
+	o := Success
+	if status >= 500 {
+		o = Dropped
+	}
+	t.done(0, o, status)
+}
+
+func (t Token) done(now int64, o Outcome, status int) {
 	if t.a == nil {
 		return
 	}
 	a := t.a
-	if a.c.finishAt(a, t.gen, now, o) {
+	if a.c.finishAt(a, t.gen, now, o, status) {
 		a.c.put(a)
 	}
 }

@@ -32,6 +32,7 @@ var (
 	_ store.Store    = (*Faulty)(nil)
 	_ store.Updater  = (*Faulty)(nil)
 	_ store.Resetter = (*Faulty)(nil)
+	_ store.Refunder = (*Faulty)(nil)
 )
 
 // NewFaulty returns a Faulty around inner that passes calls through until
@@ -116,4 +117,18 @@ func (f *Faulty) Reset(ctx context.Context, id store.LimitID, key string) error 
 		return fmt.Errorf("store: %T cannot reset a key: %w", f.inner, errors.ErrUnsupported)
 	}
 	return r.Reset(ctx, id, key)
+}
+
+// Refund gives back req's hits on the wrapped store unless an error is set.
+// It returns an error matching errors.ErrUnsupported when the wrapped store
+// does not implement store.Refunder.
+func (f *Faulty) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	r, ok := f.inner.(store.Refunder)
+	if !ok {
+		return fmt.Errorf("store: %T cannot refund: %w", f.inner, errors.ErrUnsupported)
+	}
+	return r.Refund(ctx, req, res)
 }

@@ -92,6 +92,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		}
 		run(t, "concurrent_layered/"+alg.String(), func(h *harness) { testConcurrentLayered(h, alg) })
 		run(t, "reset/"+alg.String(), func(h *harness) { testReset(h, alg) })
+		run(t, "refund/"+alg.String(), func(h *harness) { testRefund(h, alg) })
 	}
 	run(t, "max_hits", func(h *harness) { testMaxHits(h) })
 	run(t, "lease/release_once", func(h *harness) { testLeaseRelease(h) })
@@ -912,5 +913,50 @@ func testReset(h *harness, alg store.Algorithm) {
 	}
 	if err := r.Reset(context.Background(), id+1000, "a"); !errors.Is(err, store.ErrUnknownLimit) {
 		h.t.Fatalf("resetting a key of an unknown limit: %v, want ErrUnknownLimit", err)
+	}
+}
+
+// testRefund checks store.Refunder, on a store that implements it: what
+// an admitted decision charged comes back, one unit for one unit, on that
+// key only; a concurrency hit is left to its lease.
+func testRefund(h *harness, alg store.Algorithm) {
+	rf, ok := h.s.(store.Refunder)
+	if !ok {
+		h.t.Skip("the store does not implement store.Refunder")
+	}
+	if alg == store.Concurrency {
+		h.t.Skip("a concurrency hit is given back by its lease")
+	}
+	const limit = 3
+	id := h.register(h.spec(alg, limit, time.Hour))
+	var admitted []*store.Result
+	for range limit {
+		res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
+		if !res.Allowed {
+			h.t.Fatalf("under the limit: rejected %+v", res.Decision())
+		}
+		admitted = append(admitted, res)
+	}
+	h.decide(store.Hit{Limit: id, Key: "other", Cost: 1})
+	req := &store.Request{Now: h.now}
+	req.Add(id, "k", 1)
+	if err := rf.Refund(context.Background(), req, admitted[1]); errors.Is(err, errors.ErrUnsupported) {
+		h.t.Skipf("Refund is not supported: %v", err)
+	} else if err != nil {
+		h.t.Fatal(err)
+	}
+	if res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1}); !res.Allowed {
+		h.t.Fatalf("after a refund of one: rejected %+v", res.Decision())
+	}
+	if res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1}); res.Allowed {
+		h.t.Fatal("a refund of one gave back more than one")
+	}
+	if d := h.peek(id, "other"); d.Remaining != limit-1 {
+		h.t.Fatalf("another key's usage changed: Remaining %d, want %d", d.Remaining, limit-1)
+	}
+	bad := &store.Request{Now: h.now}
+	bad.Add(id, "k", 1)
+	if err := rf.Refund(context.Background(), bad, &store.Result{}); err == nil {
+		h.t.Fatal("a refund of a decision that admitted nothing: no error")
 	}
 }

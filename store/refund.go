@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Refunder is a Store that gives back, after the work, what an admitted
+// decision charged: a request that turned out not to count (a login that
+// succeeded, under a rule that counts only failures) or that cost less
+// than was charged. Callers find it with a type assertion
+// (s.(store.Refunder)).
+type Refunder interface {
+	// Refund gives back, for each hit of req, its Cost (at most what the
+	// admitting decision charged) on the key's state at req.Now (Memory;
+	// a network store uses its own clock): a window's count, a bucket's
+	// debt, a log's latest admission. res is that admitting decision's
+	// Result, so the store knows where each hit was counted (a key's own
+	// state or the shared overflow state). What a window no longer holds
+	// (it has rolled over) is not given back, and a Concurrency hit is
+	// given back by releasing its lease, not here (Refund skips it).
+	// It returns an error matching ErrUnknownLimit for a limit not
+	// registered, ErrUnavailable (wrapped) when a network store fails, and
+	// an error for a malformed req or a res that did not admit it. Giving
+	// back more than was charged is the caller's error; a state never goes
+	// below empty.
+	Refund(ctx context.Context, req *Request, res *Result) error
+}
+
+var _ Refunder = (*Memory)(nil)
+
+// Refund gives back the hits of req (see Refunder). It never blocks.
+func (m *Memory) Refund(_ context.Context, req *Request, res *Result) error {
+	if err := checkRefund(req, res); err != nil {
+		return err
+	}
+	for i := range req.Hits[:req.N] {
+		h := &req.Hits[i]
+		l := m.lookup(h.Limit)
+		if l == nil {
+			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, h.Limit)
+		}
+		if l.registered().Algorithm == Concurrency {
+			continue
+		}
+		l.undo(h, req.Now, &res.Hits[i])
+	}
+	return nil
+}
+
+// checkRefund checks that req is a well-formed refund of the admitted res.
+func checkRefund(req *Request, res *Result) error {
+	if req == nil || res == nil {
+		return fmt.Errorf("store: Refund needs a request and the admitting result")
+	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if !res.Allowed || res.N != req.N {
+		return fmt.Errorf("store: Refund of a decision that did not admit these %d hits", req.N)
+	}
+	return nil
+}
