@@ -287,6 +287,14 @@ func (s tagged) Reset(ctx context.Context, id store.LimitID, key string) error {
 	return s.Store.Reset(ctx, id, s.tag+key)
 }
 
+func (s tagged) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
+	r := *req
+	for i := range r.Hits[:min(max(r.N, 0), store.MaxHits)] {
+		r.Hits[i].Key = s.tag + r.Hits[i].Key
+	}
+	return s.Store.Refund(ctx, &r, res)
+}
+
 // TestClusterKeyTags runs the conformance harness on a 3-master Redis
 // Cluster with WithKeyTags, every key of a subtest under a hash tag of its
 // own, under one prefix: the subtests' states spread over the masters,

@@ -7,7 +7,8 @@
 -- KEYS: two per hit, KEYS[2i-1] is the hit's state; KEYS[2i] is the lease
 -- metadata of a concurrency hit (the sliding log's and the rate limits'
 -- scripts repeat the first key there).
--- ARGV[1]: the number of hits; then six values per hit:
+-- ARGV[1]: the number of hits (negative: a refund of that many, see
+-- refund below); then six values per hit:
 --   algorithm (1 token bucket, 2 fixed window, 3 sliding window,
 --   4 sliding log, 5 concurrency), cost, limit, parameter, shift, months.
 --   The parameter is the emission interval in ns (token bucket), the
@@ -34,6 +35,10 @@ local t = (tonumber(time[1]) - EPOCH) * 1000000 + tonumber(time[2])
 -- the year 2255).
 local tu = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local n = tonumber(ARGV[1])
+-- A negative count asks for a refund of -n hits (store.Refunder): what an
+-- admitted decision charged is given back, and nothing is decided.
+local refunding = n < 0
+if refunding then n = -n end
 
 -- idiv is floor(a/b) for integers, corrected for the rounding of the
 -- division in doubles.
@@ -400,6 +405,46 @@ local function leases(key, meta, cost, limit, ttl)
   end
   local rem, reset = decision()
   return 1, 0, rem, 0, reset, st.seq
+end
+
+-- refund gives back cost on the state of one hit of an admitted decision,
+-- at the time it charges now (tw for windows). Writes keep each key's TTL.
+local function refund(alg, key, cost, p, tw)
+  if alg == 1 then -- token bucket: the debt, in ns, shrinks
+    local v = redis.call('GET', key)
+    if not v then return end
+    local u, r = string.match(v, '^(%d+):(%d+)$')
+    local debt = math.max(0, (tonumber(u) - t) * 1000 + tonumber(r) - cost * p)
+    redis.call('SET', key, string.format('%.0f:%.0f', t + math.floor(debt / 1000), debt % 1000), 'KEEPTTL')
+  elseif alg == 2 or alg == 3 then -- windows: the count of the window that holds it
+    local v = redis.call('HMGET', key, 'i', 'c')
+    local i, c = tonumber(v[1]), tonumber(v[2])
+    if not i then return end
+    local cur = idiv(tw, p)
+    if i == cur or (alg == 3 and i + 1 == cur) then
+      redis.call('HSET', key, 'c', math.max(0, c - cost))
+    end
+  elseif alg == 4 then -- sliding log: the latest admissions still in the window
+    local ts = redis.call('LRANGE', key, 0, cost - 1)
+    local k = 0
+    for j = 1, #ts do
+      if tonumber(ts[j]) + p > t then k = j end
+    end
+    if k > 0 then redis.call('LTRIM', key, k, -1) end
+  end
+end
+
+if refunding then
+  for h = 1, n do
+    local b = 1 + (h - 1) * 6
+    local alg, cost, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+    if cost > 0 and alg ~= 5 then
+      local tw = t
+      if alg == 2 or alg == 3 then tw = windowClock(tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), p) end
+      refund(alg, KEYS[2 * h - 1], cost, p, tw)
+    end
+  end
+  return out
 end
 
 local all = true

@@ -312,25 +312,10 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := req.Check(); err != nil {
 		return err
 	}
-	if err := s.checkTags(req); err != nil {
-		return err
-	}
-	ls := s.load()
-	hits := req.Hits[:req.N]
 	var lim [store.MaxHits]*limit
-	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 1+6*req.N)
-	args = append(args, req.N)
-	for i := range hits {
-		h := &hits[i]
-		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
-			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
-		}
-		l := ls[h.Limit-1]
-		lim[i] = l
-		k, m := s.keys(l, h.Key)
-		keys = append(keys, k, m)
-		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4])
+	keys, args, err := s.scriptArgs(req, req.N, &lim)
+	if err != nil {
+		return err
 	}
 	vals, err := s.run(ctx, &s.decide, keys, args)
 	if err != nil {
@@ -340,6 +325,32 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		return store.Unavailable(err)
 	}
 	return nil
+}
+
+// scriptArgs returns the keys and arguments of the decide script for req's
+// hits, its first argument n (req.N to decide, -req.N to refund), and the
+// limits of the hits in lim.
+func (s *Store) scriptArgs(req *store.Request, n int, lim *[store.MaxHits]*limit) ([]string, []any, error) {
+	if err := s.checkTags(req); err != nil {
+		return nil, nil, err
+	}
+	ls := s.load()
+	hits := req.Hits[:req.N]
+	keys := make([]string, 0, 2*req.N)
+	args := make([]any, 0, 1+6*req.N)
+	args = append(args, n)
+	for i := range hits {
+		h := &hits[i]
+		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
+			return nil, nil, fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
+		}
+		l := ls[h.Limit-1]
+		lim[i] = l
+		k, m := s.keys(l, h.Key)
+		keys = append(keys, k, m)
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4])
+	}
+	return keys, args, nil
 }
 
 // parseDecision fills res from the decide script's reply.
