@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -105,5 +108,45 @@ func TestWindowBelowTheMinimumIsAnErrorAtItsLine(t *testing.T) {
 	_, err := policy.Parse("t.json", []byte(doc))
 	if err == nil || !strings.Contains(err.Error(), "t.json:5: rules[0].window: must be at least 1ms") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestLLMBudgetInAFile: a per-tenant daily token budget, the estimate from
+// a request header and the true cost from the response, in a few lines.
+func TestLLMBudgetInAFile(t *testing.T) {
+	doc := `{
+  "version": 1,
+  "cost": {"request_header": "X-Estimated-Tokens", "response_header": "X-Tokens-Used"},
+  "rules": [
+    {"name": "tokens-daily", "identity": "tenant", "algorithm": "fixed_window", "limit": 1000, "window": "1d"}
+  ]
+}`
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.New(shed.WithClient(func(*http.Request) shed.Client { return shed.Client{Tenant: "acme"} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens-Used", "300")
+	}))
+	for range 3 {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat", nil)
+		r.Header.Set("X-Estimated-Tokens", "200")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat", nil)
+	r.Header.Set("X-Estimated-Tokens", "200")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests { // 900 used by the true costs: 200 more do not fit
+		t.Fatalf("a fourth call after 900 tokens used: %d, want 429", w.Code)
+	}
+	if _, err := policy.Parse("t.json", []byte(strings.Replace(doc, `"X-Tokens-Used"`, `"X Tokens"`, 1))); err == nil ||
+		!strings.Contains(err.Error(), "cost.response_header") {
+		t.Fatalf("a bad header name: %v", err)
 	}
 }

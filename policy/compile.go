@@ -63,6 +63,9 @@ func (p *Policy) Options() ([]shed.Option, error) {
 	if p.file.DryRun {
 		opts = append(opts, shed.WithDryRun())
 	}
+	if cs := p.file.Cost; cs != nil {
+		opts = append(opts, costOptions(cs)...)
+	}
 	if p.pen != nil {
 		box, err := p.pen.box()
 		if err != nil {

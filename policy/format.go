@@ -21,6 +21,21 @@ type File struct {
 	Tiers *TiersSpec `json:"tiers,omitempty"`
 	// Overrides scale one client's limit of a rule until an expiry.
 	Overrides []OverrideSpec `json:"overrides,omitempty"`
+	// Cost says what a request costs from header fields: the estimate
+	// charged up front from a request header, and the true cost, charged
+	// or given back after the work, from a response header the handler
+	// sets (an LLM call's tokens). Absent: every request costs 1.
+	Cost *CostSpec `json:"cost,omitempty"`
+}
+
+// CostSpec names the header fields of a request's cost (shed.WithCost,
+// shed.WithActualCost): whole non-negative numbers; a request without the
+// request header costs Default (1 when absent), a response without the
+// response header keeps the estimate.
+type CostSpec struct {
+	RequestHeader  string `json:"request_header,omitempty"`
+	ResponseHeader string `json:"response_header,omitempty"`
+	Default        int64  `json:"default,omitempty"`
 }
 
 // TiersSpec declares the tiers: the attribute of the client they come

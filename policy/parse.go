@@ -172,6 +172,9 @@ func (v *validator) policy(p *Policy) {
 	for _, c := range f.Categories {
 		names[c.Name] = true
 	}
+	if f.Cost != nil {
+		v.costSpec("cost", f.Cost)
+	}
 	tierNames := map[string]bool{}
 	if f.Tiers != nil {
 		p.tiers = f.Tiers

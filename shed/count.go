@@ -61,7 +61,7 @@ func (k Count) counts(status int) bool {
 func (c *Controller) refundUncounted(a *ticket, now int64, status int) {
 	for _, i := range a.rated {
 		if r := &a.set.rules[i]; !r.Count.counts(status) {
-			r.rate.Refund(now, a.cost)
+			r.rate.Refund(now, a.charged)
 			r.ctr.add(a.shard, rRefunded, 1)
 		}
 	}

@@ -51,7 +51,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		}
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
-	a.now, a.cost = now, cost
+	a.now, a.cost, a.charged = now, cost, cost
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 

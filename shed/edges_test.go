@@ -903,3 +903,57 @@ func TestLoginCountsOnlyFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMTokenBudget: a per-tenant daily token budget charged from what the
+// upstream reported: the estimate is charged up front, the difference
+// charged or given back after the work, and a budget spent by in-flight
+// underestimates is overspent by at most those (counted), never more.
+func TestLLMTokenBudget(t *testing.T) {
+	c, _, _ := newTest(t, []Rule{{Name: "tokens", Identity: Tenant, Algorithm: FixedWindow, Limit: 1000, Window: 24 * time.Hour}},
+		WithClient(func(r *http.Request) Client { return Client{Tenant: "acme"} }),
+		WithCost(func(*http.Request) int64 { return 100 }), // the estimate
+		WithActualCost(func(h http.Header) (int64, bool) {
+			n, err := strconv.ParseInt(h.Get("X-Tokens-Used"), 10, 64)
+			return n, err == nil
+		}))
+	used := "40"
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens-Used", used)
+	}))
+	remaining := func() int64 {
+		d, _, err := c.Decide(context.Background(), Attempt{Tenant: "acme", Cost: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining + 1 // the peek itself charged its default cost of 1
+	}
+	send(h, "192.0.2.1")
+	if got := remaining(); got != 960-1+1 {
+		t.Fatalf("after a call that used 40 of an estimated 100: remaining %d, want 959 (960 less the peek)", got)
+	}
+	used = "250"
+	send(h, "192.0.2.1")
+	if got := remaining(); got != 959-1-250+1 {
+		t.Fatalf("after a call that used 250 of an estimated 100: remaining %d, want %d", got, 959-1-250+1)
+	}
+	// Spend the rest with calls that use twice their estimate: the last
+	// ones in flight may overspend, counted; then nothing is admitted.
+	used = "200"
+	admitted := 0
+	for range 20 {
+		if w := send(h, "192.0.2.1"); w.Code == http.StatusOK {
+			admitted++
+		}
+	}
+	s := c.Stats().Rules[0]
+	if admitted == 0 || s.Overspent == 0 {
+		t.Fatalf("admitted %d, overspent %d: want the budget spent and the overspend counted", admitted, s.Overspent)
+	}
+	if w := send(h, "192.0.2.1"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("after the budget was spent: %d", w.Code)
+	}
+	var tok Token
+	if err := tok.Recost(5); err == nil {
+		t.Fatal("Recost of a zero Token: no error")
+	}
+}

@@ -73,6 +73,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gen := a.gen.Load()
 	a.w = statusWriter{ResponseWriter: w}
 	m.serve(a, gen, r)
+	if c.actual != nil {
+		if n, ok := c.actual(w.Header()); ok && n >= 0 {
+			c.recost(a, c.now(), n)
+		}
+	}
 	status := a.w.status
 	if status == 0 {
 		status = http.StatusOK // a handler that wrote nothing answered 200

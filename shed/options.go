@@ -43,6 +43,7 @@ type config struct {
 	hasher      *fingerprint.Hasher
 	client      func(*http.Request) Client
 	cost        func(*http.Request) int64
+	actual      func(http.Header) (int64, bool)
 	category    func(*http.Request) string
 	hook        func(Decision)
 	headers     func(http.Header, Decision)

@@ -50,6 +50,7 @@ const (
 	rOverflowed
 	rRefunded
 	rRefundsLost
+	rOverspent
 	nPerRule
 )
 
@@ -186,6 +187,10 @@ type RuleStats struct {
 	// status the rule does not count (Rule.Count); RefundsLost those the
 	// store could not give back (it is no store.Refunder, or it failed).
 	Refunded, RefundsLost uint64
+	// Overspent counts attempts whose true cost (Token.Recost,
+	// WithActualCost) the rule could not charge, or give back, any more:
+	// the quota was spent by then (or the store failed).
+	Overspent uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -233,7 +238,7 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()

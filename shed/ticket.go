@@ -26,14 +26,20 @@ type ticket struct {
 
 	ask  Attempt // what was asked; cost and now below are its decided values
 	cost int64
-	now  int64
+	// charged is what the rate rules were charged: cost, until the work
+	// says what it really cost (Token.Recost, WithActualCost).
+	charged int64
+	now     int64
 	// buf holds the identity keys; keys are strings over it (see key), so
 	// it is not written again until the attempt is done.
 	buf  []byte
 	keys [Tenant + 1]struct{ start, end int }
 
-	req     store.Request
-	res     store.Result
+	req store.Request
+	res store.Result
+	// adj and adjRes are the store call of a recost.
+	adj     store.Request
+	adjRes  store.Result
 	hitRule [store.MaxHits]int
 
 	// Held until done: Global rate rules charged (given back on a later
