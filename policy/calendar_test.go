@@ -150,3 +150,35 @@ func TestLLMBudgetInAFile(t *testing.T) {
 		t.Fatalf("a bad header name: %v", err)
 	}
 }
+
+// TestExemptField: exemptions by network and path in a file; a bad one is
+// an error at its line.
+func TestExemptField(t *testing.T) {
+	doc := `{
+  "version": 1,
+  "exempt": {"cidrs": ["10.0.0.0/8"], "paths": ["/healthz"]},
+  "rules": [
+    {"name": "ip", "identity": "ip", "algorithm": "fixed_window", "limit": 1, "window": "1h"}
+  ]
+}`
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 3 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	}
+	if s := c.Stats(); s.Exempt != 3 {
+		t.Fatalf("Exempt %d, want 3", s.Exempt)
+	}
+	bad := strings.Replace(doc, `"10.0.0.0/8"`, `"10.0.0.0"`, 1)
+	if _, err := policy.Parse("t.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "t.json:3: exempt.cidrs[0]") {
+		t.Fatalf("a bad network: %v", err)
+	}
+}

@@ -63,6 +63,9 @@ func (p *Policy) Options() ([]shed.Option, error) {
 	if p.file.DryRun {
 		opts = append(opts, shed.WithDryRun())
 	}
+	if p.exempt != nil {
+		opts = append(opts, shed.WithExemptions(*p.exempt))
+	}
 	if cs := p.file.Cost; cs != nil {
 		opts = append(opts, costOptions(cs)...)
 	}

@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"fmt"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/shed"
 )
@@ -56,4 +59,28 @@ func (v *validator) costSpec(path string, cs *CostSpec) {
 			}
 		}
 	}
+}
+
+// exemptSpec checks an ExemptSpec and returns its shed.Exemptions.
+func (v *validator) exemptSpec(path string, e *ExemptSpec) *shed.Exemptions {
+	var ex shed.Exemptions
+	if len(e.CIDRs) == 0 && len(e.Paths) == 0 {
+		v.failf(path, "names no cidr and no path")
+	}
+	for i, s := range e.CIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			v.failf(fmt.Sprintf("%s.cidrs[%d]", path, i), "%q is not a network such as 10.0.0.0/8", s)
+			continue
+		}
+		ex.CIDRs = append(ex.CIDRs, p)
+	}
+	for i, s := range e.Paths {
+		if !strings.HasPrefix(s, "/") {
+			v.failf(fmt.Sprintf("%s.paths[%d]", path, i), "%q must start with /", s)
+			continue
+		}
+		ex.Paths = append(ex.Paths, s)
+	}
+	return &ex
 }

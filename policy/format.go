@@ -26,6 +26,16 @@ type File struct {
 	// or given back after the work, from a response header the handler
 	// sets (an LLM call's tokens). Absent: every request costs 1.
 	Cost *CostSpec `json:"cost,omitempty"`
+	// Exempt names the requests let through unlimited, counted: client
+	// networks ("10.0.0.0/8") and paths ("/healthz"; "/internal/" covers
+	// the subtree).
+	Exempt *ExemptSpec `json:"exempt,omitempty"`
+}
+
+// ExemptSpec is a shed.Exemptions.
+type ExemptSpec struct {
+	CIDRs []string `json:"cidrs,omitempty"`
+	Paths []string `json:"paths,omitempty"`
 }
 
 // CostSpec names the header fields of a request's cost (shed.WithCost,

@@ -44,6 +44,7 @@ type Policy struct {
 	// rules.
 	adaptive  map[int]AdaptiveSpec
 	tiers     *TiersSpec
+	exempt    *shed.Exemptions
 	overrides []shed.Override
 	// overrideOrigin is the index in File.Overrides that each override
 	// comes from (an override of a tiered rule gives one per tier).
@@ -174,6 +175,9 @@ func (v *validator) policy(p *Policy) {
 	}
 	if f.Cost != nil {
 		v.costSpec("cost", f.Cost)
+	}
+	if f.Exempt != nil {
+		p.exempt = v.exemptSpec("exempt", f.Exempt)
 	}
 	tierNames := map[string]bool{}
 	if f.Tiers != nil {

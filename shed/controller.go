@@ -87,6 +87,7 @@ type Controller struct {
 	client  func(*http.Request) Client
 	cost    func(*http.Request) int64
 	actual  func(http.Header) (int64, bool)
+	exempt  *exemptions
 	cat     func(*http.Request) string
 	hook    func(Decision)
 	headers func(http.Header, Decision)
@@ -137,7 +138,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, fmt.Errorf("shed: no rules")
 	}
 	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
-		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, cat: cfg.category, hook: cfg.hook,
+		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, cat: cfg.category, hook: cfg.hook,
 		headers: cfg.headers, reject: cfg.reject, dryAll: cfg.dryRun, fields: cfg.fields}
 	if c.fields == 0 {
 		c.fields = AllFields

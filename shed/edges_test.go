@@ -957,3 +957,36 @@ func TestLLMTokenBudget(t *testing.T) {
 		t.Fatal("Recost of a zero Token: no error")
 	}
 }
+
+// TestExemptionsAreExplicitAndCounted: health checks and internal callers
+// named by path or CIDR pass unlimited, counted; nobody else does.
+func TestExemptionsAreExplicitAndCounted(t *testing.T) {
+	c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour}},
+		WithExemptions(Exemptions{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, Paths: []string{"/healthz", "/internal/"}}))
+	path := func(p string) func(*http.Request) { return func(r *http.Request) { r.URL.Path = p } }
+	for i := range 3 {
+		for _, p := range []string{"/healthz", "/HEALTHZ/", "//internal/jobs", "/internal"} {
+			if w := send(h, "192.0.2.1", path(p)); w.Code != http.StatusOK {
+				t.Fatalf("exempt path %q, request %d: %d", p, i, w.Code)
+			}
+		}
+		if w := send(h, "10.1.2.3"); w.Code != http.StatusOK {
+			t.Fatalf("exempt CIDR, request %d: %d", i, w.Code)
+		}
+	}
+	send(h, "192.0.2.1", path("/api"))
+	if w := send(h, "192.0.2.1", path("/api")); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a path nobody exempted: %d", w.Code)
+	}
+	if w := send(h, "192.0.2.1", path("/healthzz")); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a path that only starts like an exempt one: %d", w.Code)
+	}
+	if s := c.Stats(); s.Exempt != 15 {
+		t.Fatalf("Exempt %d, want 15", s.Exempt)
+	}
+	for _, bad := range []Exemptions{{}, {Paths: []string{"healthz"}}, {CIDRs: []netip.Prefix{{}}}} {
+		if _, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour}}, WithExemptions(bad)); err == nil {
+			t.Errorf("WithExemptions(%+v): no error", bad)
+		}
+	}
+}

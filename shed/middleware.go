@@ -36,9 +36,15 @@ type middleware struct {
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := m.c
+	ip := c.res.ClientIP(r)
+	if c.exempt != nil && c.exempt.match(ip.Addr, r.URL.EscapedPath()) {
+		c.ctr.add(0, cExempt, 1) // no ticket, no shard: exempt requests are few (health checks)
+		m.next.ServeHTTP(w, r)
+		return
+	}
 	a := c.get()
 	a.ask.Now = c.now()
-	if ip := c.res.ClientIP(r); ip.Group.IsValid() {
+	if ip.Group.IsValid() {
 		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
 		if ip.Source == fingerprint.SourceProxyPeer {
 			c.proxyPeer(a)

@@ -44,6 +44,7 @@ type config struct {
 	client      func(*http.Request) Client
 	cost        func(*http.Request) int64
 	actual      func(http.Header) (int64, bool)
+	exempt      *exemptions
 	category    func(*http.Request) string
 	hook        func(Decision)
 	headers     func(http.Header, Decision)

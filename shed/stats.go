@@ -32,6 +32,7 @@ const (
 	cUnknownPeer
 	cProxyPeer
 	cCGNAT
+	cExempt
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -158,6 +159,9 @@ type Stats struct {
 	// ranges that raised the limit (Rule.CGNATFactor) or skipped the rule
 	// for a stronger identity (Rule.CGNATDefer).
 	CGNAT uint64
+	// Exempt counts requests the middleware let through unlimited
+	// (WithExemptions).
+	Exempt uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -223,7 +227,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {
