@@ -71,6 +71,9 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descPanics, s.Panics)
 	e.counter(descUnknownPeers, s.UnknownPeers)
 	e.counter(descEarlyWarnings, s.EarlyWarnings)
+	e.counter(descProxyNoHeader, s.ProxyWithoutHeader)
+	e.counter(descCGNAT, s.CGNAT)
+	e.counter(descExempt, s.Exempt)
 	e.counter(descStrikes, s.Strikes)
 	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
 		h := s.Store
@@ -102,6 +105,9 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(descRuleDecisions, r.FailOpen, r.Name, "fail_open")
 		e.counter(descRuleDecisions, r.FailClosed, r.Name, "fail_closed")
 		e.counter(descRuleDecisions, r.Overflowed, r.Name, "overflowed")
+		e.counter(descRuleRefunds, r.Refunded, r.Name, "refunded")
+		e.counter(descRuleRefunds, r.RefundsLost, r.Name, "lost")
+		e.counter(descRuleOverspent, r.Overspent, r.Name)
 		e.gauge(descRuleLimit, float64(r.Limit), r.Name)
 		if r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive) {
 			e.gauge(descRuleInflight, float64(r.Inflight), r.Name)

@@ -32,6 +32,12 @@ var (
 		"Requests whose peer address could not be parsed; per-IP rules count them on one shared key.", nil, nil)
 	descEarlyWarnings = prometheus.NewDesc("sluice_early_warnings_total",
 		"Keys that passed half their limit in the first fifth of their window.", nil, nil)
+	descProxyNoHeader = prometheus.NewDesc("sluice_proxy_without_header_total",
+		"Requests from a trusted proxy that sent no client address header (keyed on the proxy).", nil, nil)
+	descCGNAT = prometheus.NewDesc("sluice_cgnat_decisions_total",
+		"Per-IP rule decisions for carrier-grade NAT clients that raised the limit or deferred to a stronger identity.", nil, nil)
+	descExempt = prometheus.NewDesc("sluice_exempt_requests_total",
+		"Requests let through unlimited by an explicit exemption.", nil, nil)
 	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
 		"Strikes given to the penalty box for over-limit rejections.", nil, nil)
 	descPenaltyKeys = prometheus.NewDesc("sluice_penalty_keys",
@@ -49,6 +55,11 @@ var (
 	descRuleDecisions = prometheus.NewDesc("sluice_rule_decisions_total",
 		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).",
 		[]string{"rule", "outcome"}, nil)
+	descRuleRefunds = prometheus.NewDesc("sluice_rule_refunds_total",
+		"Charges given back after the work (a status the rule does not count, a lower true cost): refunded, or lost (the store could not).",
+		[]string{"rule", "result"}, nil)
+	descRuleOverspent = prometheus.NewDesc("sluice_rule_overspent_total",
+		"Attempts whose true cost the rule could no longer charge (the quota was spent by then).", []string{"rule"}, nil)
 	descRuleLimit = prometheus.NewDesc("sluice_rule_limit",
 		"Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.",
 		[]string{"rule"}, nil)
@@ -80,9 +91,9 @@ var (
 	allDescs = []*prometheus.Desc{
 		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
-		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descStrikes,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
-		descRuleInfo, descRuleDecisions, descRuleLimit, descRuleInflight, descRuleWaiting,
+		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
 		descRuleKeys, descRuleKeysCapacity, descRuleEvictions, descRuleOverflows,
 	}
 )

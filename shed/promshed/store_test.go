@@ -184,3 +184,33 @@ func TestOverflowAndUnknownPeerMetrics(t *testing.T) {
 		t.Fatalf("overflowed %v (want > 0), unknown peers %v (want 1)", overflowed, unknown)
 	}
 }
+
+// The charges given back after the work show per rule.
+func TestRefundMetrics(t *testing.T) {
+	c, err := shed.New([]shed.Rule{
+		{Name: "login", Identity: shed.User, Algorithm: shed.SlidingLog, Limit: 5, Window: time.Hour, Count: shed.CountAuthFailures},
+	}, shed.WithClock(fixedClock), shed.WithLogger(discardLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := promshed.New(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []int{401, 200, 200} {
+		_, tok, err := c.Decide(context.Background(), shed.Attempt{User: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.DoneStatus(status)
+	}
+	want := `
+# HELP sluice_rule_refunds_total Charges given back after the work (a status the rule does not count, a lower true cost): refunded, or lost (the store could not).
+# TYPE sluice_rule_refunds_total counter
+sluice_rule_refunds_total{result="lost",rule="login"} 0
+sluice_rule_refunds_total{result="refunded",rule="login"} 2
+`
+	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "sluice_rule_refunds_total"); err != nil {
+		t.Fatal(err)
+	}
+}
