@@ -92,8 +92,11 @@ func run(c config, out io.Writer) error {
 
 // modeResult is one run's record.
 type modeResult struct {
-	mode     string
-	seconds  []second
+	mode    string
+	seconds []second
+	// drained are the seconds after the load stopped: answers still
+	// arriving, counted in the totals, not plotted.
+	drained  []second
 	duration time.Duration
 }
 
@@ -136,7 +139,13 @@ func runMode(c config, mode string, out io.Writer) (modeResult, error) {
 	}
 	rec := &recorder{start: time.Now()}
 
-	fmt.Fprintf(out, "\n== %s\n%5s %7s %7s %7s %6s %6s %9s %9s %6s\n", mode,
+	fmt.Fprintf(out, "\n== %s\n", mode)
+	if mode == "protected" {
+		fmt.Fprintln(out, "(the protection is the rule in protect.go: one shed.Adaptive rule around the handler)")
+	}
+	fmt.Fprintln(out, "per second: load as a multiple of capacity; requests offered, served within the deadline,")
+	fmt.Fprintln(out, "shed (503 + Retry-After), late (past the client's deadline); p50/p99 of the served; the limit in force")
+	fmt.Fprintf(out, "%5s %7s %7s %7s %6s %6s %9s %9s %6s\n",
 		"t", "load", "offered", "served", "shed", "late", "p50", "p99", "limit")
 	done := make(chan struct{})
 	printed := make(chan struct{})
@@ -164,7 +173,11 @@ func runMode(c config, mode string, out io.Writer) (modeResult, error) {
 	<-printed
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return modeResult{mode: mode, seconds: rec.seconds, duration: c.duration}, nil
+	seconds := rec.seconds
+	if full := int(c.duration / time.Second); len(seconds) > full {
+		seconds = seconds[:full] // the drain after the load: a partial second, plotted it would mislead
+	}
+	return modeResult{mode: mode, seconds: seconds, drained: rec.seconds[len(seconds):], duration: c.duration}, nil
 }
 
 func printRow(out io.Writer, i int, s *second) {
@@ -186,7 +199,7 @@ func ms(d time.Duration) string {
 // totals sums a run. Answers that arrive after the load stops (the drain)
 // count too: they are the price of what was accepted.
 func totals(r modeResult) (offered, served, shed, late int, lat []int64) {
-	for _, s := range r.seconds {
+	for _, s := range append(append([]second(nil), r.seconds...), r.drained...) {
 		offered += s.offered
 		served += s.served
 		shed += s.shed
