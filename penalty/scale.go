@@ -26,6 +26,13 @@ func NewSuspicionScale(threshold, floor float64) (SuspicionScale, error) {
 	return SuspicionScale{threshold: threshold, floor: floor}, nil
 }
 
+// Threshold returns the suspicion up to which limits stay whole, and Floor
+// the multiplier at suspicion 1 (0 for the zero SuspicionScale).
+func (s SuspicionScale) Threshold() float64 { return s.threshold }
+
+// Floor returns the multiplier at suspicion 1; see Threshold.
+func (s SuspicionScale) Floor() float64 { return s.floor }
+
 // Multiplier returns the limit multiplier in [floor, 1] for a suspicion
 // score in [0, 1]. It returns an error for a score outside [0, 1] or NaN
 // and for the zero SuspicionScale; it allocates nothing on success.

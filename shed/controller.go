@@ -33,6 +33,9 @@ type rule struct {
 	// cgnatID is the store limit of the rule's keys in carrier-grade NAT
 	// ranges, at the parameters scaled by its CGNAT factor; 0 for none.
 	cgnatID store.LimitID
+	// suspectID is the store limit of tightened keys (WithSuspicion), at
+	// the parameters scaled by the tightening floor; 0 for none.
+	suspectID store.LimitID
 	// storeName is the name id is registered under: the rule's, or on a
 	// reload the rule's and a sequence number.
 	storeName string
@@ -75,27 +78,29 @@ type Controller struct {
 	set atomic.Pointer[ruleSet]
 	// epoch counts the publications of set that found no decision of the
 	// epoch before running: see storeLimits.
-	epoch   atomic.Uint64
-	mu      sync.Mutex // serializes the writers of set
-	store   store.Store
-	now     func() int64
-	log     *slog.Logger
-	pen     Penalties
-	penID   Identity
-	hasher  *fingerprint.Hasher
-	res     *fingerprint.Resolver
-	client  func(*http.Request) Client
-	cost    func(*http.Request) int64
-	actual  func(http.Header) (int64, bool)
-	exempt  *exemptions
-	cat     func(*http.Request) string
-	hook    func(Decision)
-	headers func(http.Header, Decision)
-	reject  func(http.ResponseWriter, *http.Request, Decision)
-	dryAll  bool // WithDryRun: every rule, and the penalty box, in dry-run
-	fields  HeaderFields
-	defTier string
-	storeN  int // store registrations, for unique store limit names
+	epoch  atomic.Uint64
+	mu     sync.Mutex // serializes the writers of set
+	store  store.Store
+	now    func() int64
+	log    *slog.Logger
+	pen    Penalties
+	penID  Identity
+	hasher *fingerprint.Hasher
+	res    *fingerprint.Resolver
+	client func(*http.Request) Client
+	cost   func(*http.Request) int64
+	actual func(http.Header) (int64, bool)
+	exempt *exemptions
+	// suspicion tightens suspicious clients' limits (WithSuspicion).
+	suspicion *suspicion
+	cat       func(*http.Request) string
+	hook      func(Decision)
+	headers   func(http.Header, Decision)
+	reject    func(http.ResponseWriter, *http.Request, Decision)
+	dryAll    bool // WithDryRun: every rule, and the penalty box, in dry-run
+	fields    HeaderFields
+	defTier   string
+	storeN    int // store registrations, for unique store limit names
 	// scaledIDs are the store limits registered for overrides, by their
 	// parameters (under mu), so that overrides of equal scale share one.
 	scaledIDs map[store.Spec]store.LimitID
@@ -115,7 +120,7 @@ type Controller struct {
 // logGates are the Controller's log lines that are rate limited, one gate
 // each: at most one line of a kind per second, the rest counted.
 type logGates struct {
-	failOpen, dryRun, overflow, peer, proxy, cgnat, early logGate
+	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early logGate
 }
 
 // New returns a Controller over rules (copied). It returns an error
@@ -138,7 +143,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, fmt.Errorf("shed: no rules")
 	}
 	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
-		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, cat: cfg.category, hook: cfg.hook,
+		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, suspicion: cfg.suspicion, cat: cfg.category, hook: cfg.hook,
 		headers: cfg.headers, reject: cfg.reject, dryAll: cfg.dryRun, fields: cfg.fields}
 	if c.fields == 0 {
 		c.fields = AllFields

@@ -54,6 +54,10 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.now, a.cost, a.charged = now, cost, cost
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	if a.ask.Tightened && c.suspicion != nil {
+		d.Tightened, d.Suspicion = true, a.ask.reasons
+		c.ctr.add(a.shard, cTightened, 1)
+	}
 
 	// Identity keys first: the strings over buf are taken after the last
 	// append.
@@ -155,7 +159,10 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			continue // the attempt has no such identity
 		}
 		id := r.id
-		if r.Identity == IP && a.ask.CGNAT {
+		switch {
+		case a.ask.Tightened && r.suspectID != 0:
+			id = r.suspectID
+		case r.Identity == IP && a.ask.CGNAT:
 			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
 				c.cgnat(a, r, "skipped for a stronger identity")
 				continue

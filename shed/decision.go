@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/fingerprint"
 )
 
 // Attempt is one unit of work asking for admission: who asks, for what
@@ -39,6 +40,13 @@ type Attempt struct {
 	// sets it): per-IP rules raise their limit for it (Rule.CGNATFactor) or
 	// step aside for a stronger identity (Rule.CGNATDefer).
 	CGNAT bool
+	// Tightened decides the attempt's per-key rules on their tightened
+	// limits, as for a suspicious client, on a Controller WithSuspicion
+	// (its middleware sets it from the score; other callers may set it from
+	// their own judgement). Without WithSuspicion it changes nothing.
+	Tightened bool
+	// reasons are why the middleware tightened it.
+	reasons fingerprint.Reasons
 	// Priority is how much the attempt matters to a Global Concurrency
 	// rule's queue (Rule.Queue): higher classes are served first and shed
 	// last. The zero value is Critical; a value outside the four classes
@@ -129,6 +137,11 @@ type Decision struct {
 	// limit: the client has used SoftLimit or more of that quota.
 	Warning     bool
 	WarningRule string
+	// Tightened reports that the client's limits were tightened
+	// (Attempt.Tightened), and Suspicion why: the reason codes of its
+	// suspicion score (WithSuspicion), never the raw signals.
+	Tightened bool
+	Suspicion fingerprint.Reasons
 	// DryRun reports that a dry-run rule (DryRunRule) or a dry-run penalty
 	// would have rejected this attempt, and DryRunKind how.
 	DryRun     bool

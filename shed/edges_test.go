@@ -990,3 +990,46 @@ func TestExemptionsAreExplicitAndCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspiciousClientsGetTightenedLimits: signals in, tighter limits out.
+// A client without a User-Agent (weighted heavily here) is decided on a
+// quarter of the burst; an ordinary client keeps the whole of it; the
+// decisions say why, by reason code.
+func TestSuspiciousClientsGetTightenedLimits(t *testing.T) {
+	tracker, err := fingerprint.NewTracker(1024, fingerprint.WithWeights(fingerprint.Weights{NoAgent: 0.9}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale, err := penalty.NewSuspicionScale(0.5, 0.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Decision
+	c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: concurrency.Per(1, time.Hour)}},
+		WithSuspicion(Suspicion{Tracker: tracker, Scale: scale}), WithDecisionHook(func(d Decision) { last = d }))
+	count := func(ip string, ua string) int {
+		n := 0
+		for range 12 {
+			if w := send(h, ip, func(r *http.Request) { r.Header.Set("User-Agent", ua) }); w.Code == http.StatusOK {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("192.0.2.1", "Mozilla/5.0"); n != 8 {
+		t.Fatalf("an ordinary client: %d admitted, want the whole burst of 8", n)
+	}
+	if n := count("192.0.2.2", ""); n != 2 {
+		t.Fatalf("a client without a User-Agent: %d admitted, want a quarter of the burst, 2", n)
+	}
+	if !last.Tightened || last.Suspicion&fingerprint.ReasonNoAgent == 0 {
+		t.Fatalf("the last decision: Tightened %v, reasons %v", last.Tightened, last.Suspicion)
+	}
+	if s := c.Stats(); s.Tightened != 12 {
+		t.Fatalf("Tightened %d, want 12", s.Tightened)
+	}
+	if _, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour}},
+		WithSuspicion(Suspicion{Tracker: tracker})); err == nil {
+		t.Fatal("WithSuspicion without a Scale: no error")
+	}
+}

@@ -52,9 +52,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		c.unknownPeer(a, r.RemoteAddr)
 	}
+	var signals []fingerprint.Signal
 	if c.client != nil {
 		cl := c.client(r)
 		a.ask.User, a.ask.APIKey, a.ask.Tenant, a.ask.Tier, a.ask.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
+		signals = cl.Signals
+	}
+	if c.suspicion != nil && a.ask.IP.IsValid() {
+		c.observe(a, r, signals)
 	}
 	if c.cost != nil {
 		a.ask.Cost = c.cost(r)

@@ -30,6 +30,10 @@ type Client struct {
 	// Priority is the request's class (see Attempt.Priority), from a
 	// header such as X-Priority, the route or the tier; zero is Critical.
 	Priority Priority
+	// Signals are the caller's suspicion signals about this request (a
+	// failed CAPTCHA, a known-bad fingerprint), fed to the Tracker of
+	// WithSuspicion with the request's own.
+	Signals []fingerprint.Signal
 }
 
 type config struct {
@@ -45,6 +49,7 @@ type config struct {
 	cost        func(*http.Request) int64
 	actual      func(http.Header) (int64, bool)
 	exempt      *exemptions
+	suspicion   *suspicion
 	category    func(*http.Request) string
 	hook        func(Decision)
 	headers     func(http.Header, Decision)

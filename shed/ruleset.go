@@ -270,6 +270,11 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			dst.storeName = spec.Name
 		}
 	}
+	if s := c.suspicion; s != nil && s.floor < 1 && !r.local() {
+		if dst.suspectID, err = c.scaled(dst, s.floor, "suspect", SuspectCapacity); err != nil {
+			return r.errorf("tightened by %v: %w", s.floor, err)
+		}
+	}
 	if f := r.cgnatFactor(); f != 1 && !r.local() {
 		if dst.cgnatID, err = c.scaled(dst, f, "cgnat", CGNATCapacity); err != nil {
 			return r.errorf("CGNAT factor %v: %w", f, err)

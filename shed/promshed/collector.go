@@ -74,6 +74,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descProxyNoHeader, s.ProxyWithoutHeader)
 	e.counter(descCGNAT, s.CGNAT)
 	e.counter(descExempt, s.Exempt)
+	e.counter(descTightened, s.Tightened)
 	e.counter(descStrikes, s.Strikes)
 	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
 		h := s.Store
