@@ -182,3 +182,40 @@ func TestExemptField(t *testing.T) {
 		t.Fatalf("a bad network: %v", err)
 	}
 }
+
+// TestSuspicionField: suspicion tightening in a file; a bad scale is an
+// error at its line.
+func TestSuspicionField(t *testing.T) {
+	doc := `{
+  "version": 1,
+  "suspicion": {"capacity": 1000, "threshold": 0.25, "floor": 0.25},
+  "rules": [
+    {"name": "ip", "identity": "ip", "algorithm": "token_bucket", "limit": 8, "rate": {"count": 1, "per": "1h"}}
+  ]
+}`
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	admitted := 0
+	for range 10 { // no User-Agent: suspicious at the default weights (0.3 > 0.25)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code == http.StatusOK {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("a client without a User-Agent: %d admitted, want 2 (a quarter of 8)", admitted)
+	}
+	bad := strings.Replace(doc, `"floor": 0.25`, `"floor": 2`, 1)
+	if _, err := policy.Parse("t.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "t.json:3: suspicion") {
+		t.Fatalf("a bad floor: %v", err)
+	}
+}

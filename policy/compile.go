@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/fingerprint"
+	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -62,6 +64,17 @@ func (p *Policy) Options() ([]shed.Option, error) {
 	}
 	if p.file.DryRun {
 		opts = append(opts, shed.WithDryRun())
+	}
+	if s := p.file.Suspicion; s != nil {
+		tracker, err := fingerprint.NewTracker(s.Capacity)
+		if err != nil {
+			return nil, p.errAt("suspicion", err)
+		}
+		scale, err := penalty.NewSuspicionScale(s.Threshold, s.Floor)
+		if err != nil {
+			return nil, p.errAt("suspicion", err)
+		}
+		opts = append(opts, shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale}))
 	}
 	if p.exempt != nil {
 		opts = append(opts, shed.WithExemptions(*p.exempt))

@@ -30,6 +30,18 @@ type File struct {
 	// networks ("10.0.0.0/8") and paths ("/healthz"; "/internal/" covers
 	// the subtree).
 	Exempt *ExemptSpec `json:"exempt,omitempty"`
+	// Suspicion tightens the per-key limits of clients whose signals look
+	// automated (shed.WithSuspicion); absent means none.
+	Suspicion *SuspicionSpec `json:"suspicion,omitempty"`
+}
+
+// SuspicionSpec is a shed.Suspicion: a tracker of Capacity clients and a
+// scale that tightens limits to Floor (in (0, 1]) above Threshold (in
+// [0, 1)).
+type SuspicionSpec struct {
+	Capacity  int     `json:"capacity"`
+	Threshold float64 `json:"threshold"`
+	Floor     float64 `json:"floor"`
 }
 
 // ExemptSpec is a shed.Exemptions.

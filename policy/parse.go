@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -178,6 +179,14 @@ func (v *validator) policy(p *Policy) {
 	}
 	if f.Exempt != nil {
 		p.exempt = v.exemptSpec("exempt", f.Exempt)
+	}
+	if s := f.Suspicion; s != nil {
+		if s.Capacity <= 0 || s.Capacity > MaxCapacity {
+			v.failf("suspicion.capacity", "must be in [1, %d], got %d", MaxCapacity, s.Capacity)
+		}
+		if _, err := penalty.NewSuspicionScale(s.Threshold, s.Floor); err != nil {
+			v.failf("suspicion", "%v", err)
+		}
 	}
 	tierNames := map[string]bool{}
 	if f.Tiers != nil {
