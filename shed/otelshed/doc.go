@@ -19,9 +19,9 @@
 // (sluice.decision.duration) and from 0.1ms to 10s
 // (sluice.queue.wait.duration); an SDK View can change them.
 //
-// To export several Controllers through one provider, give each its own
-// provider or tell them apart with a Resource or a View: their instrument
-// names are the same.
+// To export several Controllers through one provider, give each Metrics
+// an attribute that tells them apart (WithAttributes): their instruments
+// are the same.
 //
 // Errors start with "otelshed: ".
 //

@@ -45,6 +45,7 @@ const maxCachedRules = 1024
 // their attribute sets made ahead so that recording allocates nothing.
 type histograms struct {
 	queueWait, decision metric.Float64Histogram
+	attrs               func(...attribute.KeyValue) metric.MeasurementOption // Metrics.with
 	// byKind holds the options of each decision kind shed knows.
 	byKind [shed.Penalized + 1][]metric.RecordOption
 	// rules maps a rule name to its *ruleOptions; n counts them.
@@ -71,8 +72,10 @@ func queueWaitBounds() []float64 {
 		0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 }
 
-// create makes the histograms on meter, or returns the Meter's errors.
-func (h *histograms) create(meter metric.Meter) error {
+// create makes the histograms on meter, with attrs making the options of
+// each data point's attributes, or returns the Meter's errors.
+func (h *histograms) create(meter metric.Meter, attrs func(...attribute.KeyValue) metric.MeasurementOption) error {
+	h.attrs = attrs
 	var err1, err2 error
 	h.queueWait, err1 = meter.Float64Histogram("sluice.queue.wait.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time each queued attempt waited for a concurrency permit, by rule and by whether it got one."),
@@ -81,7 +84,7 @@ func (h *histograms) create(meter metric.Meter) error {
 		metric.WithDescription("Time each decision took, queue waits and store calls included, by outcome."),
 		metric.WithExplicitBucketBoundaries(decisionBounds()...))
 	for k := range h.byKind {
-		h.byKind[k] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(keyOutcome.String(shed.Kind(k).String())))}
+		h.byKind[k] = []metric.RecordOption{attrs(keyOutcome.String(shed.Kind(k).String()))}
 	}
 	return errors.Join(err1, err2)
 }
@@ -94,8 +97,8 @@ func (h *histograms) ruleOptions(rule string) *ruleOptions {
 	}
 	name := keyRule.String(rule)
 	o := &ruleOptions{
-		{metric.WithAttributeSet(attribute.NewSet(name, keyOutcome.String("rejected")))},
-		{metric.WithAttributeSet(attribute.NewSet(name, keyOutcome.String("admitted")))},
+		{h.attrs(name, keyOutcome.String("rejected"))},
+		{h.attrs(name, keyOutcome.String("admitted"))},
 	}
 	// The count may pass the cap by the number of racing first
 	// observations; it only bounds memory.

@@ -26,30 +26,44 @@ type Metrics struct {
 	reg metric.Registration
 	in  instruments
 	h   histograms
+	// extra are the attributes of WithAttributes, on every data point;
+	// plain is an option of them alone.
+	extra []attribute.KeyValue
+	plain metric.MeasurementOption
 
 	once sync.Once // Unregister's
 }
 
 // New creates the instruments on mp's Meter named ScopeName and registers
 // the callback that observes c's Stats at each collection. It never touches
-// the global MeterProvider. It returns an error for a nil mp or c, and the
+// the global MeterProvider. It returns an error for a nil mp, c or Option,
+// an Option's error, and the
 // Meter's errors when an instrument or the callback cannot be made (the
 // Metrics is then not returned, and nothing stays registered).
 //
 // Call Unregister when the Controller is retired, or the provider keeps
 // observing it.
-func New(mp metric.MeterProvider, c *shed.Controller) (*Metrics, error) {
+func New(mp metric.MeterProvider, c *shed.Controller, opts ...Option) (*Metrics, error) {
 	if mp == nil {
 		return nil, errors.New("otelshed: nil MeterProvider")
 	}
 	if c == nil {
 		return nil, errors.New("otelshed: nil Controller")
 	}
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("otelshed: nil Option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{c: c}
+	m := &Metrics{c: c, extra: cfg.attrs, plain: metric.WithAttributeSet(attribute.NewSet(cfg.attrs...))}
 	obs, err := m.in.create(meter)
 	if err == nil {
-		err = m.h.create(meter)
+		err = m.h.create(meter, m.with)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("otelshed: %w", err)
@@ -96,30 +110,30 @@ const (
 // report one.
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	s := m.c.Stats()
-	in := &m.in
+	in, plain := &m.in, m.plain
 
 	for _, k := range []struct {
 		kind shed.Kind
 		n    uint64
 	}{{shed.Admitted, s.Admitted}, {shed.OverLimit, s.OverLimit}, {shed.Shedding, s.Shedding}, {shed.Penalized, s.Penalized}} {
-		o.ObserveInt64(in.decisions, count(k.n), metric.WithAttributes(keyOutcome.String(k.kind.String())))
+		o.ObserveInt64(in.decisions, count(k.n), m.with(keyOutcome.String(k.kind.String())))
 	}
-	o.ObserveInt64(in.dryRun, count(s.DryRun))
-	o.ObserveInt64(in.failedOpen, count(s.FailedOpen))
-	o.ObserveInt64(in.storeErrors, count(s.StoreErrors))
-	o.ObserveInt64(in.leasesLost, count(s.LeasesLost))
-	o.ObserveInt64(in.inflight, s.Inflight)
-	o.ObserveInt64(in.queueWaits, count(s.QueueWaits))
-	o.ObserveFloat64(in.queueWaitTime, s.QueueWait.Seconds())
-	o.ObserveInt64(in.queueShed, count(s.QueueShed))
-	o.ObserveInt64(in.doubleDone, count(s.DoubleDone))
-	o.ObserveInt64(in.panics, count(s.Panics))
-	o.ObserveInt64(in.unknownPeers, count(s.UnknownPeers))
-	o.ObserveInt64(in.proxyNoHeader, count(s.ProxyWithoutHeader))
-	o.ObserveInt64(in.cgnat, count(s.CGNAT))
-	o.ObserveInt64(in.early, count(s.EarlyWarnings))
-	o.ObserveInt64(in.earlyHeld, count(s.EarlyWarningsHeld))
-	o.ObserveInt64(in.strikes, count(s.Strikes))
+	o.ObserveInt64(in.dryRun, count(s.DryRun), plain)
+	o.ObserveInt64(in.failedOpen, count(s.FailedOpen), plain)
+	o.ObserveInt64(in.storeErrors, count(s.StoreErrors), plain)
+	o.ObserveInt64(in.leasesLost, count(s.LeasesLost), plain)
+	o.ObserveInt64(in.inflight, s.Inflight, plain)
+	o.ObserveInt64(in.queueWaits, count(s.QueueWaits), plain)
+	o.ObserveFloat64(in.queueWaitTime, s.QueueWait.Seconds(), plain)
+	o.ObserveInt64(in.queueShed, count(s.QueueShed), plain)
+	o.ObserveInt64(in.doubleDone, count(s.DoubleDone), plain)
+	o.ObserveInt64(in.panics, count(s.Panics), plain)
+	o.ObserveInt64(in.unknownPeers, count(s.UnknownPeers), plain)
+	o.ObserveInt64(in.proxyNoHeader, count(s.ProxyWithoutHeader), plain)
+	o.ObserveInt64(in.cgnat, count(s.CGNAT), plain)
+	o.ObserveInt64(in.early, count(s.EarlyWarnings), plain)
+	o.ObserveInt64(in.earlyHeld, count(s.EarlyWarningsHeld), plain)
+	o.ObserveInt64(in.strikes, count(s.Strikes), plain)
 
 	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
 		h := s.Store
@@ -127,33 +141,33 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		if h.Degraded {
 			degraded = 1
 		}
-		o.ObserveInt64(in.storeDegraded, degraded)
-		o.ObserveFloat64(in.storeShare, h.Share)
-		o.ObserveInt64(in.storeInstances, h.Instances)
-		o.ObserveInt64(in.storeFallbacks, count(h.FallbackDecisions))
-		o.ObserveInt64(in.storeBackendErrors, count(h.BackendErrors))
-		o.ObserveInt64(in.storeTransitions, count(h.Trips), metric.WithAttributes(keyMode.String("degraded")))
-		o.ObserveInt64(in.storeTransitions, count(h.Recoveries), metric.WithAttributes(keyMode.String("shared")))
+		o.ObserveInt64(in.storeDegraded, degraded, plain)
+		o.ObserveFloat64(in.storeShare, h.Share, plain)
+		o.ObserveInt64(in.storeInstances, h.Instances, plain)
+		o.ObserveInt64(in.storeFallbacks, count(h.FallbackDecisions), plain)
+		o.ObserveInt64(in.storeBackendErrors, count(h.BackendErrors), plain)
+		o.ObserveInt64(in.storeTransitions, count(h.Trips), m.with(keyMode.String("degraded")))
+		o.ObserveInt64(in.storeTransitions, count(h.Recoveries), m.with(keyMode.String("shared")))
 	}
 	if p := s.Penalty; p.Capacity > 0 { // a box that reports its table
-		o.ObserveInt64(in.penaltyKeys, p.Entries)
-		o.ObserveInt64(in.penaltyCapacity, p.Capacity)
-		o.ObserveInt64(in.penaltyEvictions, count(p.Evictions))
-		o.ObserveInt64(in.penaltyTimeouts, count(p.Timeouts))
+		o.ObserveInt64(in.penaltyKeys, p.Entries, plain)
+		o.ObserveInt64(in.penaltyCapacity, p.Capacity, plain)
+		o.ObserveInt64(in.penaltyEvictions, count(p.Evictions), plain)
+		o.ObserveInt64(in.penaltyTimeouts, count(p.Timeouts), plain)
 	}
 
 	for i := range s.Rules {
 		r := &s.Rules[i]
 		name := keyRule.String(r.Name)
-		byRule := metric.WithAttributes(name)
-		o.ObserveInt64(in.ruleInfo, 1, metric.WithAttributes(name, keyCategory.String(r.Category),
+		byRule := m.with(name)
+		o.ObserveInt64(in.ruleInfo, 1, m.with(name, keyCategory.String(r.Category),
 			keyIdentity.String(r.Identity.String()), keyAlgorithm.String(r.Algorithm.String())))
 		for _, d := range []struct {
 			outcome string
 			n       uint64
 		}{{"allowed", r.Allowed}, {"rejected", r.Rejected}, {"would_reject", r.WouldReject},
 			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}} {
-			o.ObserveInt64(in.ruleDecisions, count(d.n), metric.WithAttributes(name, keyOutcome.String(d.outcome)))
+			o.ObserveInt64(in.ruleDecisions, count(d.n), m.with(name, keyOutcome.String(d.outcome)))
 		}
 		o.ObserveInt64(in.ruleLimit, r.Limit, byRule)
 		if r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive) {
@@ -168,6 +182,12 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 	}
 	return nil
+}
+
+// with is an option of the attributes kv and the extra ones.
+func (m *Metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, len(kv)+len(m.extra))
+	return metric.WithAttributes(append(append(all, kv...), m.extra...)...)
 }
 
 // count is a Stats counter as an int64 observation. Stats counters are
