@@ -24,7 +24,7 @@ func fixedClock() int64 { return int64(time.Hour) }
 // one a minute, 64 keys), a global cap of one request at once, and a
 // penalty box that times a client out at its first strike, on st (the
 // memory store when nil).
-func newController(t *testing.T, st store.Store) *shed.Controller {
+func newController(t testing.TB, st store.Store) *shed.Controller {
 	t.Helper()
 	box, err := penalty.NewBox(32, penalty.WithStrikes(1, time.Hour))
 	if err != nil {
