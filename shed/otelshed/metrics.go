@@ -20,7 +20,9 @@ const ScopeName = "github.com/sluicehq/sluice/shed/otelshed"
 // Metrics exports a shed.Controller's Stats through OpenTelemetry
 // instruments: observable counters and gauges read by one callback, once
 // per collection, and the histograms of the Observer side. It is safe for
-// concurrent use. The zero value is not usable; call New.
+// concurrent use, and nothing in it blocks: the callback reads Stats, which
+// takes no lock shared with the request path. The zero value is not
+// usable; call New.
 type Metrics struct {
 	c   *shed.Controller
 	reg metric.Registration
@@ -37,9 +39,9 @@ type Metrics struct {
 // New creates the instruments on mp's Meter named ScopeName and registers
 // the callback that observes c's Stats at each collection. It never touches
 // the global MeterProvider. It returns an error for a nil mp, c or Option,
-// an Option's error, and the
-// Meter's errors when an instrument or the callback cannot be made (the
-// Metrics is then not returned, and nothing stays registered).
+// an Option's error, and the Meter's errors when an instrument or the
+// callback cannot be made (the Metrics is then not returned, and no
+// callback stays registered).
 //
 // Call Unregister when the Controller is retired, or the provider keeps
 // observing it.
