@@ -19,5 +19,13 @@
 // metrics are named sluice_upstream_*, its one label is the status of an
 // upstream's rejection (429 or 503), and no upstream key is a label.
 //
+// Every metric, its type, labels and meaning, is listed in the one metric
+// table in the doc of package shed/otelshed, beside its OpenTelemetry twin:
+// its Prometheus column holds this package's names (sluice_decisions_total,
+// sluice_rule_decisions_total{rule,outcome}, ..., sluice_upstream_*). The
+// histograms of queue wait and decision latency that otelshed offers need
+// a per-event figure that Stats does not carry, and are not exported here
+// yet.
+//
 // Errors start with "promshed: ".
 package promshed
