@@ -93,6 +93,7 @@ type Controller struct {
 	exempt *exemptions
 	// suspicion tightens suspicious clients' limits (WithSuspicion).
 	suspicion *suspicion
+	obs       Observer // WithObserver
 	cat       func(*http.Request) string
 	hook      func(Decision)
 	headers   func(http.Header, Decision)
@@ -143,7 +144,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, fmt.Errorf("shed: no rules")
 	}
 	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
-		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, suspicion: cfg.suspicion, cat: cfg.category, hook: cfg.hook,
+		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, suspicion: cfg.suspicion, obs: cfg.obs, cat: cfg.category, hook: cfg.hook,
 		headers: cfg.headers, reject: cfg.reject, dryAll: cfg.dryRun, fields: cfg.fields}
 	if c.fields == 0 {
 		c.fields = AllFields

@@ -20,6 +20,9 @@ const shedHint = time.Second
 func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision) error {
 	c.enter(a)
 	defer c.leave(a) // also when the categorizer or the decision hook panics
+	if c.obs != nil {
+		a.began = c.now()
+	}
 	a.set = c.set.Load()
 	if r != nil && a.set.categorized() { // some rule names a category
 		a.ask.Category = a.set.cat(r)
@@ -348,5 +351,8 @@ func (c *Controller) done(a *ticket, d *Decision) {
 	}
 	if c.hook != nil {
 		c.hook(*d)
+	}
+	if c.obs != nil {
+		c.obs.ObserveDecision(d.Kind, time.Duration(max(0, c.now()-a.began)))
 	}
 }

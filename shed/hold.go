@@ -46,8 +46,12 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 	}
 	start := c.now()
 	err := lane.Acquire(ctx, a.cost)
+	waited := max(0, c.now()-start)
 	c.ctr.add(a.shard, cQueueWaits, 1)
-	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
+	c.ctr.add(a.shard, cQueueWaitNs, waited)
+	if c.obs != nil {
+		c.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
+	}
 	switch {
 	case err == nil:
 		a.sems = append(a.sems, i)
@@ -74,8 +78,12 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req a
 	defer cancel()
 	start := c.now()
 	tok, err := r.lim.Acquire(wctx, req)
+	waited := max(0, c.now()-start)
 	c.ctr.add(a.shard, cQueueWaits, 1)
-	c.ctr.add(a.shard, cQueueWaitNs, max(0, c.now()-start))
+	c.ctr.add(a.shard, cQueueWaitNs, waited)
+	if c.obs != nil {
+		c.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
+	}
 	if err != nil && ctx.Err() == nil {
 		c.ctr.add(a.shard, cQueueShed, 1)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/store"
@@ -50,6 +51,7 @@ type config struct {
 	actual      func(http.Header) (int64, bool)
 	exempt      *exemptions
 	suspicion   *suspicion
+	obs         Observer
 	category    func(*http.Request) string
 	hook        func(Decision)
 	headers     func(http.Header, Decision)
@@ -277,6 +279,33 @@ func WithEarlyWarning(f func(EarlyWarning)) Option {
 			return errors.New("shed: WithEarlyWarning(nil)")
 		}
 		c.early = f
+		return nil
+	})
+}
+
+// Observer receives per-event figures that Stats, made of totals, cannot
+// carry: for histograms of queue waits and decision latency
+// (shed/otelshed's Metrics is one). Its methods run on the request path
+// and must be fast, non-blocking and safe for concurrent use.
+type Observer interface {
+	// ObserveQueueWait reports that an attempt waited wait for a permit
+	// of the Global Concurrency or Adaptive rule named rule, and whether
+	// it got one.
+	ObserveQueueWait(rule string, wait time.Duration, admitted bool)
+	// ObserveDecision reports one decision of kind (Decision.Kind) and its
+	// latency, from its start to its end, queue waits and store calls
+	// included.
+	ObserveDecision(kind Kind, latency time.Duration)
+}
+
+// WithObserver passes every queue wait and every decision's latency to o.
+// It costs a clock read per decision more, only with an observer.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) error {
+		if o == nil {
+			return errors.New("shed: WithObserver(nil)")
+		}
+		c.obs = o
 		return nil
 	})
 }

@@ -23,6 +23,8 @@ type ticket struct {
 	gen atomic.Uint64
 	// epoch is the counter the decision entered (see Controller.enter).
 	epoch int
+	// began is when the decision started, for an Observer's latency.
+	began int64
 
 	ask  Attempt // what was asked; cost and now below are its decided values
 	cost int64

@@ -9,19 +9,19 @@ import (
 // instruments are the observable instruments, one per metric of the
 // table in the package doc, all observed by Metrics.observe.
 type instruments struct {
-	decisions, dryRun, failedOpen, storeErrors, leasesLost        metric.Int64ObservableCounter
-	queueWaits, queueShed, doubleDone, panics                     metric.Int64ObservableCounter
-	unknownPeers, proxyNoHeader, cgnat, early, earlyHeld, strikes metric.Int64ObservableCounter
-	queueWaitTime                                                 metric.Float64ObservableCounter
-	inflight                                                      metric.Int64ObservableGauge
-	storeDegraded, storeInstances                                 metric.Int64ObservableGauge
-	storeShare                                                    metric.Float64ObservableGauge
-	storeFallbacks, storeBackendErrors, storeTransitions          metric.Int64ObservableCounter
-	penaltyKeys, penaltyCapacity                                  metric.Int64ObservableGauge
-	penaltyEvictions, penaltyTimeouts                             metric.Int64ObservableCounter
-	ruleInfo, ruleLimit, ruleInflight, ruleWaiting                metric.Int64ObservableGauge
-	ruleKeys, ruleCapacity                                        metric.Int64ObservableGauge
-	ruleDecisions, ruleEvictions, ruleOverflows                   metric.Int64ObservableCounter
+	decisions, dryRun, failedOpen, storeErrors, leasesLost                           metric.Int64ObservableCounter
+	queueWaits, queueShed, doubleDone, panics                                        metric.Int64ObservableCounter
+	unknownPeers, proxyNoHeader, cgnat, exempt, tightened, early, earlyHeld, strikes metric.Int64ObservableCounter
+	queueWaitTime                                                                    metric.Float64ObservableCounter
+	inflight                                                                         metric.Int64ObservableGauge
+	storeDegraded, storeInstances                                                    metric.Int64ObservableGauge
+	storeShare                                                                       metric.Float64ObservableGauge
+	storeFallbacks, storeBackendErrors, storeTransitions                             metric.Int64ObservableCounter
+	penaltyKeys, penaltyCapacity                                                     metric.Int64ObservableGauge
+	penaltyEvictions, penaltyTimeouts                                                metric.Int64ObservableCounter
+	ruleInfo, ruleLimit, ruleInflight, ruleWaiting                                   metric.Int64ObservableGauge
+	ruleKeys, ruleCapacity                                                           metric.Int64ObservableGauge
+	ruleDecisions, ruleRefunds, ruleOverspent, ruleEvictions, ruleOverflows          metric.Int64ObservableCounter
 }
 
 // create makes every instrument on meter and returns them for the
@@ -73,6 +73,10 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		"Requests from a trusted proxy that sent none of the configured client headers; keyed on the proxy.")
 	in.cgnat = counter("sluice.cgnat.decisions", "{decision}",
 		"Per-IP rule decisions for carrier-grade NAT clients that raised the limit or deferred to a stronger identity.")
+	in.exempt = counter("sluice.exempt.requests", "{request}",
+		"Requests let through unlimited by an explicit exemption.")
+	in.tightened = counter("sluice.tightened.decisions", "{decision}",
+		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.")
 	in.early = counter("sluice.early_warnings", "{warning}",
 		"Keys that passed half their limit in the first fifth of their window.")
 	in.earlyHeld = counter("sluice.early_warnings_held", "{warning}",
@@ -107,6 +111,10 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		"One series per rule, always 1, naming its category, identity and algorithm.")
 	in.ruleDecisions = counter("sluice.rule.decisions", "{decision}",
 		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table).")
+	in.ruleRefunds = counter("sluice.rule.refunds", "{refund}",
+		"Charges given back after the work (a status the rule does not count, a lower true cost): refunded, or lost (the store could not).")
+	in.ruleOverspent = counter("sluice.rule.overspent", "{attempt}",
+		"Attempts whose true cost the rule could no longer charge (the quota was spent by then).")
 	in.ruleLimit = gauge("sluice.rule.limit", "{cost}",
 		"Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.")
 	in.ruleInflight = gauge("sluice.rule.inflight", "{cost}",

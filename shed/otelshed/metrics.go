@@ -101,6 +101,7 @@ const (
 	keyIdentity  = attribute.Key("sluice.rule.identity")
 	keyAlgorithm = attribute.Key("sluice.rule.algorithm")
 	keyMode      = attribute.Key("sluice.store.mode")
+	keyResult    = attribute.Key("sluice.refund.result")
 )
 
 // observe is the one callback: it takes one Stats snapshot and observes
@@ -133,6 +134,8 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.unknownPeers, count(s.UnknownPeers), plain)
 	o.ObserveInt64(in.proxyNoHeader, count(s.ProxyWithoutHeader), plain)
 	o.ObserveInt64(in.cgnat, count(s.CGNAT), plain)
+	o.ObserveInt64(in.exempt, count(s.Exempt), plain)
+	o.ObserveInt64(in.tightened, count(s.Tightened), plain)
 	o.ObserveInt64(in.early, count(s.EarlyWarnings), plain)
 	o.ObserveInt64(in.earlyHeld, count(s.EarlyWarningsHeld), plain)
 	o.ObserveInt64(in.strikes, count(s.Strikes), plain)
@@ -171,6 +174,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}} {
 			o.ObserveInt64(in.ruleDecisions, count(d.n), m.with(name, keyOutcome.String(d.outcome)))
 		}
+		o.ObserveInt64(in.ruleRefunds, count(r.Refunded), m.with(name, keyResult.String("refunded")))
+		o.ObserveInt64(in.ruleRefunds, count(r.RefundsLost), m.with(name, keyResult.String("lost")))
+		o.ObserveInt64(in.ruleOverspent, count(r.Overspent), byRule)
 		o.ObserveInt64(in.ruleLimit, r.Limit, byRule)
 		if r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive) {
 			o.ObserveInt64(in.ruleInflight, r.Inflight, byRule)

@@ -168,6 +168,14 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		sluice.rule.capacity{sluice.rule.name=per-ip} 64
 		sluice.rule.evictions{sluice.rule.name=per-ip} 0
 		sluice.rule.overflows{sluice.rule.name=per-ip} 0
+		sluice.exempt.requests{} 0
+		sluice.tightened.decisions{} 0
+		sluice.rule.overspent{sluice.rule.name=inflight} 0
+		sluice.rule.overspent{sluice.rule.name=per-ip} 0
+		sluice.rule.refunds{sluice.refund.result=lost,sluice.rule.name=inflight} 0
+		sluice.rule.refunds{sluice.refund.result=lost,sluice.rule.name=per-ip} 0
+		sluice.rule.refunds{sluice.refund.result=refunded,sluice.rule.name=inflight} 0
+		sluice.rule.refunds{sluice.refund.result=refunded,sluice.rule.name=per-ip} 0
 	`)
 	if got != w {
 		t.Errorf("after the decisions:\n%s\nwant:\n%s", got, w)
