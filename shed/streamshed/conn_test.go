@@ -304,3 +304,35 @@ func TestNewGuardRejectsBadValues(t *testing.T) {
 		t.Error("a nil Controller was accepted")
 	}
 }
+
+// TestOpenDecidesOnTheControllersClock: a Guard on its own clock still
+// decides openings at the Controller's time, so that the Controller's
+// clock alone says when a refused address may connect again.
+func TestOpenDecidesOnTheControllersClock(t *testing.T) {
+	clk := newFrozen()
+	c, err := shed.New(connectRules(), shed.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := streamshed.NewGuard(c) // messages on the internal clock
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		conn, _, err := g.Open(context.Background(), alice())
+		if err != nil || conn == nil {
+			t.Fatal("refused within the rate", err)
+		}
+		conn.Done()
+	}
+	if conn, d, _ := g.Open(context.Background(), alice()); conn != nil || d.RetryAfter != 20*time.Second {
+		t.Fatalf("fourth: %v %+v", conn, d)
+	}
+	clk.Add(20 * time.Second)
+	conn, d, err := g.Open(context.Background(), alice())
+	if err != nil || conn == nil {
+		t.Fatalf("after 20 s on the Controller's clock: %+v, %v", d, err)
+	}
+	conn.Done()
+}

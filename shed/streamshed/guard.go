@@ -97,7 +97,7 @@ func NewGuard(c *shed.Controller, opts ...Option) (*Guard, error) {
 }
 
 // Open decides the opening of a connection for a, in the Guard's category
-// (which replaces a.Category), at a.Now (the Guard's clock when zero). When
+// (which replaces a.Category), at a.Now (the Controller's clock when zero). When
 // the decision is allowed it returns the Conn, which holds the decision's
 // Token until the connection ends (see Conn); otherwise the Conn is nil.
 // When ctx ends before the Conn does, the Conn ends: it closes the
@@ -109,9 +109,6 @@ func NewGuard(c *shed.Controller, opts ...Option) (*Guard, error) {
 // blocks as long as the Controller's store takes to decide.
 func (g *Guard) Open(ctx context.Context, a shed.Attempt) (*Conn, shed.Decision, error) {
 	a.Category = g.category
-	if a.Now == 0 {
-		a.Now = g.now()
-	}
 	d, tok, err := g.c.Decide(ctx, a)
 	if err != nil || !d.Allowed {
 		return nil, d, err

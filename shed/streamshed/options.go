@@ -64,9 +64,10 @@ func WithMaxLifetime(d time.Duration) Option {
 	})
 }
 
-// WithClock reads the time from now (monotonic nanoseconds, positive, on
-// the Controller's clock) instead of the internal clock: for the message
-// buckets and the attempts Open decides.
+// WithClock reads the time of the message buckets (Conn.Message) from now
+// (monotonic nanoseconds, positive) instead of the internal clock: for
+// simulations and tests. The attempts Open decides are on the
+// Controller's clock (shed.WithClock) unless they carry Now.
 func WithClock(now func() int64) Option {
 	return optionFunc(func(c *config) error {
 		if now == nil {
