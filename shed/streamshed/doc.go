@@ -52,6 +52,10 @@
 //		return errors.Join(err, ws.Close())
 //	}
 //
+// A stream without close codes (an accepted TCP connection, a hijacked
+// HTTP one) uses Conn.NetConn: the Guard's ends close the net.Conn, and
+// closing the net.Conn ends the Conn.
+//
 // # HTTP
 //
 // Guard.Accept decides an HTTP request that opens a connection (a
