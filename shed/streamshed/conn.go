@@ -61,8 +61,8 @@ func (c *Conn) Bind(close CloseFunc) {
 	}
 	code, reason := c.code, c.reason
 	c.mu.Unlock()
-	if code != 0 && close != nil {
-		_ = close(code, reason) // the connection is going away either way
+	if code != 0 && close != nil && close(code, reason) != nil {
+		c.g.ctr.closeErrors.Add(1) // the connection is going away either way
 	}
 }
 
@@ -87,6 +87,7 @@ func (c *Conn) MessageAt(now int64) error {
 	if !c.end(PolicyViolation, c.g.reason) {
 		return ErrEnded // it ended another way meanwhile
 	}
+	c.g.ctr.violations.Add(1)
 	return ErrPolicyViolation
 }
 
@@ -117,8 +118,11 @@ func (c *Conn) end(code int, reason string) bool {
 	if code != 0 && close != nil {
 		// Close first, then give the permit back: the client may not open
 		// another connection while this one is still open.
-		_ = close(code, reason)
+		if close(code, reason) != nil {
+			c.g.ctr.closeErrors.Add(1)
+		}
 	}
 	c.tok.Done(shed.Ignore)
+	c.g.ctr.ended.Add(1)
 	return true
 }

@@ -40,8 +40,8 @@ const (
 const maxReason = 123
 
 // Guard decides the opening of connections with a shed.Controller and
-// limits the messages of each connection it admits. A Guard is immutable
-// and safe for concurrent use; it starts no goroutine of its own (a Conn
+// limits the messages of each connection it admits. A Guard's settings are
+// immutable and it is safe for concurrent use (Stats counts what it did); it starts no goroutine of its own (a Conn
 // may hold a timer and a context callback until it ends). Use NewGuard;
 // the zero value is not usable.
 type Guard struct {
@@ -52,6 +52,7 @@ type Guard struct {
 	life     time.Duration
 	now      func() int64
 	attempt  func(*http.Request) shed.Attempt
+	ctr      counters
 }
 
 // NewGuard returns a Guard over c. It returns an error (starting with
@@ -113,12 +114,21 @@ func (g *Guard) Open(ctx context.Context, a shed.Attempt) (*Conn, shed.Decision,
 	if err != nil || !d.Allowed {
 		return nil, d, err
 	}
+	g.ctr.opened.Add(1)
 	c := &Conn{g: g, tok: tok}
 	c.mu.Lock() // the callbacks may run at once; end reads these under mu
 	defer c.mu.Unlock()
-	c.stopCtx = context.AfterFunc(ctx, func() { c.end(GoingAway, "server context ended") })
+	c.stopCtx = context.AfterFunc(ctx, func() {
+		if c.end(GoingAway, "server context ended") {
+			g.ctr.ctxEnded.Add(1)
+		}
+	})
 	if g.life > 0 {
-		c.timer = time.AfterFunc(g.life, func() { c.end(GoingAway, "connection lifetime reached") })
+		c.timer = time.AfterFunc(g.life, func() {
+			if c.end(GoingAway, "connection lifetime reached") {
+				g.ctr.lifeEnded.Add(1)
+			}
+		})
 	}
 	return c, d, nil
 }
