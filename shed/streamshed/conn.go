@@ -31,7 +31,8 @@ type CloseFunc func(code int, reason string) error
 // a message over the limit, the end of Open's context and the maximum
 // lifetime (WithMaxLifetime), and then gives the Token back (reporting
 // shed.Ignore: a connection's lifetime says nothing about the service's
-// latency). A Conn is safe for concurrent use; it must not be copied.
+// latency). A Conn is safe for concurrent use; it must not be copied. A
+// CloseFunc that panics still gives the Token back, and the panic goes on.
 type Conn struct {
 	g     *Guard
 	tok   shed.Token
@@ -94,8 +95,15 @@ func (c *Conn) MessageAt(now int64) error {
 // Done ends the Conn when its connection has closed, or its handler
 // returns: it gives the Token back and stops the Conn's timer and context
 // callback. It does not call the CloseFunc. Done is idempotent: after the
-// Conn has ended it does nothing. Defer it right after Open succeeds.
-func (c *Conn) Done() { c.end(0, "") }
+// Conn has ended it does nothing, and so it does on a nil Conn (a refused
+// Open's). When another end is closing the connection at that moment, Done
+// returns at once and the Token comes back when that close returns. Defer
+// Done right after Open.
+func (c *Conn) Done() {
+	if c != nil {
+		c.end(0, "")
+	}
+}
 
 // end ends the Conn with code (0: by Done, without closing) and reports
 // whether this call did it.
@@ -115,14 +123,15 @@ func (c *Conn) end(code int, reason string) bool {
 	if timer != nil {
 		timer.Stop()
 	}
-	if code != 0 && close != nil {
-		// Close first, then give the permit back: the client may not open
-		// another connection while this one is still open.
-		if close(code, reason) != nil {
-			c.g.ctr.closeErrors.Add(1)
-		}
+	// Close first, then give the permit back (deferred: also when close
+	// panics): the client may not open another connection while this one
+	// is still open.
+	defer func() {
+		c.tok.Done(shed.Ignore)
+		c.g.ctr.ended.Add(1)
+	}()
+	if code != 0 && close != nil && close(code, reason) != nil {
+		c.g.ctr.closeErrors.Add(1)
 	}
-	c.tok.Done(shed.Ignore)
-	c.g.ctr.ended.Add(1)
 	return true
 }

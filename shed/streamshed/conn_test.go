@@ -248,34 +248,33 @@ func TestMaxLifetimeEndsTheConnectionBeforeItsLease(t *testing.T) {
 // and the context's end racing end the Conn once: at most one close, the
 // permit back once.
 func TestEveryEndAtOnceGivesTheTokenBackOnce(t *testing.T) {
-	clk := newFrozen()
-	g, c := newGuard(t, clk.Now, streamshed.WithMessageLimit(1, concurrency.Per(1, time.Hour)))
-	for range 50 {
-		ctx, cancel := context.WithCancel(context.Background())
-		conn, _, err := g.Open(ctx, alice())
-		if err != nil || conn == nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		g, c := newGuard(t, nil, streamshed.WithMessageLimit(1, concurrency.Per(1, time.Hour)))
+		for range 50 {
+			ctx, cancel := context.WithCancel(context.Background())
+			conn, _, err := g.Open(ctx, alice())
+			if err != nil || conn == nil {
+				t.Fatal(err)
+			}
+			var cl closes
+			conn.Bind(cl.Close)
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() { _ = conn.Message() })
+			}
+			wg.Go(conn.Done)
+			wg.Go(cancel)
+			wg.Wait()
+			synctest.Wait() // an end by the context's callback may still be closing
+			if calls := cl.Calls(); len(calls) > 1 {
+				t.Fatalf("close calls %+v", calls)
+			}
+			if s := c.Stats(); s.Inflight != 0 || s.DoubleDone != 0 {
+				t.Fatalf("inflight %d, double done %d", s.Inflight, s.DoubleDone)
+			}
+			time.Sleep(time.Minute) // the per-IP rate rule refills
 		}
-		clk.Add(time.Minute) // the per-IP rate rule refills
-		var cl closes
-		conn.Bind(cl.Close)
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Go(func() { _ = conn.Message() })
-		}
-		wg.Go(conn.Done)
-		wg.Go(cancel)
-		wg.Wait()
-		cancel()
-		if calls := cl.Calls(); len(calls) > 1 {
-			t.Fatalf("close calls %+v", calls)
-		}
-	}
-	// The context callbacks of Conns ended by Done or a message were
-	// stopped; any that ran found the Conn ended.
-	if s := c.Stats(); s.Inflight != 0 || s.DoubleDone != 0 {
-		t.Fatalf("inflight %d, double done %d", s.Inflight, s.DoubleDone)
-	}
+	})
 }
 
 // TestNewGuardRejectsBadValues: constructor errors, never a clamp.
@@ -334,5 +333,36 @@ func TestOpenDecidesOnTheControllersClock(t *testing.T) {
 	if err != nil || conn == nil {
 		t.Fatalf("after 20 s on the Controller's clock: %+v, %v", d, err)
 	}
+	conn.Done()
+}
+
+// TestCloseFuncPanicStillGivesThePermitBack: a CloseFunc that panics (a
+// library's bug) does not keep the connection's permit; the panic goes on.
+func TestCloseFuncPanicStillGivesThePermitBack(t *testing.T) {
+	clk := newFrozen()
+	g, c := newGuard(t, clk.Now, streamshed.WithMessageLimit(1, concurrency.Per(1, time.Hour)))
+	conn, _, err := g.Open(context.Background(), alice())
+	if err != nil || conn == nil {
+		t.Fatal(err)
+	}
+	conn.Bind(func(int, string) error { panic("close panics") })
+	_ = conn.Message()
+	func() {
+		defer func() {
+			if p := recover(); p != "close panics" {
+				t.Fatalf("recovered %v", p)
+			}
+		}()
+		_ = conn.Message()
+	}()
+	if s := c.Stats(); s.Inflight != 0 || g.Stats().Open != 0 {
+		t.Fatalf("after the panic: inflight %d, guard %+v", s.Inflight, g.Stats())
+	}
+}
+
+// TestDoneOfNoConnDoesNothing: the Conn of a refused Open is nil, and its
+// Done may be deferred all the same.
+func TestDoneOfNoConnDoesNothing(t *testing.T) {
+	var conn *streamshed.Conn
 	conn.Done()
 }

@@ -41,9 +41,10 @@ const maxReason = 123
 
 // Guard decides the opening of connections with a shed.Controller and
 // limits the messages of each connection it admits. A Guard's settings are
-// immutable and it is safe for concurrent use (Stats counts what it did); it starts no goroutine of its own (a Conn
-// may hold a timer and a context callback until it ends). Use NewGuard;
-// the zero value is not usable.
+// immutable (Stats counts what it did) and it is safe for concurrent use.
+// It starts no goroutine of its own: a Conn holds a context callback, and
+// with WithMaxLifetime a timer, until it ends. Use NewGuard; the zero
+// value is not usable.
 type Guard struct {
 	c        *shed.Controller
 	category string
@@ -98,9 +99,10 @@ func NewGuard(c *shed.Controller, opts ...Option) (*Guard, error) {
 }
 
 // Open decides the opening of a connection for a, in the Guard's category
-// (which replaces a.Category), at a.Now (the Controller's clock when zero). When
-// the decision is allowed it returns the Conn, which holds the decision's
-// Token until the connection ends (see Conn); otherwise the Conn is nil.
+// (which replaces a.Category), at a.Now (the Controller's clock when
+// zero). When the decision is allowed it returns the Conn, which holds the
+// decision's Token until the connection ends (see Conn); otherwise the
+// Conn is nil.
 // When ctx ends before the Conn does, the Conn ends: it closes the
 // connection with GoingAway (once a CloseFunc is bound) and gives its
 // Token back.
