@@ -29,7 +29,7 @@ func connectRules() []shed.Rule {
 
 // newGuard returns a Guard over a Controller of connectRules, both on the
 // same clock (now when not nil, the internal clock otherwise), with opts.
-func newGuard(t *testing.T, now func() int64, opts ...streamshed.Option) (*streamshed.Guard, *shed.Controller) {
+func newGuard(t testing.TB, now func() int64, opts ...streamshed.Option) (*streamshed.Guard, *shed.Controller) {
 	t.Helper()
 	var copts []shed.Option
 	if now != nil {
