@@ -54,7 +54,9 @@
 //
 // A stream without close codes (an accepted TCP connection, a hijacked
 // HTTP one) uses Conn.NetConn: the Guard's ends close the net.Conn, and
-// closing the net.Conn ends the Conn.
+// closing the net.Conn ends the Conn. Guard.Listener puts a whole
+// net.Listener behind the Guard: a refused connection is closed before
+// anyone sees it.
 //
 // # HTTP
 //
