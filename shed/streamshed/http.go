@@ -3,39 +3,33 @@ package streamshed
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Accept decides the connection that r opens (the attempt WithAttempt
 // builds from r, in the Guard's category, on r's context; see Open). When
 // it is admitted, Accept returns its Conn and the caller goes on (upgrades
 // to a WebSocket, binds the Conn's CloseFunc, defers Done). When it is
-// not, Accept answers r itself and returns nil: 429 when the client is over
-// a limit or penalized, 503 when the server sheds load or the decision
-// failed, with Retry-After in whole seconds (rounded up) when the attempt
-// may ever be admitted.
+// not, Accept answers r itself, as shed's middleware answers a rejection,
+// and returns nil: 429 when the client is over a limit or penalized, 503
+// when the server sheds load or the decision failed, with the rate-limit
+// header fields, Retry-After (whole seconds, rounded up) when the attempt
+// may ever be admitted, and a problem+json body (Decision.WriteRejection).
 func (g *Guard) Accept(w http.ResponseWriter, r *http.Request) *Conn {
 	c, d, err := g.Open(r.Context(), g.attempt(r))
 	if c != nil {
 		return c
 	}
-	status, retry := d.Kind.StatusCode(), d.RetryAfter
 	if err != nil {
 		// The client went away, or the clock is broken: no decision, so
 		// no admission, and nothing the client did.
-		status, retry = http.StatusServiceUnavailable, time.Second
+		d = shed.Decision{Kind: shed.Shedding, RetryAfter: time.Second}
+		w.Header().Set("Retry-After", "1") // a Decision of no rule set writes no fields
 	}
-	if retry > 0 && retry != concurrency.Never {
-		secs := retry / time.Second
-		if retry%time.Second != 0 {
-			secs++
-		}
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
-	}
-	http.Error(w, http.StatusText(status), status)
+	d.WriteHeaders(w.Header())
+	d.WriteRejection(w)
 	return nil
 }
 
