@@ -47,6 +47,7 @@ import (
 // usable.
 type Store struct {
 	pool    *pgxpool.Pool
+	name    string // the schema
 	schema  string // quoted
 	timeout time.Duration
 
@@ -92,6 +93,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	q := quote(cfg.schema)
 	return &Store{
 		pool:       pool,
+		name:       cfg.schema,
 		schema:     q,
 		timeout:    cfg.timeout,
 		decideSQL:  "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8)",

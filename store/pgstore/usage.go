@@ -101,3 +101,7 @@ func (s *Store) Cleanup(ctx context.Context, limit int) (int64, error) {
 	}
 	return n, nil
 }
+
+// SchemaName returns the name of the store's schema (unquoted), as
+// WithSchema set it.
+func (s *Store) SchemaName() string { return s.name }
