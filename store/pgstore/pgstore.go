@@ -50,6 +50,7 @@ type Store struct {
 	name    string // the schema
 	schema  string // quoted
 	timeout time.Duration
+	waitMS  int32 // timeout in whole ms, at least 1: the function's lock_timeout
 
 	decideSQL, resetSQL, cleanupSQL string
 
@@ -96,7 +97,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		name:       cfg.schema,
 		schema:     q,
 		timeout:    cfg.timeout,
-		decideSQL:  "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8)",
+		waitMS:     int32(min(max(cfg.timeout/time.Millisecond, 1), math.MaxInt32)),
+		decideSQL:  "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 		resetSQL:   "DELETE FROM " + q + ".state WHERE name = $1 AND kind = $2 AND key = $3",
 		cleanupSQL: "SELECT " + q + ".cleanup($1)",
 	}, nil
@@ -270,7 +272,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var vals []int64
-	err := s.pool.QueryRow(cctx, s.decideSQL, names, kinds, keys, costs, limits, params, shifts, months).Scan(&vals)
+	err := s.pool.QueryRow(cctx, s.decideSQL, names, kinds, keys, costs, limits, params, shifts, months, s.waitMS).Scan(&vals)
 	if err != nil {
 		return s.failed(ctx, err)
 	}

@@ -82,7 +82,10 @@ $f$;
 -- names[i] (kind kinds[i]: 1 token bucket, 2 fixed window) for keys[i],
 -- with limit limits[i] and parameter params[i] (the emission interval in ns
 -- of a bucket, the span in ns of a window on its window clock, placed by
--- shifts[i] and months[i]).
+-- shifts[i] and months[i]). wait_ms bounds each wait for a lock
+-- (lock_timeout, for this transaction only): the caller's deadline, so that a
+-- decision the caller gave up on is rolled back by the database too instead
+-- of committing later.
 --
 -- Every distinct state is locked first, in the order of its lock number,
 -- with a transaction-scoped advisory lock: that serializes deciders of one
@@ -96,7 +99,7 @@ $f$;
 -- capacity (retry_after -1: never); waits are ns from now.
 CREATE OR REPLACE FUNCTION @schema@.decide(
   names text[], kinds smallint[], keys text[], costs bigint[],
-  limits bigint[], params bigint[], shifts bigint[], months int[]) RETURNS bigint[]
+  limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int) RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
   now bigint := (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint;
@@ -127,6 +130,7 @@ BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION 'pgstore: a decision needs hits';
   END IF;
+  PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
   FOR lock IN
     SELECT DISTINCT hashtextextended(length(u.nm) || ':' || u.nm || ':' || u.kd || ':' || u.ky, 0)
     FROM unnest(names, kinds, keys) AS u(nm, kd, ky) ORDER BY 1
