@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -139,6 +140,9 @@ func newLimit(spec store.Spec) (*limit, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if !utf8.ValidString(spec.Name) || strings.IndexByte(spec.Name, 0) >= 0 {
+		return nil, fmt.Errorf("store: limit %q: the PostgreSQL store needs a name of valid UTF-8 without NUL bytes", spec.Name)
+	}
 	l := &limit{spec: spec}
 	switch spec.Algorithm {
 	case store.TokenBucket:
@@ -255,7 +259,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	ls := s.load()
 	var lim [store.MaxHits]*limit
 	n := req.N
-	names, keys := make([]string, n), make([]string, n)
+	names, keys := make([]string, n), make([][]byte, n)
 	kinds, months := make([]int16, n), make([]int32, n)
 	costs, limits, params, shifts := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i := range req.Hits[:n] {
@@ -265,7 +269,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		}
 		l := ls[h.Limit-1]
 		lim[i] = l
-		names[i], keys[i], kinds[i], costs[i] = l.spec.Name, h.Key, l.kind, h.Cost
+		names[i], keys[i], kinds[i], costs[i] = l.spec.Name, []byte(h.Key), l.kind, h.Cost
 		limits[i], params[i] = l.spec.Limit, l.param
 		shifts[i], months[i] = int64(l.clock.Shift()), int32(l.clock.Months())
 	}

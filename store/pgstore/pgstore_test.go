@@ -353,7 +353,7 @@ func TestCleanupDeletesExpiredRowsInBatchesAndSkipsLockedOnes(t *testing.T) {
 		t.Fatalf("Cleanup once the lock is gone: %d, %v, want 1", n, err)
 	}
 	var left []string
-	rows, err := p.Query(ctx, "SELECT key FROM "+table)
+	rows, err := p.Query(ctx, "SELECT convert_from(key, 'UTF8') FROM "+table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,6 +389,56 @@ func TestNewValidates(t *testing.T) {
 	} {
 		if err := f(); err == nil || !strings.HasPrefix(err.Error(), "pgstore: ") {
 			t.Errorf("%s: %v, want a pgstore: error", name, err)
+		}
+	}
+}
+
+// TestAnyKeyBytesAreAKey: a key is any string of bytes, as on Memory and
+// Redis (a NUL, invalid UTF-8, a binary hash), kept apart from every
+// other key.
+func TestAnyKeyBytesAreAKey(t *testing.T) {
+	p := sharedPool(t)
+	s := newStore(t, p)
+	ctx := context.Background()
+	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
+	keys := []string{"a\x00b", "a\x00c", "\xff\xfe", "\xff", ""}
+	for _, k := range keys {
+		if res := decide(t, s, id, k, 1); !res.Allowed {
+			t.Fatalf("key %q: first request rejected: %+v", k, res.Decision())
+		}
+	}
+	for _, k := range keys {
+		if res := decide(t, s, id, k, 1); res.Allowed {
+			t.Fatalf("key %q: second request admitted over a limit of 1", k)
+		}
+		if u, err := s.Usage(ctx, id, k); err != nil || u.Used != 1 {
+			t.Fatalf("key %q: Usage %+v, %v", k, u, err)
+		}
+	}
+	if err := s.Reset(ctx, id, "a\x00b"); err != nil {
+		t.Fatal(err)
+	}
+	if res := decide(t, s, id, "a\x00b", 1); !res.Allowed {
+		t.Fatal("a key with a NUL was not reset")
+	}
+	if res := decide(t, s, id, "a\x00c", 1); res.Allowed {
+		t.Fatal("Reset of one key freed another")
+	}
+}
+
+// TestRegisterRefusesANameTheDatabaseCannotStore: a limit's name is text in
+// PostgreSQL, so a name with a NUL or invalid UTF-8 is a Register error, not
+// a store that fails every decision.
+func TestRegisterRefusesANameTheDatabaseCannotStore(t *testing.T) {
+	p := newPool(t, sharedURL()) // no I/O
+	s, err := pgstore.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a\x00b", "\xff"} {
+		spec := store.Spec{Name: name, Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour}
+		if _, err := s.Register(context.Background(), spec); err == nil || !strings.HasPrefix(err.Error(), "store: ") {
+			t.Errorf("Register(name %q): %v, want a store: error", name, err)
 		}
 	}
 }

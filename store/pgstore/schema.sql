@@ -15,7 +15,7 @@ CREATE SCHEMA IF NOT EXISTS @schema@;
 CREATE TABLE IF NOT EXISTS @schema@.state (
   name    text     NOT NULL,
   kind    smallint NOT NULL,
-  key     text     NOT NULL,
+  key     bytea    NOT NULL, -- any bytes, as a store.Hit's Key
   a       bigint   NOT NULL,
   b       bigint   NOT NULL,
   expires bigint   NOT NULL,
@@ -98,7 +98,7 @@ $f$;
 -- remaining, retry_after, reset_after}; reason 1 is limited, 2 exceeds
 -- capacity (retry_after -1: never); waits are ns from now.
 CREATE OR REPLACE FUNCTION @schema@.decide(
-  names text[], kinds smallint[], keys text[], costs bigint[],
+  names text[], kinds smallint[], keys bytea[], costs bigint[],
   limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int) RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
@@ -132,7 +132,7 @@ BEGIN
   END IF;
   PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
   FOR lock IN
-    SELECT DISTINCT hashtextextended(length(u.nm) || ':' || u.nm || ':' || u.kd || ':' || u.ky, 0)
+    SELECT DISTINCT hashtextextended(length(u.nm) || ':' || u.nm || ':' || u.kd || ':' || encode(u.ky, 'hex'), 0)
     FROM unnest(names, kinds, keys) AS u(nm, kd, ky) ORDER BY 1
   LOOP
     PERFORM pg_advisory_xact_lock(lock);

@@ -75,7 +75,7 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if _, err := s.pool.Exec(cctx, s.resetSQL, l.spec.Name, l.kind, key); err != nil {
+	if _, err := s.pool.Exec(cctx, s.resetSQL, l.spec.Name, l.kind, []byte(key)); err != nil {
 		return s.failed(ctx, err)
 	}
 	return nil
