@@ -442,3 +442,31 @@ func TestRegisterRefusesANameTheDatabaseCannotStore(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageNeverWaitsOnADecision: a read-out (Usage, or a Decide of cost
+// 0 only) takes no lock, so a status page never waits on a key that a
+// decision holds, nor makes it wait.
+func TestUsageNeverWaitsOnADecision(t *testing.T) {
+	p := sharedPool(t)
+	s := newStore(t, p)
+	ctx := context.Background()
+	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	decide(t, s, id, "k", 2)
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM "`+s.SchemaName()+`".state WHERE key = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	fast, err := pgstore.New(p, pgstore.WithSchema(s.SchemaName()), pgstore.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fid := mustRegister(t, fast, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	u, err := fast.Usage(ctx, fid, "k")
+	if err != nil || u.Used != 2 {
+		t.Fatalf("Usage while a decision holds the key: %+v, %v, want Used 2 at once", u, err)
+	}
+}

@@ -92,7 +92,8 @@ $f$;
 -- key whether or not its row exists yet (a row lock cannot lock a row that
 -- is not there), and a fixed order means two decisions never deadlock. The
 -- rows read are also locked FOR UPDATE, so that Cleanup (SKIP LOCKED)
--- passes them by. Nothing is written unless every hit is admitted.
+-- passes them by. Nothing is written unless every hit is admitted. A
+-- request of costs 0 only (a read-out) locks nothing.
 --
 -- Reply: {now, evaluated, then per evaluated hit: allowed, reason,
 -- remaining, retry_after, reset_after}; reason 1 is limited, 2 exceeds
@@ -110,6 +111,7 @@ DECLARE
   sx bigint[] := '{}';  -- its expiry
   charged boolean[] := '{}';
   lock bigint;
+  charging boolean;
   a bigint;
   b bigint;
   found_it boolean;
@@ -130,13 +132,18 @@ BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION 'pgstore: a decision needs hits';
   END IF;
-  PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
-  FOR lock IN
-    SELECT DISTINCT hashtextextended(length(u.nm) || ':' || u.nm || ':' || u.kd || ':' || encode(u.ky, 'hex'), 0)
-    FROM unnest(names, kinds, keys) AS u(nm, kd, ky) ORDER BY 1
-  LOOP
-    PERFORM pg_advisory_xact_lock(lock);
-  END LOOP;
+  -- A read-out (every cost 0) writes nothing, so it locks nothing: it
+  -- never waits on a decision, nor makes one wait.
+  charging := EXISTS (SELECT 1 FROM unnest(costs) AS c WHERE c > 0);
+  IF charging THEN
+    PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
+    FOR lock IN
+      SELECT DISTINCT hashtextextended(length(u.nm) || ':' || u.nm || ':' || u.kd || ':' || encode(u.ky, 'hex'), 0)
+      FROM unnest(names, kinds, keys) AS u(nm, kd, ky) ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock(lock);
+    END LOOP;
+  END IF;
 
   FOR i IN 1..n LOOP
     cost := costs[i];
@@ -153,8 +160,13 @@ BEGIN
       END IF;
     END LOOP;
     IF NOT found_it THEN
-      SELECT st.a, st.b INTO a, b FROM @schema@.state st
-        WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i] FOR UPDATE;
+      IF charging THEN
+        SELECT st.a, st.b INTO a, b FROM @schema@.state st
+          WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i] FOR UPDATE;
+      ELSE
+        SELECT st.a, st.b INTO a, b FROM @schema@.state st
+          WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i];
+      END IF;
       IF NOT FOUND THEN
         a := 0;
         b := 0;

@@ -30,7 +30,8 @@ type Usage struct {
 
 // Usage reads key's use of limit id, as Decide would report it for a cost
 // of 0: one round trip within the per-call deadline, nothing charged or
-// written. It returns an error matching store.ErrUnknownLimit for an id
+// written, and no lock taken, so it never waits on a decision of the key
+// (nor delays one). It returns an error matching store.ErrUnknownLimit for an id
 // not registered here, the caller's ctx.Err() when ctx ends first, and an
 // error matching store.ErrUnavailable when the database fails.
 func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (Usage, error) {
