@@ -11,27 +11,34 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// TestWindowsOnTheCalendarAsMemory: a fixed window on PostgreSQL (deciding
+// calCase is a window limit on a calendar.
+type calCase struct {
+	alg store.Algorithm
+	w   time.Duration
+	cal store.Calendar
+}
+
+// TestWindowsOnTheCalendarAsMemory: a window limit on PostgreSQL (deciding
 // on the database's clock) places its windows where Memory places them at
 // the same instant, for every kind of calendar: the wait to the window's
 // end agrees to the microsecond (clock_timestamp()'s resolution).
 func TestWindowsOnTheCalendarAsMemory(t *testing.T) {
 	p := sharedPool(t)
-	for i, tc := range []struct {
-		w   time.Duration
-		cal store.Calendar
-	}{
-		{24 * time.Hour, store.Calendar{}},
-		{7 * 24 * time.Hour, store.Calendar{}},
-		{24 * time.Hour, store.Calendar{Offset: -5 * time.Hour}},
-		{time.Hour, store.Calendar{Offset: 5*time.Hour + 30*time.Minute}},
-		{0, store.Calendar{Months: 1}},
-		{0, store.Calendar{Months: 3, Offset: 9 * time.Hour}},
-		{0, store.Calendar{Months: 12, Offset: -14 * time.Hour}},
-	} {
-		t.Run(fmt.Sprintf("%v/%+v", tc.w, tc.cal), func(t *testing.T) {
+	cases := []calCase{
+		{store.FixedWindow, 24 * time.Hour, store.Calendar{}},
+		{store.FixedWindow, 7 * 24 * time.Hour, store.Calendar{}},
+		{store.FixedWindow, 24 * time.Hour, store.Calendar{Offset: -5 * time.Hour}},
+		{store.FixedWindow, time.Hour, store.Calendar{Offset: 5*time.Hour + 30*time.Minute}},
+		{store.FixedWindow, 0, store.Calendar{Months: 1}},
+		{store.FixedWindow, 0, store.Calendar{Months: 3, Offset: 9 * time.Hour}},
+		{store.FixedWindow, 0, store.Calendar{Months: 12, Offset: -14 * time.Hour}},
+		{store.SlidingWindow, 24 * time.Hour, store.Calendar{Offset: -8 * time.Hour}},
+		{store.SlidingWindow, 0, store.Calendar{Months: 1}},
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprintf("%v/%v/%+v", tc.alg, tc.w, tc.cal), func(t *testing.T) {
 			ctx := context.Background()
-			spec := store.Spec{Name: fmt.Sprint("cal", i), Algorithm: store.FixedWindow, Limit: 5, Window: tc.w, Calendar: tc.cal}
+			spec := store.Spec{Name: fmt.Sprint("cal", i), Algorithm: tc.alg, Limit: 5, Window: tc.w, Calendar: tc.cal}
 			pg := newStore(t, p)
 			pid := mustRegister(t, pg, spec)
 			m := store.NewMemory()

@@ -14,9 +14,9 @@ import (
 const conformanceWait = 400 * time.Millisecond
 
 // unsupported are the harness's subtests that need an algorithm the
-// PostgreSQL store refuses at Register (sliding windows, sliding logs,
+// PostgreSQL store refuses at Register (sliding logs,
 // concurrency leases), or that register every algorithm.
-var unsupported = []string{"sliding_window", "sliding_log", "concurrency", "/max_hits", "/lease/", "/unregister", "/update/lease_ttl"}
+var unsupported = []string{"sliding_log", "concurrency", "/max_hits", "/lease/", "/unregister", "/update/lease_ttl"}
 
 // TestConformance runs the store conformance harness on the shared
 // PostgreSQL, each subtest in a schema of its own. Subtests that need an

@@ -11,8 +11,8 @@
 // abuse limits (per-IP bursts, login attempts, concurrency caps) on
 // store.Memory or redisstore: they decide at high rates over short windows,
 // where a write per request to a relational database is the wrong price,
-// and pgstore does not keep their algorithms (sliding windows, sliding
-// logs and leases are a Register error). A shed rule can name a limit of
+// and pgstore does not keep two of their algorithms (sliding logs and
+// leases are a Register error). A shed rule can name a limit of
 // each store.
 //
 // # How it decides
@@ -25,8 +25,10 @@
 // order of their lock numbers (so two decisions never deadlock, and a state
 // with no row yet is serialized as well as one with a row: no read-then-write
 // race), evaluates the hits in order on that instant with the algorithms of
-// concurrency.GCRA and concurrency.FixedWindow, and writes the states only
-// when every hit is admitted. Fixed windows are placed by their
+// concurrency.GCRA, concurrency.FixedWindow and concurrency.SlidingWindow
+// (the same decisions as store.Memory's at that instant, to the
+// nanosecond), and writes the states only when every hit is admitted. A
+// request of costs 0 only (a read-out) locks nothing. Windows are placed by their
 // store.Calendar exactly as store.Memory places them: the function computes
 // store.WindowClock in SQL (calendar months included), on the database's
 // clock.

@@ -44,7 +44,7 @@ func ExampleStore() {
 	fmt.Println("unavailable:", errors.Is(err, store.ErrUnavailable))
 	// Output:
 	// monthly quota: 1 <nil>
-	// store: limit "login-ip": the PostgreSQL store keeps token buckets and fixed windows, not sliding_log; use store.Memory or redisstore for it
+	// store: limit "login-ip": the PostgreSQL store keeps token buckets, fixed and sliding windows, not sliding_log; use store.Memory or redisstore for it
 	// unavailable: true
 }
 

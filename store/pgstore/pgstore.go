@@ -29,9 +29,10 @@ import (
 // instant and writes nothing unless all are admitted. The statement runs
 // in its own implicit transaction, so no transaction stays open across a
 // network wait, and instances with different clocks share the database's
-// timeline. Token buckets and fixed windows (on any store.Calendar, placed
-// exactly as store.Memory places them) are kept; the other algorithms are a
-// Register error.
+// timeline. Token buckets, fixed windows and sliding windows (the windows on
+// any store.Calendar, placed exactly as store.Memory places them) are kept,
+// with Memory's decisions to the nanosecond at the same instant; sliding
+// logs and concurrency leases are a Register error.
 //
 // The schema is created by Migrate, never implicitly: a Store whose schema
 // is missing fails every call with store.ErrUnavailable. Expired rows stay
@@ -71,7 +72,7 @@ var (
 // limit is a registered spec with the decide function's arguments.
 type limit struct {
 	spec  store.Spec
-	kind  int16 // 1 token bucket, 2 fixed window
+	kind  int16 // 1 token bucket, 2 fixed window, 3 sliding window
 	param int64 // emission interval (bucket) or span on the window clock, ns
 	clock store.WindowClock
 }
@@ -106,10 +107,10 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 }
 
 // Register validates spec and adds it, without I/O. Besides
-// store.Spec.Validate's checks it rejects algorithms other than
-// store.TokenBucket and store.FixedWindow (sliding windows, sliding logs
-// and concurrency leases are per-request abuse limits: keep them on
-// store.Memory or redisstore). Errors start with "store: ". Limits of the
+// store.Spec.Validate's checks it rejects store.SlidingLog and
+// store.Concurrency (per-request abuse limits, whose state grows with the
+// limit or lives for a request: keep them on store.Memory or redisstore),
+// and a name that PostgreSQL cannot keep as text (invalid UTF-8, a NUL). Errors start with "store: ". Limits of the
 // same Name in stores of the same schema share their state: register the
 // same spec everywhere.
 func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, error) {
@@ -151,19 +152,22 @@ func newLimit(spec store.Spec) (*limit, error) {
 		if int64(spec.Rate.Per)%spec.Rate.Count != 0 {
 			l.param++
 		}
-	case store.FixedWindow:
+	case store.FixedWindow, store.SlidingWindow:
 		l.clock = spec.Calendar.Clock(spec.Window)
 		l.kind, l.param = 2, int64(l.clock.Span())
+		if spec.Algorithm == store.SlidingWindow {
+			l.kind = 3
+		}
 	default:
-		return nil, fmt.Errorf("store: limit %q: the PostgreSQL store keeps token buckets and fixed windows, not %v; use store.Memory or redisstore for it", spec.Name, spec.Algorithm)
+		return nil, fmt.Errorf("store: limit %q: the PostgreSQL store keeps token buckets, fixed and sliding windows, not %v; use store.Memory or redisstore for it", spec.Name, spec.Algorithm)
 	}
 	return l, nil
 }
 
 // Update changes limit id's Limit in place (store.Updater), without I/O:
-// the decide function gets the limit with every call. A fixed window keeps
-// its count (a key over a lowered limit is admitted nothing until the next
-// window); a token bucket keeps its debt in time (exact for a change of
+// the decide function gets the limit with every call. A fixed or sliding
+// window keeps its counts (a key over a lowered limit is admitted nothing
+// until they fall under it); a token bucket keeps its debt in time (exact for a change of
 // burst). A token bucket's rate cannot change in place here (its debt would
 // change meaning, and every instance would have to agree on when): that is
 // an error, so the caller registers a new limit. Also an error, the limit

@@ -85,13 +85,12 @@ func TestMigrateConcurrentlyAndAgain(t *testing.T) {
 	}
 }
 
-// TestRegisterRefusesAbuseLimitAlgorithms: sliding windows, sliding logs
-// and leases are a Register error that points to Memory and Redis.
+// TestRegisterRefusesAbuseLimitAlgorithms: sliding logs and leases are a
+// Register error that points to Memory and Redis.
 func TestRegisterRefusesAbuseLimitAlgorithms(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	for _, spec := range []store.Spec{
-		{Name: "w", Algorithm: store.SlidingWindow, Limit: 5, Window: time.Minute},
 		{Name: "l", Algorithm: store.SlidingLog, Limit: 5, Window: time.Minute},
 		{Name: "c", Algorithm: store.Concurrency, Limit: 5, LeaseTTL: time.Minute},
 	} {

@@ -10,14 +10,17 @@ CREATE SCHEMA IF NOT EXISTS @schema@;
 -- state holds one row per (limit name, algorithm kind, key) that has been
 -- charged: kind 1 is a token bucket (a: the theoretical arrival time, b: 0),
 -- kind 2 a fixed window (a: the window index on the window clock, b: its
--- count). expires is the instant from which the row is indistinguishable
--- from no row (a full bucket, a window that has passed).
+-- count), kind 3 a sliding window (a: the window index, b: its count, c:
+-- the previous window's count). expires is the instant from which the row
+-- is indistinguishable from no row (a full bucket, windows that have
+-- passed).
 CREATE TABLE IF NOT EXISTS @schema@.state (
   name    text     NOT NULL,
   kind    smallint NOT NULL,
   key     bytea    NOT NULL, -- any bytes, as a store.Hit's Key
   a       bigint   NOT NULL,
   b       bigint   NOT NULL,
+  c       bigint   NOT NULL DEFAULT 0,
   expires bigint   NOT NULL,
   PRIMARY KEY (name, kind, key)
 );
@@ -79,9 +82,9 @@ $f$;
 
 -- decide charges every hit of one request, all or nothing, at one instant
 -- (clock_timestamp(), read once). Hit i is cost costs[i] of the limit
--- names[i] (kind kinds[i]: 1 token bucket, 2 fixed window) for keys[i],
--- with limit limits[i] and parameter params[i] (the emission interval in ns
--- of a bucket, the span in ns of a window on its window clock, placed by
+-- names[i] (kind kinds[i]: 1 token bucket, 2 fixed window, 3 sliding
+-- window) for keys[i], with limit limits[i] and parameter params[i] (the
+-- emission interval in ns of a bucket, the span in ns of a window on its window clock, placed by
 -- shifts[i] and months[i]). wait_ms bounds each wait for a lock
 -- (lock_timeout, for this transaction only): the caller's deadline, so that a
 -- decision the caller gave up on is rolled back by the database too instead
@@ -108,12 +111,18 @@ DECLARE
   out bigint[] := ARRAY[now, 0];
   sa bigint[] := '{}';  -- the state after hit i: a
   sb bigint[] := '{}';  -- and b
+  sc bigint[] := '{}';  -- and c
   sx bigint[] := '{}';  -- its expiry
   charged boolean[] := '{}';
   lock bigint;
   charging boolean;
   a bigint;
   b bigint;
+  c bigint;
+  e bigint;
+  x bigint;
+  r bigint;
+  w_at bigint;
   found_it boolean;
   cost bigint;
   lim bigint;
@@ -134,7 +143,7 @@ BEGIN
   END IF;
   -- A read-out (every cost 0) writes nothing, so it locks nothing: it
   -- never waits on a decision, nor makes one wait.
-  charging := EXISTS (SELECT 1 FROM unnest(costs) AS c WHERE c > 0);
+  charging := EXISTS (SELECT 1 FROM unnest(costs) AS u(cst) WHERE u.cst > 0);
   IF charging THEN
     PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
     FOR lock IN
@@ -155,21 +164,23 @@ BEGIN
       IF names[j] = names[i] AND kinds[j] = kinds[i] AND keys[j] = keys[i] THEN
         a := sa[j];
         b := sb[j];
+        c := sc[j];
         found_it := true;
         EXIT;
       END IF;
     END LOOP;
     IF NOT found_it THEN
       IF charging THEN
-        SELECT st.a, st.b INTO a, b FROM @schema@.state st
+        SELECT st.a, st.b, st.c INTO a, b, c FROM @schema@.state st
           WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i] FOR UPDATE;
       ELSE
-        SELECT st.a, st.b INTO a, b FROM @schema@.state st
+        SELECT st.a, st.b, st.c INTO a, b, c FROM @schema@.state st
           WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i];
       END IF;
       IF NOT FOUND THEN
         a := 0;
         b := 0;
+        c := 0;
       END IF;
     END IF;
     charged[i] := false;
@@ -194,7 +205,7 @@ BEGIN
           charged[i] := true;
         END IF;
       END IF;
-    ELSE
+    ELSIF kinds[i] = 2 THEN
       -- Fixed window (concurrency.FixedWindow) on the window clock: a is
       -- the window index, b the count.
       tw := @schema@.window_at(now, shifts[i], months[i], par);
@@ -219,6 +230,65 @@ BEGIN
         reset := (a + 1) * par - tw;
         charged[i] := true;
       END IF;
+    ELSE
+      -- Sliding window counter (concurrency.SlidingWindow) on the window
+      -- clock: a is the window index, b its count, c the previous
+      -- window's count, weighted by the part of it still inside the
+      -- sliding window. Products of a count and a span are numeric: they
+      -- may pass 2^63.
+      tw := @schema@.window_at(now, shifts[i], months[i], par);
+      cur := tw / par;
+      back := false;
+      e := 0;
+      IF cur < a THEN
+        back := true;
+      ELSE
+        IF cur = a + 1 THEN
+          c := b;
+          a := cur;
+          b := 0;
+        ELSIF cur > a + 1 THEN
+          a := cur;
+          b := 0;
+          c := 0;
+        END IF;
+        e := tw - a * par;
+      END IF;
+      -- w_at is the previous window's weighted count.
+      w_at := CASE WHEN c = 0 THEN 0 ELSE div(c::numeric * (par - e) + par - 1, par)::bigint END;
+      rem := CASE WHEN back THEN 0 ELSE greatest(0, lim - b - w_at) END;
+      reset := CASE WHEN b > 0 THEN (a + 2) * par - tw WHEN c > 0 THEN (a + 1) * par - tw
+        WHEN back THEN a * par - tw ELSE 0 END;
+      IF cost > lim THEN
+        ok := 0; reason := 2; retry := -1;
+      ELSIF cost > 0 AND (back OR b + cost + w_at > lim) THEN
+        ok := 0; reason := 1;
+        -- The earliest instant at which cost fits: within this window once
+        -- enough of the previous one has slid out, else in the next.
+        retry := NULL;
+        r := lim - b - cost;
+        IF r >= 0 THEN
+          x := greatest(e, par - CASE WHEN r >= c THEN par ELSE div(r::numeric * par, c)::bigint END);
+          IF x < par THEN
+            retry := a * par + x - tw;
+          END IF;
+        END IF;
+        IF retry IS NULL THEN
+          x := par - CASE WHEN lim - cost >= b THEN par ELSE div((lim - cost)::numeric * par, b)::bigint END;
+          IF x < par THEN
+            retry := (a + 1) * par + greatest(0, x) - tw;
+          ELSE
+            retry := (a + 2) * par - tw;
+          END IF;
+        END IF;
+      ELSIF cost > 0 THEN
+        b := b + cost;
+        rem := greatest(0, lim - b - w_at);
+        reset := (a + 2) * par - tw;
+        charged[i] := true;
+      END IF;
+    END IF;
+    IF kinds[i] > 1 THEN
       -- Waits on the window clock become waits in real time.
       IF months[i] > 0 THEN
         IF retry > 0 THEN
@@ -232,6 +302,7 @@ BEGIN
 
     sa[i] := a;
     sb[i] := b;
+    sc[i] := c;
     sx[i] := now + reset;
     out[2] := i;
     out := out || ARRAY[ok, reason, rem, retry, reset];
@@ -242,9 +313,9 @@ BEGIN
 
   FOR i IN 1..n LOOP
     IF charged[i] THEN
-      INSERT INTO @schema@.state AS st (name, kind, key, a, b, expires)
-        VALUES (names[i], kinds[i], keys[i], sa[i], sb[i], sx[i])
-        ON CONFLICT (name, kind, key) DO UPDATE SET a = excluded.a, b = excluded.b, expires = excluded.expires;
+      INSERT INTO @schema@.state AS st (name, kind, key, a, b, c, expires)
+        VALUES (names[i], kinds[i], keys[i], sa[i], sb[i], sc[i], sx[i])
+        ON CONFLICT (name, kind, key) DO UPDATE SET a = excluded.a, b = excluded.b, c = excluded.c, expires = excluded.expires;
     END IF;
   END LOOP;
   RETURN out;

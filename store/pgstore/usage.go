@@ -14,12 +14,14 @@ type Usage struct {
 	// Limit is the limit's Limit.
 	Limit int64
 	// Used is what the key has taken: the units counted in the current
-	// window of a fixed window (at most Limit), the tokens a token bucket
-	// owes, rounded up. Remaining is Limit − Used.
+	// window of a fixed window (at most Limit), in the sliding window
+	// (weighted, as it decides), the tokens a token bucket owes, rounded
+	// up. Remaining is Limit − Used.
 	Used, Remaining int64
 	// Start and End bound the current window of a fixed window on the
 	// database's clock (End exclusive; a calendar month's are its first
-	// instant and the next month's); both are zero for a token bucket.
+	// instant and the next month's); both are zero for a token bucket and
+	// a sliding window, which have no period of their own.
 	Start, End time.Time
 	// ResetAfter is how long until the key has its whole limit again (the
 	// window ends, the bucket is full); zero when it has it now.
