@@ -33,6 +33,13 @@
 // store.WindowClock in SQL (calendar months included), on the database's
 // clock.
 //
+// The advisory locks are numbered by a 64-bit hash of the limit's name and
+// the key, in the database's one space of bigint advisory locks: another
+// application's lock of the same number only makes a decision wait for it
+// (bounded by the deadline). Migrate takes one more (0x736c7569636570).
+// Every call is a single statement, so a pooler in transaction mode
+// (PgBouncer) works, given a pgx exec mode it supports.
+//
 // Rows that have expired (a full bucket, a past window) are deleted by
 // Cleanup, in bounded batches that skip rows a decision holds; call it from
 // a ticker. Reset forgets a key (an operator's pardon, a quota given back),
@@ -42,7 +49,10 @@
 //
 // Every call runs under a per-call deadline (WithTimeout) and is never
 // retried: a decision whose reply is lost may have been committed, and a
-// retry would charge it twice. A database that is down, slow past the
+// retry would charge it twice. A decision still waiting on a lock when the
+// deadline passes is rolled back by the database too (pgx cancels it, and
+// the function's lock_timeout is the deadline), so such a loss is rare:
+// only a reply lost after the commit. A database that is down, slow past the
 // deadline, or not migrated fails the call with an error matching
 // store.ErrUnavailable, on which the caller fails open or closed (shed's
 // failure policy). redisstore.Fallback, which decides on a local share of
