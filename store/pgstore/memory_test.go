@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -76,4 +77,50 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHugeLimitsAndWindowsDecideAsMemory: at the largest limits, windows
+// and costs a Spec accepts, the database's arithmetic neither overflows
+// (which would fail the decision) nor differs from Memory's.
+func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
+	p := sharedPool(t)
+	pg := newStore(t, p)
+	m := store.NewMemory()
+	ctx := context.Background()
+	const longest = time.Duration(1) << 59
+	specs := []store.Spec{
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 1 << 40, Rate: concurrency.Per(1, 1<<19)},
+		{Name: "bucket-max", Algorithm: store.TokenBucket, Limit: math.MaxInt64 >> 40, Rate: concurrency.Per(1, time.Duration(1)<<(59-23))},
+		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 1 << 58, Window: longest},
+		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 1<<30 - 1, Window: longest},
+		{Name: "sliding-month", Algorithm: store.SlidingWindow, Limit: 1<<27 - 1, Calendar: store.Calendar{Months: 12}},
+		{Name: "fixed-year", Algorithm: store.FixedWindow, Limit: 1 << 40, Calendar: store.Calendar{Months: 12, Offset: 14 * time.Hour}},
+	}
+	for _, spec := range specs {
+		t.Run(spec.Name, func(t *testing.T) {
+			if err := spec.Validate(); err != nil {
+				t.Fatalf("the test's spec: %v", err)
+			}
+			pid, mid := mustRegister(t, pg, spec), mustRegister(t, m, spec)
+			l := spec.Limit
+			for _, cost := range []int64{l / 2, l / 2, l, 1, l - 1, 0, math.MaxInt64, l/2 + 1, 1} {
+				var preq, mreq store.Request
+				preq.Add(pid, "k", cost)
+				preq.Add(pid, "k", cost/3)
+				mreq.Add(mid, "k", cost)
+				mreq.Add(mid, "k", cost/3)
+				var pres, mres store.Result
+				if err := pg.Decide(ctx, &preq, &pres); err != nil {
+					t.Fatalf("cost %d: %v", cost, err)
+				}
+				mreq.Now = pres.Now
+				if err := m.Decide(ctx, &mreq, &mres); err != nil {
+					t.Fatal(err)
+				}
+				if pres.Allowed != mres.Allowed || pres.N != mres.N || pres.Hits != mres.Hits {
+					t.Fatalf("cost %d at %v: PostgreSQL %+v, Memory %+v", cost, time.Unix(0, pres.Now).UTC(), pres, mres)
+				}
+			}
+		})
+	}
 }
