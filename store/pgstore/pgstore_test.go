@@ -469,3 +469,45 @@ func TestUsageNeverWaitsOnADecision(t *testing.T) {
 		t.Fatalf("Usage while a decision holds the key: %+v, %v, want Used 2 at once", u, err)
 	}
 }
+
+// TestDecideRacingUnregister: decisions racing with Unregister either
+// decide on the limit or fail with store.ErrUnknownLimit, never anything
+// else, and none admits over the limit.
+func TestDecideRacingUnregister(t *testing.T) {
+	p := sharedPool(t)
+	s := newStore(t, p)
+	ctx := context.Background()
+	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		allowed int
+		bad     []error
+	)
+	start := make(chan struct{})
+	for range 30 {
+		wg.Go(func() {
+			<-start
+			var req store.Request
+			req.Add(id, "k", 1)
+			var res store.Result
+			err := s.Decide(ctx, &req, &res)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && res.Allowed:
+				allowed++
+			case err != nil && !errors.Is(err, store.ErrUnknownLimit):
+				bad = append(bad, err)
+			}
+		})
+	}
+	close(start)
+	if err := s.Unregister(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(bad) > 0 || allowed > 10 {
+		t.Fatalf("%d admitted (at most 10), errors other than ErrUnknownLimit: %v", allowed, bad)
+	}
+}
