@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func newPool(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("SLUICE_POSTGRES_URL %q: %v", url, err)
+		t.Fatalf("SLUICE_POSTGRES_URL does not parse: %v", err)
 	}
 	cfg.MaxConns = 16
 	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -50,10 +51,13 @@ func sharedPool(t testing.TB) *pgxpool.Pool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := p.Ping(ctx); err != nil {
+		// The address without the URL's user and password.
+		c := p.Config().ConnConfig
+		at := fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
 		if requirePostgres() {
-			t.Fatalf("PostgreSQL at %s does not answer (SLUICE_REQUIRE_POSTGRES=1): %v", sharedURL(), err)
+			t.Fatalf("PostgreSQL at %s does not answer (SLUICE_REQUIRE_POSTGRES=1): %v", at, err)
 		}
-		t.Skipf("PostgreSQL at %s does not answer (set SLUICE_POSTGRES_URL, or SLUICE_REQUIRE_POSTGRES=1 to fail): %v", sharedURL(), err)
+		t.Skipf("PostgreSQL at %s does not answer (set SLUICE_POSTGRES_URL, or SLUICE_REQUIRE_POSTGRES=1 to fail): %v", at, err)
 	}
 	return p
 }
