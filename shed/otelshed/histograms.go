@@ -13,28 +13,7 @@ import (
 	"github.com/sluicehq/sluice/shed"
 )
 
-// Observer receives the per-event figures that Stats does not carry: how
-// long each queued attempt waited, and how long each decision took. Its
-// methods are called on the request path, from many goroutines at once:
-// they must be safe for concurrent use, must not block, and should not
-// allocate.
-//
-// shed.Controller does not call an Observer yet: the histograms that
-// Metrics offers through it stay empty until the Controller reports to
-// it (a shed option taking an interface of these two methods).
-type Observer interface {
-	// ObserveQueueWait reports that an attempt waited wait for a permit
-	// of the Global Concurrency or Adaptive rule named rule, and whether
-	// it got one (false: the queue shed it, it timed out, or its context
-	// ended).
-	ObserveQueueWait(rule string, wait time.Duration, admitted bool)
-	// ObserveDecision reports one decision of kind kind (Decision.Kind)
-	// and its latency: from the start of the decision to its end,
-	// queue waits and store calls included.
-	ObserveDecision(kind shed.Kind, latency time.Duration)
-}
-
-var _ Observer = (*Metrics)(nil)
+var _ shed.Observer = (*Metrics)(nil) // pass a Metrics to shed.WithObserver
 
 // maxCachedRules bounds the rule names whose attribute sets are kept
 // ready: a rule set holds far fewer, but reloads can bring new names for

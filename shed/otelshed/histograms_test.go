@@ -13,7 +13,7 @@ import (
 
 // fakeController reports to an Observer what a Controller would: a
 // scripted run of queue waits and decisions, with their figures known.
-type fakeController struct{ o otelshed.Observer }
+type fakeController struct{ o shed.Observer }
 
 // run reports, for the rule "db": two attempts that waited 2ms and 30ms
 // for a permit and got it, one that waited 250ms and was shed; and the

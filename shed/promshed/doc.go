@@ -23,9 +23,9 @@
 // table in the doc of package shed/otelshed, beside its OpenTelemetry twin:
 // its Prometheus column holds this package's names (sluice_decisions_total,
 // sluice_rule_decisions_total{rule,outcome}, ..., sluice_upstream_*). The
-// histograms of queue wait and decision latency that otelshed offers need
-// a per-event figure that Stats does not carry, and are not exported here
-// yet.
+// histograms of queue wait and decision latency need a per-event figure
+// that Stats does not carry: Histograms records them as the Controller's
+// shed.Observer (shed.WithObserver).
 //
 // Errors start with "promshed: ".
 package promshed

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -213,4 +214,75 @@ sluice_rule_refunds_total{result="refunded",rule="login"} 2
 	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "sluice_rule_refunds_total"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The histograms fill from the Controller's own decisions and queue waits
+// (shed.WithObserver).
+func TestHistogramsFromTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := promshed.NewHistograms(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := shed.New([]shed.Rule{{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1, MaxWait: 30 * time.Millisecond}},
+			shed.WithObserver(h), shed.WithLogger(discardLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, held, err := c.Decide(context.Background(), shed.Attempt{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Decide(context.Background(), shed.Attempt{}); err != nil { // waits 30 ms, shed
+			t.Fatal(err)
+		}
+		held.Done(shed.Success)
+		want := `
+# HELP sluice_queue_wait_duration_seconds Time attempts waited for a permit of a Global Concurrency or Adaptive rule, by whether they got one.
+# TYPE sluice_queue_wait_duration_seconds histogram
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.0001"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.0005"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.001"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.0025"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.005"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.01"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.025"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.05"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.1"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.25"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="0.5"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="1"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="2.5"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="5"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="10"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="admitted",rule="inflight",le="+Inf"} 0
+sluice_queue_wait_duration_seconds_sum{outcome="admitted",rule="inflight"} 0
+sluice_queue_wait_duration_seconds_count{outcome="admitted",rule="inflight"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.0001"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.0005"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.001"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.0025"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.005"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.01"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.025"} 0
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.05"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.1"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.25"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="0.5"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="1"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="2.5"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="5"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="10"} 1
+sluice_queue_wait_duration_seconds_bucket{outcome="rejected",rule="inflight",le="+Inf"} 1
+sluice_queue_wait_duration_seconds_sum{outcome="rejected",rule="inflight"} 0.03
+sluice_queue_wait_duration_seconds_count{outcome="rejected",rule="inflight"} 1
+`
+		if err := testutil.CollectAndCompare(h, strings.NewReader(want), "sluice_queue_wait_duration_seconds"); err != nil {
+			t.Fatal(err)
+		}
+		if n := testutil.CollectAndCount(h, "sluice_decision_duration_seconds"); n != 4 {
+			t.Fatalf("%d decision series, want one per outcome (4)", n)
+		}
+	})
 }
