@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,11 +53,7 @@ type Store struct {
 	instance  string
 	fallbacks atomic.Int64
 
-	mu    sync.Mutex // serializes Register and Unregister
-	names map[string]struct{}
-	// limits is copied on write, indexed by LimitID-1; an unregistered
-	// limit leaves nil, so that IDs are never reused.
-	limits atomic.Pointer[[]*limit]
+	limits store.Registry[limit] // by LimitID, with the names in use
 }
 
 var (
@@ -146,22 +139,7 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.names[spec.Name]; dup {
-		return 0, fmt.Errorf("store: limit %q is registered already", spec.Name)
-	}
-	old := s.load()
-	if len(old) >= math.MaxUint32 {
-		return 0, fmt.Errorf("store: too many limits")
-	}
-	next := append(slices.Clip(old), l)
-	if s.names == nil {
-		s.names = make(map[string]struct{})
-	}
-	s.names[spec.Name] = struct{}{}
-	s.limits.Store(&next)
-	return store.LimitID(len(next)), nil
+	return s.limits.Add(spec.Name, l)
 }
 
 // newLimit validates spec for the script and boxes its arguments.
@@ -213,40 +191,7 @@ func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) err
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.lookup(id)
-	if old == nil {
-		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
-	}
-	if err := updatable(old.spec, spec); err != nil {
-		return err
-	}
-	next := slices.Clone(s.load())
-	next[id-1] = l
-	s.limits.Store(&next)
-	return nil
-}
-
-// updatable reports, as an error naming the limit, what of was cannot
-// change in place to spec on Redis.
-func updatable(was, spec store.Spec) error {
-	fixed := func(s store.Spec) store.Spec {
-		s.Limit, s.LeaseTTL = 0, 0
-		if s.Capacity == 0 {
-			s.Capacity = store.DefaultCapacity
-		}
-		return s
-	}
-	switch {
-	case was.Name != spec.Name:
-		return fmt.Errorf("store: limit %q: Update cannot rename it to %q", was.Name, spec.Name)
-	case was.Algorithm == store.TokenBucket && was.Rate != spec.Rate:
-		return fmt.Errorf("store: limit %q: the Redis store cannot change a token bucket's rate in place", was.Name)
-	case fixed(was) != fixed(spec):
-		return fmt.Errorf("store: limit %q: only Limit, and LeaseTTL of a concurrency limit, change in place", was.Name)
-	}
-	return nil
+	return s.limits.Replace(id, l, func(old *limit) error { return store.CheckInPlace(old.spec, spec, "Redis") })
 }
 
 // Unregister drops limit id from this Store, without I/O (see
@@ -258,33 +203,12 @@ func updatable(was, spec store.Spec) error {
 // returns an error matching store.ErrUnknownLimit when id is not
 // registered.
 func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.lookup(id)
-	if l == nil {
-		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
-	}
-	next := slices.Clone(s.load())
-	next[id-1] = nil
-	delete(s.names, l.spec.Name)
-	s.limits.Store(&next)
-	return nil
+	return s.limits.Remove(id, func(l *limit) string { return l.spec.Name })
 }
 
-func (s *Store) load() []*limit {
-	if p := s.limits.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (s *Store) load() []*limit { return s.limits.All() }
 
-func (s *Store) lookup(id store.LimitID) *limit {
-	ls := s.load()
-	if id == 0 || int(id) > len(ls) {
-		return nil
-	}
-	return ls[id-1]
-}
+func (s *Store) lookup(id store.LimitID) *limit { return s.limits.Lookup(id) }
 
 // keys returns the state key of limit l for key and, for a concurrency
 // limit, its metadata key (the state key again otherwise).
