@@ -4,8 +4,9 @@
 // store's health and the penalty box's table, with a JSON report beside it
 // for scripts.
 //
-// A Page is read-only: it answers GET and HEAD and nothing else, and it
-// shows counters and rule definitions only, never a client key. It checks
+// A Page is read-only unless WithActions names who may pardon a client or
+// reset a client's usage: it answers GET and HEAD, and shows counters and
+// rule definitions only, never a client key. It checks
 // no credentials: mount it where only operators reach it (an internal
 // listener, or behind the service's own authentication). Mount it on a
 // subtree pattern so that both its page and its report are reached:

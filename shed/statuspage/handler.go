@@ -89,6 +89,12 @@ type pageData struct {
 // (see SampleAt).
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
+	for _, name := range []string{"pardon", "reset"} {
+		if path == name || strings.HasSuffix(path, "/"+name) {
+			p.action(w, r, name)
+			return
+		}
+	}
 	report := path == "json" || strings.HasSuffix(path, "/json")
 	if !report && path != "" && !strings.HasSuffix(path, "/") {
 		http.NotFound(w, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -29,14 +30,18 @@ type Page struct {
 	interval time.Duration
 	tmpl     pageTemplate
 
+	// authorize approves the write actions (WithActions); nil: read-only.
+	authorize func(*http.Request) bool
+
 	mu   sync.Mutex
 	hist ring
 }
 
 type config struct {
-	now      func() int64
-	interval time.Duration
-	history  int
+	now       func() int64
+	interval  time.Duration
+	history   int
+	authorize func(*http.Request) bool // WithActions
 }
 
 // Option configures New.
@@ -107,7 +112,7 @@ func New(c *shed.Controller, opts ...Option) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{c: c, now: cfg.now, interval: cfg.interval, tmpl: tmpl}
+	p := &Page{c: c, now: cfg.now, interval: cfg.interval, tmpl: tmpl, authorize: cfg.authorize}
 	p.hist.buf = make([]sample, cfg.history)
 	return p, nil
 }
