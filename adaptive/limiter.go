@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/queueing"
 )
 
 // ErrLimited is returned when the limit is reached (for the request's class).
@@ -32,6 +33,11 @@ type Request struct {
 	// Deadline is the instant, in monotonic nanoseconds, after which the
 	// result is useless; 0 means none. Acquire also takes the context's.
 	Deadline int64
+	// Priority places the request in the Limiter's queue, relative to
+	// queueing.Critical: 0 is Critical (the SRE default), -1
+	// SheddablePlus, -2 Sheddable, 1 CriticalPlus. Higher priorities are
+	// served first and shed last (see queueing.Priority).
+	Priority int8
 }
 
 // Limiter enforces a limit that an Algorithm adapts from the outcomes of the
@@ -75,10 +81,12 @@ type Limiter struct {
 
 	pressure [256]atomic.Uint64 // float64 bits of each class's factor; 0 means 1
 
-	// Blocking Acquire: a FIFO of waiters woken by the semaphore's hook.
-	waitMu  sync.Mutex
-	waiters []chan struct{}
-	nwait   atomic.Int64
+	// q is the queue of the callers that wait in Acquire (FIFO unless
+	// WithQueue says otherwise): the queueing package's, over sem.
+	q *queueing.Queue
+	// lanes are q's ways in for the priorities -2 to 1 (Request.Priority),
+	// made once: the admit path does not build one.
+	lanes [4]queueing.Lane
 }
 
 // NewLimiter returns a Limiter driven by alg, starting at alg.Limit(). The
@@ -108,8 +116,11 @@ func NewLimiter(alg Algorithm, opts ...LimiterOption) (*Limiter, error) {
 	if cfg.runtime {
 		l.runtime = newRuntimeReader()
 	}
-	if err := sem.OnCapacity(l.wake); err != nil {
+	if l.q, err = queueing.New(sem, cfg.queue...); err != nil {
 		return nil, fmt.Errorf("adaptive: %w", err)
+	}
+	for i := range l.lanes {
+		l.lanes[i], _ = l.q.Lane(queueing.Sheddable+queueing.Priority(i), "") // no partitions: never an error
 	}
 	return l, nil
 }
@@ -151,19 +162,25 @@ func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 	if r.Deadline != 0 && r.Deadline-now < l.rtt.Load() {
 		return Token{}, ErrDeadline
 	}
-	if bits := l.pressure[r.Class].Load(); bits != 0 {
-		bound := max(1, int64(math.Float64frombits(bits)*float64(l.sem.Limit())))
-		if l.sem.Inflight() >= bound {
-			return Token{}, ErrLimited
-		}
-	}
-	if !l.sem.TryAcquire(1) {
+	if l.overPressure(r.Class) {
 		return Token{}, ErrLimited
 	}
-	return l.issue(now), nil
+	if !l.lane(r.Priority).TryAcquire(1) { // never ahead of a waiter the queue serves first
+		return Token{}, ErrLimited
+	}
+	return l.issue(now, r.Priority), nil
 }
 
-func (l *Limiter) issue(now int64) Token {
+// lane is the queue's way in for priority p (relative to Critical).
+func (l *Limiter) lane(p int8) queueing.Lane {
+	if i := int(p) + 2; i >= 0 && i < len(l.lanes) {
+		return l.lanes[i]
+	}
+	ln, _ := l.q.Lane(queueing.Critical+queueing.Priority(p), "") // no partitions: never an error
+	return ln
+}
+
+func (l *Limiter) issue(now int64, prio int8) Token {
 	// One load and, only when it is a new maximum, a CAS: most admissions
 	// do not write the shared line.
 	in := l.sem.Inflight()
@@ -174,7 +191,7 @@ func (l *Limiter) issue(now int64) Token {
 		}
 	}
 	s := l.tokens.Get().(*tokenState)
-	s.start = now
+	s.start, s.prio = now, prio
 	return Token{s: s, gen: s.gen.Load()}
 }
 
@@ -182,11 +199,13 @@ func (l *Limiter) issue(now int64) Token {
 // The deadline is the earlier of ctx's and r.Deadline. It returns
 // ErrDeadline at once when the deadline leaves less than the predicted
 // service time plus the predicted wait (the latest window latency times the
-// waiters ahead, over the limit), and ctx.Err() when ctx ends first; the
-// Limiter is unchanged then. Waiters are woken in FIFO order when a permit
-// is returned or the limit rises, but a TryAcquire arriving at that moment
-// may take the permit first (no strict fairness: the queueing package
-// provides disciplines). Safe for concurrent use.
+// waiters it would wait behind, over the limit), ErrLimited at once when r's class is over
+// its pressure bound (SetPressure), ctx.Err() when ctx ends first, and an
+// error matching queueing.ErrShed when the queue sheds it (full, or by
+// its discipline: WithQueue); the Limiter is unchanged then. Waiters wait
+// in the queueing package's queue over the Limiter's semaphore, woken when
+// a permit is returned or the limit rises, served by priority and in the
+// queue's order. Safe for concurrent use.
 func (l *Limiter) Acquire(ctx context.Context, r Request) (Token, error) {
 	now := clock.Now()
 	if dl, ok := ctx.Deadline(); ok {
@@ -199,94 +218,38 @@ func (l *Limiter) Acquire(ctx context.Context, r Request) (Token, error) {
 		return Token{}, err
 	}
 	t, err := l.TryAcquireAt(now, r)
-	if err != ErrLimited {
+	if err != ErrLimited || l.overPressure(r.Class) {
 		return t, err
 	}
+	lane := l.lane(r.Priority)
 	if r.Deadline != 0 {
 		rtt := l.rtt.Load()
-		wait := rtt * (l.nwait.Load() + 1) / max(1, l.sem.Limit())
+		wait := rtt * (lane.Ahead() + 1) / max(1, l.sem.Limit())
 		if r.Deadline-now < rtt+wait {
 			return Token{}, ErrDeadline
 		}
 	}
-	ch := make(chan struct{}, 1)
-	l.enqueue(ch, false)
-	for {
-		if t, err := l.TryAcquireAt(clock.Now(), Request{Class: r.Class}); err == nil {
-			l.dequeue(ch)
-			if l.sem.Available() > 0 {
-				// A raised limit wakes one waiter; pass the wake on while
-				// there is room, so that every free slot finds its waiter.
-				l.wake()
-			}
-			return t, nil
+	if err := lane.Acquire(ctx, 1); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return Token{}, cerr
 		}
-		select {
-		case <-ch:
-			// Woken and popped: try again, first in line.
-			l.enqueue(ch, true)
-		case <-ctx.Done():
-			l.dequeue(ch)
-			return Token{}, ctx.Err()
-		}
+		return Token{}, err
 	}
+	return l.issue(clock.Now(), r.Priority), nil
 }
 
-func (l *Limiter) enqueue(ch chan struct{}, front bool) {
-	l.waitMu.Lock()
-	if front {
-		l.waiters = append(l.waiters, nil)
-		copy(l.waiters[1:], l.waiters)
-		l.waiters[0] = ch
-	} else {
-		l.waiters = append(l.waiters, ch)
+// overPressure reports whether class c holds its pressure bound already.
+func (l *Limiter) overPressure(c Class) bool {
+	bits := l.pressure[c].Load()
+	if bits == 0 {
+		return false
 	}
-	l.nwait.Add(1)
-	l.waitMu.Unlock()
-}
-
-// dequeue removes ch; if ch was already popped by a wake it did not use, the
-// wake is passed on so that no capacity is left idle with waiters queued.
-func (l *Limiter) dequeue(ch chan struct{}) {
-	l.waitMu.Lock()
-	for i, w := range l.waiters {
-		if w == ch {
-			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-			l.nwait.Add(-1)
-			l.waitMu.Unlock()
-			return
-		}
-	}
-	l.waitMu.Unlock()
-	select {
-	case <-ch:
-		l.wake()
-	default:
-	}
-}
-
-// wake is the semaphore's capacity hook: it pops the first waiter and
-// signals it. One load when nobody waits.
-func (l *Limiter) wake() {
-	if l.nwait.Load() == 0 {
-		return
-	}
-	l.waitMu.Lock()
-	if len(l.waiters) > 0 {
-		ch := l.waiters[0]
-		l.waiters = l.waiters[1:]
-		l.nwait.Add(-1)
-		select {
-		case ch <- struct{}{}: // cap 1, and a popped waiter holds no signal yet
-		default:
-		}
-	}
-	l.waitMu.Unlock()
+	return l.sem.Inflight() >= max(1, int64(math.Float64frombits(bits)*float64(l.sem.Limit())))
 }
 
 // finish records one outcome, returns the permit and closes the window when
 // it is due.
-func (l *Limiter) finish(now, latency int64, o Outcome) {
+func (l *Limiter) finish(now, latency int64, o Outcome, prio int8) {
 	switch o {
 	case Success:
 		latency = max(0, latency)
@@ -306,7 +269,7 @@ func (l *Limiter) finish(now, latency int64, o Outcome) {
 			l.drops.Add(1)
 		}
 	}
-	l.sem.Release(1)
+	l.lane(prio).Release(1) // through the queue: its next waiter gets it
 	if o == Ignore {
 		return
 	}
@@ -363,7 +326,7 @@ func (l *Limiter) maybeClose(now int64) {
 func (l *Limiter) Limit() int { return int(l.sem.Limit()) }
 
 // Waiting returns the callers blocked in Acquire, waiting for a permit.
-func (l *Limiter) Waiting() int { return int(max(0, l.nwait.Load())) }
+func (l *Limiter) Waiting() int { return l.q.Len() }
 
 // Inflight returns the number of Tokens not yet reported. A quiet system
 // must show 0: anything else is a Token that was never reported.

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/queueing"
 	"time"
 )
 
@@ -15,6 +16,7 @@ type limiterConfig struct {
 	minSamples, maxSamples int
 	percentile             float64
 	runtime                bool
+	queue                  []queueing.Option
 }
 
 type limiterOptionFunc func(*limiterConfig) error
@@ -74,6 +76,18 @@ func WithPercentile(p float64) LimiterOption {
 func WithRuntimeSignals() LimiterOption {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		c.runtime = true
+		return nil
+	})
+}
+
+// WithQueue sets the discipline of the queue that Acquire's callers wait
+// in (the queueing package's options: order, length, max wait, CoDel,
+// deadline awareness, reserves); the default is FIFO, at most
+// queueing.DefaultMaxLength waiting. NewLimiter returns the queue's errors
+// for invalid options.
+func WithQueue(opts ...queueing.Option) LimiterOption {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		c.queue = append(c.queue[:len(c.queue):len(c.queue)], opts...)
 		return nil
 	})
 }

@@ -269,7 +269,7 @@ func TestAcquireHonoursContext(t *testing.T) {
 		if _, err := l.Acquire(ctx, Request{}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want DeadlineExceeded", err)
 		}
-		if l.nwait.Load() != 0 {
+		if l.Waiting() != 0 {
 			t.Fatal("a timed-out waiter stayed queued")
 		}
 		cancelled, cancel2 := context.WithCancel(context.Background())

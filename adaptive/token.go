@@ -21,6 +21,7 @@ type Token struct {
 type tokenState struct {
 	l     *Limiter
 	start int64
+	prio  int8 // the request's, to give the permit back through its lane
 	gen   atomic.Uint64
 }
 
@@ -40,9 +41,9 @@ func (t Token) DoneAt(now int64, o Outcome) {
 	if !s.gen.CompareAndSwap(t.gen, t.gen+1) {
 		panic("adaptive: Token reported twice")
 	}
-	l, start := s.l, s.start
+	l, start, prio := s.l, s.start, s.prio
 	l.tokens.Put(s)
-	l.finish(now, now-start, o)
+	l.finish(now, now-start, o, prio)
 }
 
 // DoneWithLatency reports o with a latency the caller measured itself and

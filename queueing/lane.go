@@ -35,6 +35,19 @@ func (q *Queue) Lane(p Priority, partition string) (Lane, error) {
 // Priority returns the lane's priority.
 func (l Lane) Priority() Priority { return l.l.prio }
 
+// Ahead returns the units waiting that a request arriving through the lane
+// now would wait behind: those of higher priority, and of equal priority
+// unless the queue serves the newest first. One load when nobody waits.
+func (l Lane) Ahead() int64 {
+	q := l.q
+	if q.nwait.Load() == 0 {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.unlock()
+	return q.line.unitsAhead(l.l.prio, q.lifoLocked(q.now()))
+}
+
 // Acquire takes n units, waiting if need be. It returns nil once the units
 // are held; ctx.Err() when ctx ends first; ErrClosed after Close;
 // ErrTooLarge at once when n can never be served (above the Admitter's

@@ -47,9 +47,9 @@ type Attempt struct {
 	Tightened bool
 	// reasons are why the middleware tightened it.
 	reasons fingerprint.Reasons
-	// Priority is how much the attempt matters to a Global Concurrency
-	// rule's queue (Rule.Queue): higher classes are served first and shed
-	// last. The zero value is Critical; a value outside the four classes
+	// Priority is how much the attempt matters to the queue of a Global
+	// Concurrency rule (Rule.Queue) or an Adaptive rule (its Limiter's):
+	// higher classes are served first and shed last. The zero value is Critical; a value outside the four classes
 	// is an error.
 	Priority Priority
 	// Now is the instant of the decision in monotonic nanoseconds on the

@@ -14,7 +14,7 @@ import (
 // Retry-After hint; the error is ctx's when ctx ended while waiting.
 func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bool, time.Duration, error) {
 	if r.lim != nil {
-		req := adaptive.Request{}
+		req := adaptive.Request{Priority: int8(a.ask.Priority)} // the same scale: 0 is Critical
 		if dl, ok := ctx.Deadline(); ok {
 			req.Deadline = a.now + int64(time.Until(dl))
 		}
