@@ -49,6 +49,7 @@ type loadResult struct {
 type window struct {
 	start    time.Time
 	from, to time.Duration
+	deadline time.Duration
 	mu       sync.Mutex
 	res      loadResult
 	good     []int64 // latencies of good answers, µs
@@ -66,6 +67,8 @@ func (w *window) record(done time.Time, lat time.Duration, status int, err error
 		w.res.Timeouts++
 	case err != nil:
 		w.res.Errors++
+	case status >= 200 && status < 300 && lat > w.deadline:
+		w.res.Timeouts++ // answered, but too late to be of use
 	case status >= 200 && status < 300:
 		w.res.Good++
 		w.good = append(w.good, lat.Microseconds())
@@ -119,19 +122,21 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 		sent, skipped, outstanding atomic.Int64
 		wg                         sync.WaitGroup
 	)
-	w := &window{from: cfg.from, to: cfg.duration}
+	w := &window{from: cfg.from, to: cfg.duration, deadline: cfg.deadline}
 	if cfg.rate > 0 {
 		w.good = make([]int64, 0, min(1<<20, int(cfg.rate*cfg.duration.Seconds())+16))
 	}
-	one := func() {
-		rctx, rcancel := context.WithTimeout(ctx, cfg.deadline)
+	// one sends a request that arrived at at: its deadline and its latency
+	// count from the arrival, not from when the generator got to it, so that
+	// a late generator cannot hide a slow server.
+	one := func(at time.Time) {
+		rctx, rcancel := context.WithDeadline(ctx, at.Add(cfg.deadline))
 		defer rcancel()
 		req, err := http.NewRequestWithContext(rctx, http.MethodGet, cfg.url, nil)
 		if err != nil {
 			w.record(time.Now(), 0, 0, err)
 			return
 		}
-		t0 := time.Now()
 		resp, err := client.Do(req)
 		status := 0
 		if err == nil {
@@ -140,7 +145,7 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 			status = resp.StatusCode
 		}
 		t1 := time.Now()
-		w.record(t1, t1.Sub(t0), status, err)
+		w.record(t1, t1.Sub(at), status, err)
 	}
 
 	fmt.Fprintln(out, "start")
@@ -164,9 +169,10 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 				}
 				sent.Add(1)
 				outstanding.Add(1)
+				at := next
 				wg.Go(func() {
 					defer outstanding.Add(-1)
-					one()
+					one(at)
 				})
 			}
 			time.Sleep(min(time.Until(next), time.Until(end)))
@@ -176,7 +182,7 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 			wg.Go(func() {
 				for time.Now().Before(end) && ctx.Err() == nil {
 					sent.Add(1)
-					one()
+					one(time.Now())
 				}
 			})
 		}

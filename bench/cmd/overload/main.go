@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/zeromicro/go-zero/core/logx"
 )
 
 func main() {
@@ -50,6 +52,9 @@ type selfCmd struct {
 // run parses args and runs the role they name; the run role starts its
 // children with self.
 func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
+	// go-zero's stat package prints a usage line every minute from import;
+	// it would land in the benchmark's output.
+	logx.DisableStat()
 	fs := flag.NewFlagSet("overload", flag.ContinueOnError)
 	fs.SetOutput(log)
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
@@ -124,7 +129,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 		}
 	}
 	if *quick {
-		cfg.rounds, cfg.duration, cfg.warmup, cfg.calibrate = 1, 800*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
+		cfg.rounds, cfg.duration, cfg.warmup, cfg.calibrate = 1, 600*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond
 		if cfg.multiples == nil {
 			cfg.multiples = []float64{5}
 		}

@@ -286,6 +286,7 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 			}
 		}
 	}
+	fmt.Fprintf(r.log, "done in %v\n", time.Since(rep.Started).Round(time.Second))
 	return rep, nil
 }
 

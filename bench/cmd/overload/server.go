@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/zeromicro/go-zero/core/logx"
 )
 
 // serverConfig is what the server role serves.
@@ -77,7 +75,6 @@ func protocols(proto string) (*http.Protocols, error) {
 // line from in measures the phase of length D and prints "stats JSON".
 // It returns when in ends.
 func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
-	logx.DisableStat()
 	if cfg.calibrateCPU > 0 {
 		_, err := fmt.Fprintf(out, "rounds %d\n", calibrateRounds(cfg.calibrateCPU))
 		return err
