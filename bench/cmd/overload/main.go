@@ -60,10 +60,10 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
 	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop")
-	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop)")
+	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 5,10; the full sweep is 1,2,5,10)")
 	contenders := fs.String("contenders", strings.Join(contenderNames, ","), "comma-separated contenders")
-	duration := fs.Duration("duration", 1500*time.Millisecond, "length of one cell (drop: of each phase)")
-	warmup := fs.Duration("warmup", 500*time.Millisecond, "start of each cell left out of its figures")
+	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
+	warmup := fs.Duration("warmup", time.Second, "start of each cell left out of its figures (drop: when the work doubles); at least the deadline, or requests cannot time out in the window")
 	deadline := fs.Duration("deadline", time.Second, "client deadline of each request")
 	rounds := fs.Int("rounds", 3, "rounds of the whole matrix")
 	procs := fs.Int("procs", 1, "GOMAXPROCS of the server, pinned to that many CPUs")

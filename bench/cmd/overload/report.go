@@ -25,6 +25,9 @@ func writeResult(out io.Writer, r loadResult) error {
 // cell failed or has no such figure.
 type figures struct {
 	goodput, p50, p99, shed, timeouts, dials, limit float64
+	// srvCPU is the server's CPU time per request that reached it, in µs,
+	// over the whole phase.
+	srvCPU float64
 }
 
 // figuresOf computes c's figures; capacity is its scenario's 1x, window is
@@ -32,7 +35,7 @@ type figures struct {
 func figuresOf(c cell, capacity float64, from, to float64) figures {
 	if c.Err != "" || c.Load.WindowS <= 0 {
 		n := math.NaN()
-		return figures{n, n, n, n, n, n, n}
+		return figures{n, n, n, n, n, n, n, n}
 	}
 	f := figures{
 		goodput:  float64(c.Load.Good) / c.Load.WindowS / capacity,
@@ -42,6 +45,10 @@ func figuresOf(c cell, capacity float64, from, to float64) figures {
 		timeouts: float64(c.Load.Timeouts) / float64(max(1, c.completions())),
 		dials:    float64(c.Load.Dials) / float64(max(1, c.Load.Sent)),
 		limit:    math.NaN(),
+		srvCPU:   math.NaN(),
+	}
+	if c.Server.Requests > 0 {
+		f.srvCPU = float64(c.Server.UserUS+c.Server.SysUS) / float64(c.Server.Requests)
 	}
 	if c.Load.Good > 0 {
 		f.p50, f.p99 = float64(c.Load.P50US)/1e3, float64(c.Load.P99US)/1e3
@@ -60,11 +67,7 @@ func figuresOf(c cell, capacity float64, from, to float64) figures {
 
 // window returns the measured window of sc's cells in ms of the phase.
 func (rep *report) window(sc scenario) (from, to float64) {
-	d, w := rep.duration(), rep.warmup()
-	if sc.drop {
-		return ms(d), ms(2 * d)
-	}
-	return ms(w), ms(d)
+	return ms(rep.warmup()), ms(rep.duration())
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -156,8 +159,8 @@ func describe(sc scenario, cfg map[string]string, rounds int64) string {
 	case "mixed":
 		return fmt.Sprintf("mixed: %d sha256 rounds then a %v downstream wait", rounds, sc.wait)
 	case "drop":
-		return fmt.Sprintf("capacity drop: I/O %d slots x %v, the service time doubles after %s; figures of the phase after the drop, load a multiple of the capacity before it (%.0f req/s)",
-			sc.slots, sc.wait, cfg["duration"], sc.before)
+		return fmt.Sprintf("capacity drop: I/O %d slots x %v, the service time doubles after the warm-up (%s); figures of the phase after the drop, load a multiple of the capacity before it (%.0f req/s)",
+			sc.slots, sc.wait, cfg["warmup"], sc.before)
 	}
 	return sc.name
 }
@@ -170,24 +173,25 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; dials: new connections / requests sent; limit: the contender's median limit in the window.")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain.")
 	for _, sc := range rep.scenarios {
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
-		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | dials | limit |")
-		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | dials | limit | srv µs/req |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 		for _, r := range rep.rows(sc) {
 			name := r.contender
 			if r.errs > 0 {
 				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
 				fmtSpread(r.col(func(f figures) float64 { return f.goodput }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.p50 }), 1),
 				fmtSpread(r.col(func(f figures) float64 { return f.p99 }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.shed }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.timeouts }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.dials }), 2),
-				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0))
+				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0),
+				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0))
 		}
 	}
 	var rej []cell

@@ -39,7 +39,7 @@ type scenario struct {
 	rounds    int64
 	wait      time.Duration
 	slots     int
-	drop      bool // the work per request doubles at the end of the warm phase
+	drop      bool // the work per request doubles when the warm-up ends
 	static    int  // the oracle's limit
 	closed    int  // closed-loop clients that saturate the endpoint
 	multiples []float64
@@ -164,16 +164,15 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 // scenarios builds the scenarios of cfg; rounds is the calibrated sha256
 // rounds of cfg.cpuWork.
 func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
-	all := []float64{1, 2, 5, 10}
 	hard := []float64{5, 10}
 	var out []scenario
 	for _, name := range cfg.scenarios {
 		var sc scenario
 		switch name {
 		case "io":
-			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, static: cfg.slots, closed: 4 * cfg.slots, multiples: all}
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, static: cfg.slots, closed: 4 * cfg.slots, multiples: hard}
 		case "cpu":
-			sc = scenario{name: name, rounds: rounds, static: cfg.procs, closed: 16 * cfg.procs, multiples: all}
+			sc = scenario{name: name, rounds: rounds, static: cfg.procs, closed: 16 * cfg.procs, multiples: hard}
 		case "mixed":
 			// Little's law: procs CPUs each busy cpuWork of every cpuWork+wait.
 			static := cfg.procs * int(math.Ceil(float64(cfg.cpuWork+cfg.wait)/float64(cfg.cpuWork)))
@@ -295,12 +294,10 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 	base := sc.capacity
 	spec := cellSpec{sc: sc, contender: name, duration: r.cfg.duration, from: r.cfg.warmup, seed: r.cfg.seed + uint64(round)}
 	if sc.drop {
-		// The phase before the drop is as long as a cell; the figures are
-		// of the phase after it, at the same arrival rate.
+		// The work doubles when the warm-up ends: the figures are of the
+		// phase after the drop, at the same arrival rate.
 		base = sc.before
-		spec.duration = 2 * r.cfg.duration
-		spec.dropAt = r.cfg.duration
-		spec.from = r.cfg.duration
+		spec.dropAt = r.cfg.warmup
 	}
 	spec.rate = m * base
 	c := cell{Scenario: sc.name, Contender: name, Multiple: m, Round: round, Rate: spec.rate}
