@@ -28,14 +28,18 @@ type figures struct {
 	// srvCPU is the server's CPU time per request that reached it, in µs,
 	// over the whole phase.
 	srvCPU float64
+	// offered is the share of the arrivals the generator sent (below 1:
+	// it could not keep up, or hit maxOutstanding).
+	offered float64
 }
 
-// figuresOf computes c's figures; capacity is its scenario's 1x, window is
-// the measured part of the server's phase, in ms from its start.
-func figuresOf(c cell, capacity float64, from, to float64) figures {
+// figuresOf computes c's figures; capacity is its scenario's 1x, [from,
+// to] the measured part of the server's phase in ms from its start, dur the
+// cell's length in seconds.
+func figuresOf(c cell, capacity, from, to, dur float64) figures {
 	if c.Err != "" || c.Load.WindowS <= 0 {
 		n := math.NaN()
-		return figures{n, n, n, n, n, n, n, n}
+		return figures{n, n, n, n, n, n, n, n, n}
 	}
 	f := figures{
 		goodput:  float64(c.Load.Good) / c.Load.WindowS / capacity,
@@ -46,6 +50,10 @@ func figuresOf(c cell, capacity float64, from, to float64) figures {
 		dials:    float64(c.Load.Dials) / float64(max(1, c.Load.Sent)),
 		limit:    math.NaN(),
 		srvCPU:   math.NaN(),
+		offered:  math.NaN(),
+	}
+	if want := c.Rate * dur; want > 0 {
+		f.offered = float64(c.Load.Sent) / want
 	}
 	if c.Server.Requests > 0 {
 		f.srvCPU = float64(c.Server.UserUS+c.Server.SysUS) / float64(c.Server.Requests)
@@ -107,7 +115,7 @@ func (rep *report) rows(sc scenario) []row {
 			r := row{contender: name, multiple: m}
 			for _, c := range rep.Cells {
 				if c.Scenario == sc.name && c.Contender == name && c.Multiple == m {
-					r.fig = append(r.fig, figuresOf(c, sc.capacity, from, to))
+					r.fig = append(r.fig, figuresOf(c, sc.capacity, from, to, rep.duration().Seconds()))
 					if c.Err != "" {
 						r.errs++
 					}
@@ -173,17 +181,17 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain.")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up).")
 	for _, sc := range rep.scenarios {
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
-		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | dials | limit | srv µs/req |")
-		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | dials | limit | srv µs/req | sent |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 		for _, r := range rep.rows(sc) {
 			name := r.contender
 			if r.errs > 0 {
 				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
 				fmtSpread(r.col(func(f figures) float64 { return f.goodput }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.p50 }), 1),
 				fmtSpread(r.col(func(f figures) float64 { return f.p99 }), 0),
@@ -191,7 +199,8 @@ func writeTables(out io.Writer, rep *report) {
 				fmtMed(r.col(func(f figures) float64 { return f.timeouts }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.dials }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0),
-				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0))
+				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0),
+				fmtMed(r.col(func(f figures) float64 { return f.offered }), 2))
 		}
 	}
 	var rej []cell

@@ -57,7 +57,7 @@ func (p svgPanel) ref(y float64, label string) {
 	x0, y0, x1, y1 := p.frame()
 	yy := y0 - min(y, p.maxY)/p.maxY*(y0-y1)
 	fmt.Fprintf(p.b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#555" stroke-dasharray="4"/><text x="%.0f" y="%.1f" fill="#555">%s</text>`+"\n",
-		x0, yy, x1, yy, x1+4, yy+4, html.EscapeString(label))
+		x0, yy, x1, yy, x0+4, yy-4, html.EscapeString(label))
 }
 
 func (p svgPanel) series(i int, name string, xs, ys []float64) {
