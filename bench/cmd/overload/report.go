@@ -24,7 +24,7 @@ func writeResult(out io.Writer, r loadResult) error {
 // figures are one cell's numbers as the table shows them; NaN where the
 // cell failed or has no such figure.
 type figures struct {
-	goodput, p50, p99, shed, timeouts, dials, limit float64
+	goodput, p50, p99, shed, timeouts, errors, dials, limit float64
 	// srvCPU is the server's CPU time per request that reached it, in µs,
 	// over the whole phase.
 	srvCPU float64
@@ -39,7 +39,7 @@ type figures struct {
 func figuresOf(c cell, capacity, from, to, dur float64) figures {
 	if c.Err != "" || c.Load.WindowS <= 0 {
 		n := math.NaN()
-		return figures{n, n, n, n, n, n, n, n, n}
+		return figures{n, n, n, n, n, n, n, n, n, n}
 	}
 	f := figures{
 		goodput:  float64(c.Load.Good) / c.Load.WindowS / capacity,
@@ -47,6 +47,7 @@ func figuresOf(c cell, capacity, from, to, dur float64) figures {
 		p99:      math.NaN(),
 		shed:     float64(c.Load.Shed) / float64(max(1, c.completions())),
 		timeouts: float64(c.Load.Timeouts) / float64(max(1, c.completions())),
+		errors:   float64(c.Load.Errors) / float64(max(1, c.completions())),
 		dials:    float64(c.Load.Dials) / float64(max(1, c.Load.Sent)),
 		limit:    math.NaN(),
 		srvCPU:   math.NaN(),
@@ -181,22 +182,23 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up).")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up).")
 	for _, sc := range rep.scenarios {
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
-		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | dials | limit | srv µs/req | sent |")
-		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 		for _, r := range rep.rows(sc) {
 			name := r.contender
 			if r.errs > 0 {
 				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
 				fmtSpread(r.col(func(f figures) float64 { return f.goodput }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.p50 }), 1),
 				fmtSpread(r.col(func(f figures) float64 { return f.p99 }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.shed }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.timeouts }), 2),
+				fmtMed(r.col(func(f figures) float64 { return f.errors }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.dials }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0),

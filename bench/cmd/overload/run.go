@@ -384,7 +384,7 @@ func (c cell) line(sc scenario) string {
 		return fmt.Sprintf("%s %s %gx: error: %s", c.Scenario, c.Contender, c.Multiple, c.Err)
 	}
 	good := float64(c.Load.Good) / c.Load.WindowS
-	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d dials %d",
+	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d errors %d dials %d sent %d",
 		c.Scenario, c.Contender, c.Multiple, good/sc.capacity, float64(c.Load.P50US)/1e3, float64(c.Load.P99US)/1e3,
-		float64(c.Load.Shed)/float64(max(1, c.completions())), c.Load.Timeouts, c.Load.Dials)
+		float64(c.Load.Shed)/float64(max(1, c.completions())), c.Load.Timeouts, c.Load.Errors, c.Load.Dials, c.Load.Sent)
 }
