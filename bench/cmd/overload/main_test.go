@@ -228,3 +228,28 @@ func TestEndpointDoubleDoublesTheWork(t *testing.T) {
 		t.Error("newEndpoint(-1 rounds) = nil error")
 	}
 }
+
+func TestRotatedPutsEveryContenderInEveryPosition(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	seen := map[string]map[int]bool{}
+	for r := range len(names) {
+		got := rotated(names, r)
+		if len(got) != len(names) {
+			t.Fatalf("round %d: %q", r, got)
+		}
+		for pos, n := range got {
+			if seen[n] == nil {
+				seen[n] = map[int]bool{}
+			}
+			seen[n][pos] = true
+		}
+	}
+	for _, n := range names {
+		if len(seen[n]) != len(names) {
+			t.Errorf("%s ran in positions %v over %d rounds, want all", n, seen[n], len(names))
+		}
+	}
+	if got := rotated(names, 4); got[0] != "b" {
+		t.Errorf("rotated(round 4) = %q, want it to start at b", got)
+	}
+}

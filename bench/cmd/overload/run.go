@@ -264,8 +264,10 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 	for round := range cfg.rounds {
 		for _, sc := range scs {
 			for _, m := range sc.multiples {
-				for i := range cfg.contenders {
-					name := cfg.contenders[(i+round)%len(cfg.contenders)]
+				for _, name := range rotated(cfg.contenders, round) {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
 					c := r.measure(ctx, sc, name, m, round)
 					rep.Cells = append(rep.Cells, c)
 					done++
@@ -287,6 +289,16 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 	}
 	fmt.Fprintf(r.log, "done in %v\n", time.Since(rep.Started).Round(time.Second))
 	return rep, nil
+}
+
+// rotated returns names in the order of round r: started r places later,
+// so that over len(names) rounds each runs once in every position.
+func rotated(names []string, r int) []string {
+	out := make([]string, len(names))
+	for i := range names {
+		out[i] = names[(i+r)%len(names)]
+	}
+	return out
 }
 
 // measure runs one cell and turns a failure into a cell that says so.
