@@ -23,6 +23,9 @@ type loadConfig struct {
 	deadline time.Duration // each request's client deadline
 	proto    string
 	seed     uint64
+	// fresh makes every request open a new connection and close it after
+	// its answer: the dial storm of HTTP/1.1 clients under overload.
+	fresh bool
 }
 
 // maxOutstanding bounds the requests in flight in the load generator: an
@@ -79,8 +82,9 @@ func (w *window) record(done time.Time, lat time.Duration, status int, err error
 	}
 }
 
-// newClient returns a keep-alive client of proto whose dials are counted.
-func newClient(proto string, dials *atomic.Int64) (*http.Client, *http.Transport, error) {
+// newClient returns a client of proto whose dials are counted: keep-alive,
+// or with fresh a new connection per request.
+func newClient(proto string, fresh bool, dials *atomic.Int64) (*http.Client, *http.Transport, error) {
 	protos, err := protocols(proto)
 	if err != nil {
 		return nil, nil, err
@@ -91,6 +95,7 @@ func newClient(proto string, dials *atomic.Int64) (*http.Client, *http.Transport
 		MaxIdleConns:        0, // no limit
 		MaxIdleConnsPerHost: maxOutstanding,
 		IdleConnTimeout:     30 * time.Second,
+		DisableKeepAlives:   fresh,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			return d.DialContext(ctx, network, addr)
@@ -110,7 +115,7 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 		return loadResult{}, fmt.Errorf("overload: want exactly one of a rate (%v) and a closed-loop concurrency (%d)", cfg.rate, cfg.closed)
 	}
 	var dials atomic.Int64
-	client, tr, err := newClient(cfg.proto, &dials)
+	client, tr, err := newClient(cfg.proto, cfg.fresh, &dials)
 	if err != nil {
 		return loadResult{}, err
 	}

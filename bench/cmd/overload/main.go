@@ -89,6 +89,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rate := fs.Float64("rate", 0, "load: Poisson arrivals per second")
 	closed := fs.Int("closed", 0, "load: closed-loop clients instead of a rate")
 	from := fs.Duration("from", 0, "load: start of the measured window")
+	fresh := fs.Bool("fresh", false, "load: a new connection per request")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	case "load":
 		res, err := drive(loadConfig{
 			url: *url, rate: *rate, closed: *closed, duration: *duration, from: *from,
-			deadline: *deadline, proto: *proto, seed: *seed,
+			deadline: *deadline, proto: *proto, seed: *seed, fresh: *fresh,
 		}, out)
 		if err != nil {
 			return err

@@ -59,7 +59,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
 	table := out.String()
-	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection"} {
+	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
@@ -76,15 +76,18 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Cells) != 4 { // two contenders, then sluice-full and noop
-		t.Fatalf("got %d cells, want 4", len(rep.Cells))
+	if len(rep.Cells) != 2+len(rejectLabels) { // two contenders, then the rejection cost
+		t.Fatalf("got %d cells, want %d", len(rep.Cells), 2+len(rejectLabels))
 	}
 	for _, c := range rep.Cells {
 		if c.Err != "" || c.Load.Sent == 0 || c.Load.Good+c.Load.Shed == 0 || c.Server.UserUS+c.Server.SysUS <= 0 {
 			t.Errorf("cell %s/%s measured nothing: %+v", c.Scenario, c.Contender, c)
 		}
-		if c.Contender == rejectName && c.Load.Good != 0 {
-			t.Errorf("%s answered %d requests with 2xx; it must shed all", rejectName, c.Load.Good)
+		if strings.HasPrefix(c.Contender, rejectName) && c.Load.Good != 0 {
+			t.Errorf("%s answered %d requests with 2xx; it must shed all", c.Contender, c.Load.Good)
+		}
+		if answered := c.Load.Good + c.Load.Shed; strings.HasSuffix(c.Contender, "+dial") && c.Load.Dials < answered {
+			t.Errorf("%s: %d dials for %d answers, want one per request", c.Contender, c.Load.Dials, answered)
 		}
 	}
 	if rep.Capacity["io"] <= 0 || rep.Rounds <= 0 {
@@ -94,8 +97,8 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	if len(pids) < 6 { // rounds, 2 capacities, 4 cells of 2 processes
-		t.Errorf("only %d children started", len(pids))
+	if len(pids) != 17 { // rounds, 2 capacities and 6 cells of 2 processes each
+		t.Errorf("%d children started, want 17", len(pids))
 	}
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {

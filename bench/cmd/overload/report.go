@@ -217,7 +217,7 @@ func writeTables(out io.Writer, rep *report) {
 	fmt.Fprintf(out, "\n#### cost of a rejection: 5x the CPU endpoint's capacity (%.0f req/s), server CPU time (rusage) per answer\n\n", rep.Capacity["cpu"])
 	fmt.Fprintln(out, "| server | answers/s | shed | server CPU µs per answer | dials / request | connections accepted |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
-	for _, name := range []string{rejectName, "noop"} {
+	for _, name := range rejectLabels {
 		var per, rate, shed, dials, conns []float64
 		for _, c := range rej {
 			if c.Contender != name || c.Err != "" || c.Load.WindowS <= 0 {
@@ -230,12 +230,12 @@ func writeTables(out io.Writer, rep *report) {
 			dials = append(dials, float64(c.Load.Dials)/float64(max(1, c.Load.Sent)))
 			conns = append(conns, float64(c.Server.Conns))
 		}
-		label := name
-		if name == rejectName {
-			label = "sluice middleware, adaptive rule at its limit (every request 503)"
-		} else {
-			label = "no protection, empty 200 handler (the net/http floor)"
-		}
+		label := map[string]string{
+			rejectName:           "sluice middleware, adaptive rule at its limit: every request 503, keep-alive",
+			"noop":               "no protection, empty 200 handler (the net/http floor), keep-alive",
+			rejectName + "+dial": "sluice middleware, every request 503, a new connection per request",
+			"noop+dial":          "empty 200 handler, a new connection per request",
+		}[name]
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", label, fmtMed(spreadOf(rate), 0), fmtMed(spreadOf(shed), 3),
 			fmtSpread(spreadOf(per), 1), fmtMed(spreadOf(dials), 3), fmtMed(spreadOf(conns), 0))
 	}

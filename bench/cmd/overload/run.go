@@ -98,6 +98,7 @@ type cellSpec struct {
 	from      time.Duration
 	dropAt    time.Duration
 	seed      uint64
+	fresh     bool // a new connection per request
 }
 
 // runCell starts a server and a load generator for spec and returns what
@@ -126,6 +127,9 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 		"-role", "load", "-url", "http://" + addr + "/", "-duration", spec.duration.String(),
 		"-from", spec.from.String(), "-deadline", r.cfg.deadline.String(), "-http", r.cfg.proto,
 		"-seed", strconv.FormatUint(spec.seed, 10),
+	}
+	if spec.fresh {
+		ldArgs = append(ldArgs, "-fresh")
 	}
 	if spec.closed > 0 {
 		ldArgs = append(ldArgs, "-closed", strconv.Itoa(spec.closed))
@@ -347,23 +351,22 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 // measureReject measures the server's CPU per rejection: sluice's
 // middleware shedding every request to the CPU endpoint at 5x its capacity
 // (rejectName), and for the floor an empty handler with no protection at
-// the same rate ("noop"). Its figures are of the whole phase, as the
-// server's CPU time is.
+// the same rate ("noop"); each on keep-alive connections and with a new
+// connection per request ("+dial", the dial storm of HTTP/1.1 clients that
+// time out). Its figures are of the whole phase, as the server's CPU time
+// is. The order of the four rotates over rounds.
 func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64, round int) []cell {
 	specs := []cellSpec{
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none"},
-	}
-	if round%2 == 1 {
-		specs[0], specs[1] = specs[1], specs[0]
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName, fresh: true},
+		{sc: scenario{name: rejectScenario, static: 1}, contender: "none", fresh: true},
 	}
 	var out []cell
-	for _, spec := range specs {
+	for i := range specs {
+		spec := specs[(i+round)%len(specs)]
 		spec.rate, spec.duration, spec.seed = 5*capCPU, r.cfg.duration, r.cfg.seed+uint64(round)
-		c := cell{Scenario: rejectScenario, Contender: spec.contender, Multiple: 5, Round: round, Rate: spec.rate}
-		if spec.contender == "none" {
-			c.Contender = "noop"
-		}
+		c := cell{Scenario: rejectScenario, Contender: rejectLabel(spec.contender, spec.fresh), Multiple: 5, Round: round, Rate: spec.rate}
 		lr, st, err := r.runCell(ctx, spec)
 		c.Load, c.Server = lr, st
 		if err != nil {
@@ -372,6 +375,20 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 		out = append(out, c)
 	}
 	return out
+}
+
+// rejectLabels are the rejection-cost cells in the order of their table.
+var rejectLabels = []string{rejectName, "noop", rejectName + "+dial", "noop+dial"}
+
+func rejectLabel(contender string, fresh bool) string {
+	l := contender
+	if contender == "none" {
+		l = "noop"
+	}
+	if fresh {
+		l += "+dial"
+	}
+	return l
 }
 
 // cpuPerAnswer is the server's CPU time per answer of the cell, in µs.
