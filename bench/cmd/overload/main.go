@@ -159,7 +159,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rep.Warnings = warnings
 	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
-		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "pin-server": r.pin.server, "pin-load": r.pin.load}
+		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)
 	if *outDir != "" {
 		return writeFiles(*outDir, rep)
