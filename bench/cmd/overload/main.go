@@ -72,6 +72,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cpuWork := fs.Duration("cpu-work", time.Millisecond, "CPU per request of the CPU and mixed endpoints (calibrated into sha256 rounds)")
 	waitF := fs.Duration("downstream", 10*time.Millisecond, "downstream wait of the mixed endpoint")
 	proto := fs.String("http", "1", "HTTP version: 1 (HTTP/1.1) or h2c (HTTP/2 cleartext)")
+	h2Streams := fs.Int("h2-streams", 0, "concurrent streams per HTTP/2 connection the server allows (0: net/http's default, 250)")
 	calib := fs.Duration("calibrate", time.Second, "length of each capacity measurement")
 	reject := fs.Bool("reject", true, "also measure the server CPU per rejection")
 	seed := fs.Uint64("seed", 1, "seed of the arrivals")
@@ -97,7 +98,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	case "server":
 		return serve(serverConfig{
 			contender: *contender, static: *static, rounds: *roundsF, wait: *wait, slots: *slotsF,
-			dropAt: *dropAt, proto: *proto, sample: 50 * time.Millisecond, calibrateCPU: *calCPU,
+			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, sample: 50 * time.Millisecond, calibrateCPU: *calCPU,
 		}, in, out)
 	case "load":
 		res, err := drive(loadConfig{
@@ -116,7 +117,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
-		calibrate: *calib, reject: *reject, seed: *seed, self: self,
+		calibrate: *calib, reject: *reject, seed: *seed, self: self, h2Streams: *h2Streams,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -159,7 +160,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rep.Warnings = warnings
 	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
-		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "pin-server": r.pin.server, "pin-load": r.pin.load}
+		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)
 	if *outDir != "" {
 		return writeFiles(*outDir, rep)
@@ -173,6 +174,8 @@ func (cfg runConfig) validate() error {
 		return errors.New("overload: want 0 <= warmup < duration")
 	case cfg.deadline <= 0 || cfg.calibrate <= 0 || cfg.rounds < 1 || cfg.rounds > 100:
 		return errors.New("overload: want a positive deadline and calibration, and 1 to 100 rounds")
+	case cfg.h2Streams < 0 || cfg.h2Streams > 1<<20:
+		return errors.New("overload: want 0 to 2^20 HTTP/2 streams")
 	case cfg.procs < 1 || cfg.slots < 1 || cfg.service <= 0 || cfg.cpuWork <= 0 || cfg.wait <= 0:
 		return errors.New("overload: want positive procs, slots, service, cpu-work and downstream")
 	case len(cfg.contenders) == 0 || len(cfg.scenarios) == 0:

@@ -30,6 +30,7 @@ type runConfig struct {
 	calibrate  time.Duration // of each closed-loop capacity measurement
 	reject     bool          // also measure the server CPU per rejection
 	seed       uint64
+	h2Streams  int
 	self       selfCmd
 }
 
@@ -108,7 +109,7 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	srvArgs := []string{
 		"-role", "server", "-contender", spec.contender, "-static", strconv.Itoa(max(1, spec.sc.static)),
 		"-rounds-per-request", strconv.FormatInt(spec.sc.rounds, 10), "-wait", spec.sc.wait.String(),
-		"-slots", strconv.Itoa(spec.sc.slots), "-http", r.cfg.proto,
+		"-slots", strconv.Itoa(spec.sc.slots), "-http", r.cfg.proto, "-h2-streams", strconv.Itoa(r.cfg.h2Streams),
 	}
 	if spec.dropAt > 0 {
 		srvArgs = append(srvArgs, "-drop-at", spec.dropAt.String())

@@ -25,6 +25,9 @@ type serverConfig struct {
 	slots     int
 	dropAt    time.Duration // when the work per request doubles; zero: never
 	proto     string
+	// h2Streams bounds the concurrent streams of an HTTP/2 connection;
+	// zero means net/http's default (250).
+	h2Streams int
 	sample    time.Duration
 	// calibrateCPU, when positive, makes the role print "rounds N", the
 	// sha256 rounds that take calibrateCPU of CPU here, and serve nothing.
@@ -118,6 +121,9 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 				conns.Add(1)
 			}
 		},
+	}
+	if cfg.h2Streams > 0 {
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.h2Streams}
 	}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
