@@ -75,6 +75,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	h2Streams := fs.Int("h2-streams", 0, "concurrent streams per HTTP/2 connection the server allows (0: net/http's default, 250)")
 	calib := fs.Duration("calibrate", time.Second, "length of each capacity measurement")
 	reject := fs.Bool("reject", true, "also measure the server CPU per rejection")
+	rejectLoad := fs.Float64("reject-load", 1, "load of the rejection-cost cells, a multiple of the CPU endpoint's capacity (at 5x on one core the dial storm of the start collapses the server in some runs, and the figure is that of the collapse)")
 	seed := fs.Uint64("seed", 1, "seed of the arrivals")
 	outDir := fs.String("out", "", "directory for cells.json and one SVG per scenario")
 	quick := fs.Bool("quick", false, "a smoke run: one round, short cells, 5x only")
@@ -117,7 +118,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
-		calibrate: *calib, reject: *reject, seed: *seed, self: self, h2Streams: *h2Streams,
+		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -160,7 +161,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rep.Warnings = warnings
 	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
-		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "pin-server": r.pin.server, "pin-load": r.pin.load}
+		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)
 	if *outDir != "" {
 		return writeFiles(*outDir, rep)
@@ -174,6 +175,8 @@ func (cfg runConfig) validate() error {
 		return errors.New("overload: want 0 <= warmup < duration")
 	case cfg.deadline <= 0 || cfg.calibrate <= 0 || cfg.rounds < 1 || cfg.rounds > 100:
 		return errors.New("overload: want a positive deadline and calibration, and 1 to 100 rounds")
+	case !(cfg.rejectLoad > 0) || cfg.rejectLoad > 1000:
+		return errors.New("overload: want a reject-load in (0, 1000]")
 	case cfg.h2Streams < 0 || cfg.h2Streams > 1<<20:
 		return errors.New("overload: want 0 to 2^20 HTTP/2 streams")
 	case cfg.procs < 1 || cfg.slots < 1 || cfg.service <= 0 || cfg.cpuWork <= 0 || cfg.wait <= 0:

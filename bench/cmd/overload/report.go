@@ -215,7 +215,7 @@ func writeTables(out io.Writer, rep *report) {
 	if len(rej) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\n#### cost of a rejection: 5x the CPU endpoint's capacity (%.0f req/s), server CPU time (rusage) per answer\n\n", rep.Capacity["cpu"])
+	fmt.Fprintf(out, "\n#### cost of a rejection: %sx the CPU endpoint's capacity (%.0f req/s), server CPU time (rusage) per answer\n\n", rep.Config["reject-load"], rep.Capacity["cpu"])
 	fmt.Fprintln(out, "| server | answers/s | shed | server CPU µs per answer | dials / request | connections accepted |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
 	for _, name := range rejectLabels {

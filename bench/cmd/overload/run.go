@@ -29,6 +29,7 @@ type runConfig struct {
 	proto      string
 	calibrate  time.Duration // of each closed-loop capacity measurement
 	reject     bool          // also measure the server CPU per rejection
+	rejectLoad float64       // at this multiple of the CPU endpoint's capacity
 	seed       uint64
 	h2Streams  int
 	self       selfCmd
@@ -352,7 +353,8 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 }
 
 // measureReject measures the server's CPU per rejection: sluice's
-// middleware shedding every request to the CPU endpoint at 5x its capacity
+// middleware shedding every request to the CPU endpoint at cfg.rejectLoad
+// times its capacity
 // (rejectName), and for the floor an empty handler with no protection at
 // the same rate ("noop"); each on keep-alive connections and with a new
 // connection per request ("+dial", the dial storm of HTTP/1.1 clients that
@@ -368,8 +370,8 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 	var out []cell
 	for i := range specs {
 		spec := specs[(i+round)%len(specs)]
-		spec.rate, spec.duration, spec.seed = 5*capCPU, r.cfg.duration, r.cfg.seed+uint64(round)
-		c := cell{Scenario: rejectScenario, Contender: rejectLabel(spec.contender, spec.fresh), Multiple: 5, Round: round, Rate: spec.rate}
+		spec.rate, spec.duration, spec.seed = r.cfg.rejectLoad*capCPU, r.cfg.duration, r.cfg.seed+uint64(round)
+		c := cell{Scenario: rejectScenario, Contender: rejectLabel(spec.contender, spec.fresh), Multiple: r.cfg.rejectLoad, Round: round, Rate: spec.rate}
 		lr, st, err := r.runCell(ctx, spec)
 		c.Load, c.Server = lr, st
 		if err != nil {
