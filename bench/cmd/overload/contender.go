@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/go-kratos/aegis/ratelimit"
+	"github.com/go-kratos/aegis/ratelimit/bbr"
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/shed"
+	"github.com/zeromicro/go-zero/core/load"
+)
+
+// contenderNames lists every protection the benchmark compares, in the
+// order of the table.
+var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice"}
+
+// rejectName is the protection of the rejection-cost run: sluice's
+// middleware with an adaptive rule whose only permit is held, so every
+// request is shed by the same path an overloaded Default sheds by.
+const rejectName = "sluice-full"
+
+// protection is one contender in front of the endpoint.
+type protection struct {
+	wrap func(http.Handler) http.Handler
+	// limit reads the contender's current limit; nil when it has none.
+	limit func() int
+	close func() error
+	// ctl is sluice's controller, for the sluice contenders only.
+	ctl *shed.Controller
+}
+
+func shed503(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// newProtection builds the contender called name; static is the oracle's
+// limit (the known capacity in requests at once).
+func newProtection(name string, static int) (*protection, error) {
+	nop := func() error { return nil }
+	switch name {
+	case "none":
+		return &protection{wrap: func(h http.Handler) http.Handler { return h }, close: nop}, nil
+	case "static":
+		if static < 1 {
+			return nil, fmt.Errorf("overload: static limit %d is not positive", static)
+		}
+		var inflight atomic.Int64
+		return &protection{
+			wrap: func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					// Add first, undo when over: never admits more than static.
+					if inflight.Add(1) > int64(static) {
+						inflight.Add(-1)
+						shed503(w)
+						return
+					}
+					defer inflight.Add(-1)
+					next.ServeHTTP(w, r)
+				})
+			},
+			limit: func() int { return static },
+			close: nop,
+		}, nil
+	case "gozero":
+		load.DisableLog()
+		s := load.NewAdaptiveShedder()
+		return &protection{
+			wrap: func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					p, err := s.Allow()
+					if err != nil {
+						shed503(w)
+						return
+					}
+					defer p.Pass()
+					next.ServeHTTP(w, r)
+				})
+			},
+			close: nop,
+		}, nil
+	case "aegisbbr":
+		l := bbr.NewLimiter()
+		return &protection{
+			wrap: func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					done, err := l.Allow()
+					if err != nil {
+						shed503(w)
+						return
+					}
+					defer done(ratelimit.DoneInfo{})
+					next.ServeHTTP(w, r)
+				})
+			},
+			// MaxInFlight is the inflight BBR admits once its CPU gate is shut.
+			limit: func() int { return int(l.Stat().MaxInFlight) },
+			close: nop,
+		}, nil
+	case "failsafe":
+		l := adaptivelimiter.NewBuilder[any]().Build()
+		return &protection{
+			wrap: func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					p, ok := l.TryAcquirePermit()
+					if !ok {
+						shed503(w)
+						return
+					}
+					defer p.Record()
+					next.ServeHTTP(w, r)
+				})
+			},
+			limit: l.Limit,
+			close: nop,
+		}, nil
+	case "gradient2":
+		alg, err := adaptive.NewGradient2()
+		if err != nil {
+			return nil, err
+		}
+		return sluiceProtection(alg)
+	case "vegas":
+		alg, err := adaptive.NewVegas()
+		if err != nil {
+			return nil, err
+		}
+		return sluiceProtection(alg)
+	case "aimd":
+		alg, err := adaptive.NewAIMD()
+		if err != nil {
+			return nil, err
+		}
+		return sluiceProtection(alg)
+	case "sluice":
+		alg, err := adaptive.NewDefault()
+		if err != nil {
+			return nil, err
+		}
+		return sluiceProtection(alg)
+	case rejectName:
+		alg, err := adaptive.NewDefault(adaptive.WithLimits(1, 1), adaptive.WithInitialLimit(1))
+		if err != nil {
+			return nil, err
+		}
+		p, err := sluiceProtection(alg)
+		if err != nil {
+			return nil, err
+		}
+		return p, p.holdOne()
+	}
+	return nil, fmt.Errorf("overload: unknown contender %q", name)
+}
+
+// sluiceProtection is alg in a shed.Adaptive rule with no options, applied
+// through shed.Controller.Middleware, as a user would write it.
+func sluiceProtection(alg adaptive.Algorithm) (*protection, error) {
+	l, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := shed.New([]shed.Rule{{Name: "endpoint", Algorithm: shed.Adaptive, Limiter: l}})
+	if err != nil {
+		return nil, err
+	}
+	return &protection{wrap: c.Middleware, limit: l.Limit, close: c.Close, ctl: c}, nil
+}
+
+// holdOne takes one permit of the sluice rule and never gives it back, so
+// that a limit of one rejects every request.
+func (p *protection) holdOne() error {
+	d, _, err := p.ctl.Decide(context.Background(), shed.Attempt{})
+	if err != nil {
+		return err
+	}
+	if !d.Allowed {
+		return fmt.Errorf("overload: the first attempt of %s was rejected", rejectName)
+	}
+	return nil
+}

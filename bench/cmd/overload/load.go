@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadConfig is what the load role sends.
+type loadConfig struct {
+	url      string
+	rate     float64       // Poisson arrivals per second (open loop); or
+	closed   int           // this many clients, each sending its next request when the last ends
+	duration time.Duration // how long requests are sent
+	from     time.Duration // the measured window is [from, duration] of completions
+	deadline time.Duration // each request's client deadline
+	proto    string
+	seed     uint64
+	// fresh makes every request open a new connection and close it after
+	// its answer: the dial storm of HTTP/1.1 clients under overload.
+	fresh bool
+}
+
+// maxOutstanding bounds the requests in flight in the load generator: an
+// arrival beyond it is counted as skipped, not sent.
+const maxOutstanding = 60_000
+
+// loadResult is what the load role reports. Counts other than Sent,
+// Skipped and Dials are of completions within the measured window.
+type loadResult struct {
+	Sent     int64   `json:"sent"`
+	Skipped  int64   `json:"skipped"`
+	Dials    int64   `json:"dials"`
+	WindowS  float64 `json:"window_s"`
+	Good     int64   `json:"good"`     // 2xx within the deadline
+	Shed     int64   `json:"shed"`     // 503 and 429
+	Timeouts int64   `json:"timeouts"` // the deadline passed first
+	Errors   int64   `json:"errors"`   // transport errors and other statuses
+	P50US    int64   `json:"p50_us"`   // of the good answers
+	P99US    int64   `json:"p99_us"`
+	MaxLagUS int64   `json:"max_lag_us"` // how late the generator sent an arrival at worst
+}
+
+// window collects the completions of one phase.
+type window struct {
+	start    time.Time
+	from, to time.Duration
+	deadline time.Duration
+	mu       sync.Mutex
+	res      loadResult
+	good     []int64 // latencies of good answers, µs
+}
+
+func (w *window) record(done time.Time, lat time.Duration, status int, err error) {
+	at := done.Sub(w.start)
+	if at < w.from || at > w.to {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		w.res.Timeouts++
+	case err != nil:
+		w.res.Errors++
+	case status >= 200 && status < 300 && lat > w.deadline:
+		w.res.Timeouts++ // answered, but too late to be of use
+	case status >= 200 && status < 300:
+		w.res.Good++
+		w.good = append(w.good, lat.Microseconds())
+	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+		w.res.Shed++
+	default:
+		w.res.Errors++
+	}
+}
+
+// newClient returns a client of proto whose dials are counted: keep-alive,
+// or with fresh a new connection per request.
+func newClient(proto string, fresh bool, dials *atomic.Int64) (*http.Client, *http.Transport, error) {
+	protos, err := protocols(proto)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	tr := &http.Transport{
+		Protocols:           protos,
+		MaxIdleConns:        0, // no limit
+		MaxIdleConnsPerHost: maxOutstanding,
+		IdleConnTimeout:     30 * time.Second,
+		DisableKeepAlives:   fresh,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	return &http.Client{Transport: tr}, tr, nil
+}
+
+// drive runs the load role: it prints "start" as the first request goes
+// out, sends requests for cfg.duration and returns what came back. Every
+// request still out at the end is cancelled.
+func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
+	if cfg.duration <= 0 || cfg.deadline <= 0 || cfg.from < 0 || cfg.from >= cfg.duration {
+		return loadResult{}, fmt.Errorf("overload: bad load window (duration %v, from %v, deadline %v)", cfg.duration, cfg.from, cfg.deadline)
+	}
+	if (cfg.rate > 0) == (cfg.closed > 0) {
+		return loadResult{}, fmt.Errorf("overload: want exactly one of a rate (%v) and a closed-loop concurrency (%d)", cfg.rate, cfg.closed)
+	}
+	var dials atomic.Int64
+	client, tr, err := newClient(cfg.proto, cfg.fresh, &dials)
+	if err != nil {
+		return loadResult{}, err
+	}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var (
+		sent, skipped, outstanding atomic.Int64
+		wg                         sync.WaitGroup
+	)
+	w := &window{from: cfg.from, to: cfg.duration, deadline: cfg.deadline}
+	if cfg.rate > 0 {
+		w.good = make([]int64, 0, min(1<<20, int(cfg.rate*cfg.duration.Seconds())+16))
+	}
+	// one sends a request that arrived at at: its deadline and its latency
+	// count from the arrival, not from when the generator got to it, so that
+	// a late generator cannot hide a slow server.
+	one := func(at time.Time) {
+		rctx, rcancel := context.WithDeadline(ctx, at.Add(cfg.deadline))
+		defer rcancel()
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, cfg.url, nil)
+		if err != nil {
+			w.record(time.Now(), 0, 0, err)
+			return
+		}
+		resp, err := client.Do(req)
+		status := 0
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status = resp.StatusCode
+		}
+		t1 := time.Now()
+		w.record(t1, t1.Sub(at), status, err)
+	}
+
+	fmt.Fprintln(out, "start")
+	w.start = time.Now()
+	end := w.start.Add(cfg.duration)
+	var maxLag time.Duration
+	if cfg.rate > 0 {
+		rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
+		next := w.start
+		for {
+			now := time.Now()
+			if !now.Before(end) {
+				break
+			}
+			// Send every arrival that is due; a late one goes out at once.
+			for ; !next.After(now) && next.Before(end); next = next.Add(time.Duration(rng.ExpFloat64() / cfg.rate * float64(time.Second))) {
+				maxLag = max(maxLag, now.Sub(next))
+				if outstanding.Load() >= maxOutstanding {
+					skipped.Add(1)
+					continue
+				}
+				sent.Add(1)
+				outstanding.Add(1)
+				at := next
+				wg.Go(func() {
+					defer outstanding.Add(-1)
+					one(at)
+				})
+			}
+			time.Sleep(min(time.Until(next), time.Until(end)))
+		}
+	} else {
+		for range cfg.closed {
+			wg.Go(func() {
+				for time.Now().Before(end) && ctx.Err() == nil {
+					sent.Add(1)
+					one(time.Now())
+				}
+			})
+		}
+		time.Sleep(time.Until(end))
+	}
+	cancel()
+	wg.Wait()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.res
+	r.Sent, r.Skipped, r.Dials = sent.Load(), skipped.Load(), dials.Load()
+	r.WindowS = (cfg.duration - cfg.from).Seconds()
+	r.P50US, r.P99US = quantile(w.good, 0.50), quantile(w.good, 0.99)
+	r.MaxLagUS = maxLag.Microseconds()
+	return r, nil
+}

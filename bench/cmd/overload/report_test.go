@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func fakeCell(contender string, round int, good int64, p99us int64, limit int) cell {
+	return cell{
+		Scenario: "io", Contender: contender, Multiple: 5, Round: round,
+		Load: loadResult{Sent: 1000, Dials: 10, WindowS: 0.5, Good: good, Shed: 100, P50US: 1000, P99US: p99us},
+		Server: serverStats{UserUS: 2000, SysUS: 1000, Requests: 100, Samples: []sample{
+			{AtMS: 100, Limit: 999}, {AtMS: 200, Limit: 999}, // before the window: not counted
+			{AtMS: 600, Limit: limit}, {AtMS: 700, Limit: limit},
+		}},
+	}
+}
+
+// TestRowsTakeMediansOverRoundsAndCountFailures: a row's figure is the
+// median over its rounds, goodput is per second over capacity, the limit
+// is read inside the window only, and a failed cell is counted and left
+// out of the figures.
+func TestRowsTakeMediansOverRoundsAndCountFailures(t *testing.T) {
+	sc := scenario{name: "io", multiples: []float64{5}, capacity: 100}
+	failed := fakeCell("sluice", 3, 0, 0, 0)
+	failed.Err = "overload: no \"ready \""
+	rep := &report{
+		Config:     map[string]string{"duration": "1s", "warmup": "500ms"},
+		contenders: []string{"sluice"},
+		scenarios:  []scenario{sc},
+		Cells: []cell{
+			fakeCell("sluice", 0, 40, 30_000, 10), // goodput 80/s = 0.8
+			fakeCell("sluice", 1, 50, 90_000, 20), // 1.0
+			fakeCell("sluice", 2, 45, 60_000, 12), // 0.9
+			failed,
+			fakeCell("none", 0, 1, 1, 1), // another contender
+		},
+	}
+	rows := rep.rows(sc)
+	if len(rows) != 1 {
+		t.Fatalf("got %d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	if r.errs != 1 || len(r.fig) != 4 {
+		t.Fatalf("row has %d cells, %d failed; want 4 and 1", len(r.fig), r.errs)
+	}
+	g := r.col(func(f figures) float64 { return f.goodput })
+	if math.Abs(g.med-0.9) > 1e-9 || math.Abs(g.lo-0.8) > 1e-9 || math.Abs(g.hi-1.0) > 1e-9 || g.n != 3 {
+		t.Errorf("goodput %+v, want median 0.9 in [0.8, 1.0] over 3 rounds", g)
+	}
+	if p := r.col(func(f figures) float64 { return f.p99 }); p.med != 60 {
+		t.Errorf("p99 median %v ms, want 60", p.med)
+	}
+	if l := r.col(func(f figures) float64 { return f.limit }); l.med != 12 || l.hi != 20 {
+		t.Errorf("limit %+v, want median 12, max 20 (the sample before the window is not counted)", l)
+	}
+	if c := r.col(func(f figures) float64 { return f.srvCPU }); c.med != 30 {
+		t.Errorf("server CPU %v µs/req, want 30", c.med)
+	}
+	var out bytes.Buffer
+	writeTables(&out, rep)
+	if !strings.Contains(out.String(), "| sluice (1 failed) | 5x | 0.90 (0.80-1.00) | 1.0 | 60 (30-90) |") {
+		t.Errorf("table row not as expected:\n%s", out.String())
+	}
+	checkSVGString(t, plot(rep, sc))
+}

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+// runConfig is the whole matrix the run role measures.
+type runConfig struct {
+	scenarios  []string
+	multiples  []float64 // nil: each scenario's default
+	contenders []string
+	duration   time.Duration // of one cell
+	warmup     time.Duration // of a cell, left out of its figures
+	deadline   time.Duration
+	rounds     int
+	procs      int           // the server's GOMAXPROCS
+	slots      int           // of the I/O endpoint
+	service    time.Duration // of the I/O endpoint
+	cpuWork    time.Duration // of the CPU endpoint, calibrated into sha256 rounds
+	wait       time.Duration // the mixed endpoint's downstream wait
+	proto      string
+	calibrate  time.Duration // of each closed-loop capacity measurement
+	reject     bool          // also measure the server CPU per rejection
+	rejectLoad float64       // at this multiple of the CPU endpoint's capacity
+	seed       uint64
+	h2Streams  int
+	self       selfCmd
+}
+
+// scenario is one endpoint under one kind of load.
+type scenario struct {
+	name      string
+	rounds    int64
+	wait      time.Duration
+	slots     int
+	drop      bool // the work per request doubles when the warm-up ends
+	static    int  // the oracle's limit
+	closed    int  // closed-loop clients that saturate the endpoint
+	multiples []float64
+	capacity  float64 // measured, requests per second (after the drop for drop)
+	before    float64 // drop only: the capacity before the drop, which the load is a multiple of
+}
+
+// cell is one contender at one multiple in one round.
+type cell struct {
+	Scenario  string      `json:"scenario"`
+	Contender string      `json:"contender"`
+	Multiple  float64     `json:"multiple"`
+	Round     int         `json:"round"`
+	Rate      float64     `json:"rate"`
+	Load      loadResult  `json:"load"`
+	Server    serverStats `json:"server"`
+	Err       string      `json:"error,omitempty"`
+}
+
+func (c cell) completions() int64 {
+	return c.Load.Good + c.Load.Shed + c.Load.Timeouts + c.Load.Errors
+}
+
+// report is everything a run measured.
+type report struct {
+	Started    time.Time          `json:"started"`
+	Config     map[string]string  `json:"config"`
+	Rounds     int64              `json:"sha256_rounds"`
+	Capacity   map[string]float64 `json:"capacity"`
+	Warnings   []string           `json:"warnings"`
+	Cells      []cell             `json:"cells"`
+	scenarios  []scenario
+	contenders []string
+}
+
+// runner runs cells.
+type runner struct {
+	cfg runConfig
+	pin pinning
+	log io.Writer
+}
+
+func newRunner(cfg runConfig, log io.Writer) (*runner, []string) {
+	_, err := exec.LookPath("taskset")
+	pin, warn := planPinning(cfg.procs, runtime.NumCPU(), err == nil)
+	return &runner{cfg: cfg, pin: pin, log: log}, warn
+}
+
+// cellSpec is what one cell runs.
+type cellSpec struct {
+	sc        scenario
+	contender string
+	rate      float64
+	closed    int
+	duration  time.Duration
+	from      time.Duration
+	dropAt    time.Duration
+	seed      uint64
+	fresh     bool // a new connection per request
+}
+
+// runCell starts a server and a load generator for spec and returns what
+// they measured; both processes are gone when it returns.
+func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, serverStats, error) {
+	var st serverStats
+	srvArgs := []string{
+		"-role", "server", "-contender", spec.contender, "-static", strconv.Itoa(max(1, spec.sc.static)),
+		"-rounds-per-request", strconv.FormatInt(spec.sc.rounds, 10), "-wait", spec.sc.wait.String(),
+		"-slots", strconv.Itoa(spec.sc.slots), "-http", r.cfg.proto, "-h2-streams", strconv.Itoa(r.cfg.h2Streams),
+	}
+	if spec.dropAt > 0 {
+		srvArgs = append(srvArgs, "-drop-at", spec.dropAt.String())
+	}
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(r.cfg.procs)}
+	srv, err := startChild(ctx, r.cfg.self, r.pin.server, env, srvArgs...)
+	if err != nil {
+		return loadResult{}, st, err
+	}
+	defer srv.close()
+	addr, err := srv.expect("ready ", 20*time.Second)
+	if err != nil {
+		return loadResult{}, st, err
+	}
+	ldArgs := []string{
+		"-role", "load", "-url", "http://" + addr + "/", "-duration", spec.duration.String(),
+		"-from", spec.from.String(), "-deadline", r.cfg.deadline.String(), "-http", r.cfg.proto,
+		"-seed", strconv.FormatUint(spec.seed, 10),
+	}
+	if spec.fresh {
+		ldArgs = append(ldArgs, "-fresh")
+	}
+	if spec.closed > 0 {
+		ldArgs = append(ldArgs, "-closed", strconv.Itoa(spec.closed))
+	} else {
+		ldArgs = append(ldArgs, "-rate", strconv.FormatFloat(spec.rate, 'f', 3, 64))
+	}
+	// The generator collects garbage less often: its CPU is what bounds the
+	// rate it can offer once every request dials (the heap stays small).
+	ld, err := startChild(ctx, r.cfg.self, r.pin.load, []string{"GOGC=400"}, ldArgs...)
+	if err != nil {
+		return loadResult{}, st, err
+	}
+	defer ld.close()
+	if _, err := ld.expect("start", 20*time.Second); err != nil {
+		return loadResult{}, st, err
+	}
+	if _, err := fmt.Fprintf(srv.stdin, "begin %d\n", int64(spec.duration)); err != nil {
+		return loadResult{}, st, err
+	}
+	res, err := ld.expect("result ", spec.duration+r.cfg.deadline+20*time.Second)
+	if err != nil {
+		return loadResult{}, st, err
+	}
+	var lr loadResult
+	if err := json.Unmarshal([]byte(res), &lr); err != nil {
+		return lr, st, fmt.Errorf("overload: load result: %w", err)
+	}
+	stats, err := srv.expect("stats ", 20*time.Second)
+	if err != nil {
+		return lr, st, err
+	}
+	if err := json.Unmarshal([]byte(stats), &st); err != nil {
+		return lr, st, fmt.Errorf("overload: server stats: %w", err)
+	}
+	return lr, st, nil
+}
+
+// scenarios builds the scenarios of cfg; rounds is the calibrated sha256
+// rounds of cfg.cpuWork.
+func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
+	hard := []float64{5, 10}
+	var out []scenario
+	for _, name := range cfg.scenarios {
+		var sc scenario
+		switch name {
+		case "io":
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, static: cfg.slots, closed: 4 * cfg.slots, multiples: hard}
+		case "cpu":
+			sc = scenario{name: name, rounds: rounds, static: cfg.procs, closed: 16 * cfg.procs, multiples: hard}
+		case "mixed":
+			// Little's law: procs CPUs each busy cpuWork of every cpuWork+wait.
+			static := cfg.procs * int(math.Ceil(float64(cfg.cpuWork+cfg.wait)/float64(cfg.cpuWork)))
+			sc = scenario{name: name, rounds: rounds, wait: cfg.wait, static: static, closed: 4 * static, multiples: hard}
+		case "drop":
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, drop: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: hard}
+		default:
+			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop)", name)
+		}
+		if cfg.multiples != nil {
+			sc.multiples = cfg.multiples
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// capacityOf measures the closed-loop throughput of sc's endpoint with no
+// protection: the 1x of its load.
+func (r *runner) capacityOf(ctx context.Context, sc scenario) (float64, error) {
+	lr, _, err := r.runCell(ctx, cellSpec{sc: sc, contender: "none", closed: sc.closed, duration: r.cfg.calibrate, from: r.cfg.calibrate / 4, seed: r.cfg.seed})
+	if err != nil {
+		return 0, err
+	}
+	if lr.Good == 0 {
+		return 0, fmt.Errorf("overload: %s answered nothing in calibration", sc.name)
+	}
+	return float64(lr.Good) / lr.WindowS, nil
+}
+
+// calibrateRoundsChild asks a pinned server process how many sha256 rounds
+// take cfg.cpuWork of CPU.
+func (r *runner) calibrateRoundsChild(ctx context.Context) (int64, error) {
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(r.cfg.procs)}
+	c, err := startChild(ctx, r.cfg.self, r.pin.server, env, "-role", "server", "-calibrate-cpu", r.cfg.cpuWork.String())
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	s, err := c.expect("rounds ", 60*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// run measures the whole matrix: calibration first, then the rounds, each
+// running every contender once per cell in an order rotated per round.
+func (r *runner) run(ctx context.Context) (*report, error) {
+	cfg := r.cfg
+	rep := &report{Started: time.Now().UTC(), Capacity: map[string]float64{}, contenders: cfg.contenders}
+	rounds, err := r.calibrateRoundsChild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rounds = rounds
+	fmt.Fprintf(r.log, "calibrated: %d sha256 rounds = %v of CPU in the server process\n", rounds, cfg.cpuWork)
+	scs, err := cfg.buildScenarios(rounds)
+	if err != nil {
+		return nil, err
+	}
+	for i := range scs {
+		sc := &scs[i]
+		c, err := r.capacityOf(ctx, *sc)
+		if err != nil {
+			return nil, err
+		}
+		sc.capacity = c
+		if sc.drop {
+			sc.before = c
+			after := *sc
+			after.rounds, after.wait = 2*sc.rounds, 2*sc.wait
+			if sc.capacity, err = r.capacityOf(ctx, after); err != nil {
+				return nil, err
+			}
+			rep.Capacity[sc.name+"-before"] = sc.before
+		}
+		rep.Capacity[sc.name] = sc.capacity
+		fmt.Fprintf(r.log, "capacity %s: %.0f req/s (closed loop, %d clients, no protection)\n", sc.name, sc.capacity, sc.closed)
+	}
+	rep.scenarios = scs
+
+	var total int
+	for _, sc := range scs {
+		total += len(sc.multiples) * len(cfg.contenders)
+	}
+	total *= cfg.rounds
+	started, done := time.Now(), 0
+	for round := range cfg.rounds {
+		for _, sc := range scs {
+			for _, m := range sc.multiples {
+				for _, name := range rotated(cfg.contenders, round) {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+					c := r.measure(ctx, sc, name, m, round)
+					rep.Cells = append(rep.Cells, c)
+					done++
+					eta := time.Duration(float64(time.Since(started)) / float64(done) * float64(total-done))
+					fmt.Fprintf(r.log, "[%d/%d, %v left] %s\n", done, total, eta.Round(time.Second), c.line(sc))
+				}
+			}
+		}
+		if cfg.reject {
+			capCPU, err := r.rejectCapacity(ctx, scs, rounds, rep)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range r.measureReject(ctx, capCPU, rounds, round) {
+				rep.Cells = append(rep.Cells, c)
+				fmt.Fprintf(r.log, "[reject] %s\n", c.rejectLine())
+			}
+		}
+	}
+	fmt.Fprintf(r.log, "done in %v\n", time.Since(rep.Started).Round(time.Second))
+	return rep, nil
+}
+
+// rotated returns names in the order of round r: started r places later,
+// so that over len(names) rounds each runs once in every position.
+func rotated(names []string, r int) []string {
+	out := make([]string, len(names))
+	for i := range names {
+		out[i] = names[(i+r)%len(names)]
+	}
+	return out
+}
+
+// measure runs one cell and turns a failure into a cell that says so.
+func (r *runner) measure(ctx context.Context, sc scenario, name string, m float64, round int) cell {
+	base := sc.capacity
+	spec := cellSpec{sc: sc, contender: name, duration: r.cfg.duration, from: r.cfg.warmup, seed: r.cfg.seed + uint64(round)}
+	if sc.drop {
+		// The work doubles when the warm-up ends: the figures are of the
+		// phase after the drop, at the same arrival rate.
+		base = sc.before
+		spec.dropAt = r.cfg.warmup
+	}
+	spec.rate = m * base
+	c := cell{Scenario: sc.name, Contender: name, Multiple: m, Round: round, Rate: spec.rate}
+	lr, st, err := r.runCell(ctx, spec)
+	c.Load, c.Server = lr, st
+	if err != nil {
+		c.Err = err.Error()
+	}
+	return c
+}
+
+// rejectScenario is the name of the rejection-cost cells.
+const rejectScenario = "reject"
+
+// rejectCapacity returns the CPU endpoint's capacity, measuring it (once
+// per report) when the run has no cpu scenario.
+func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int64, rep *report) (float64, error) {
+	for _, sc := range scs {
+		if sc.name == "cpu" {
+			return sc.capacity, nil
+		}
+	}
+	if c, ok := rep.Capacity["cpu"]; ok {
+		return c, nil
+	}
+	c, err := r.capacityOf(ctx, scenario{name: "cpu", rounds: rounds, closed: 16 * r.cfg.procs})
+	if err != nil {
+		return 0, err
+	}
+	rep.Capacity["cpu"] = c
+	fmt.Fprintf(r.log, "capacity cpu: %.0f req/s (for the rejection cost)\n", c)
+	return c, nil
+}
+
+// measureReject measures the server's CPU per rejection: sluice's
+// middleware shedding every request to the CPU endpoint at cfg.rejectLoad
+// times its capacity
+// (rejectName), and for the floor an empty handler with no protection at
+// the same rate ("noop"); each on keep-alive connections and with a new
+// connection per request ("+dial", the dial storm of HTTP/1.1 clients that
+// time out). Its figures are of the whole phase, as the server's CPU time
+// is. The order of the four rotates over rounds.
+func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64, round int) []cell {
+	specs := []cellSpec{
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName},
+		{sc: scenario{name: rejectScenario, static: 1}, contender: "none"},
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName, fresh: true},
+		{sc: scenario{name: rejectScenario, static: 1}, contender: "none", fresh: true},
+	}
+	var out []cell
+	for i := range specs {
+		spec := specs[(i+round)%len(specs)]
+		spec.rate, spec.duration, spec.seed = r.cfg.rejectLoad*capCPU, r.cfg.duration, r.cfg.seed+uint64(round)
+		c := cell{Scenario: rejectScenario, Contender: rejectLabel(spec.contender, spec.fresh), Multiple: r.cfg.rejectLoad, Round: round, Rate: spec.rate}
+		lr, st, err := r.runCell(ctx, spec)
+		c.Load, c.Server = lr, st
+		if err != nil {
+			c.Err = err.Error()
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// rejectLabels are the rejection-cost cells in the order of their table.
+var rejectLabels = []string{rejectName, "noop", rejectName + "+dial", "noop+dial"}
+
+func rejectLabel(contender string, fresh bool) string {
+	l := contender
+	if contender == "none" {
+		l = "noop"
+	}
+	if fresh {
+		l += "+dial"
+	}
+	return l
+}
+
+// cpuPerAnswer is the server's CPU time per answer of the cell, in µs.
+func (c cell) cpuPerAnswer() float64 {
+	n := c.Load.Good + c.Load.Shed
+	if n == 0 || c.Err != "" {
+		return math.NaN()
+	}
+	return float64(c.Server.UserUS+c.Server.SysUS) / float64(n)
+}
+
+func (c cell) rejectLine() string {
+	if c.Err != "" {
+		return fmt.Sprintf("%s: error: %s", c.Contender, c.Err)
+	}
+	return fmt.Sprintf("%s: %d answers (%d shed), server CPU %.1f µs per answer, %d dials, %d connections",
+		c.Contender, c.Load.Good+c.Load.Shed, c.Load.Shed, c.cpuPerAnswer(), c.Load.Dials, c.Server.Conns)
+}
+
+func (c cell) line(sc scenario) string {
+	if c.Err != "" {
+		return fmt.Sprintf("%s %s %gx: error: %s", c.Scenario, c.Contender, c.Multiple, c.Err)
+	}
+	good := float64(c.Load.Good) / c.Load.WindowS
+	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d errors %d dials %d sent %d",
+		c.Scenario, c.Contender, c.Multiple, good/sc.capacity, float64(c.Load.P50US)/1e3, float64(c.Load.P99US)/1e3,
+		float64(c.Load.Shed)/float64(max(1, c.completions())), c.Load.Timeouts, c.Load.Errors, c.Load.Dials, c.Load.Sent)
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// serverConfig is what the server role serves.
+type serverConfig struct {
+	contender string
+	static    int
+	rounds    int64
+	wait      time.Duration
+	slots     int
+	dropAt    time.Duration // when the work per request doubles; zero: never
+	proto     string
+	// h2Streams bounds the concurrent streams of an HTTP/2 connection;
+	// zero means net/http's default (250).
+	h2Streams int
+	sample    time.Duration
+	// calibrateCPU, when positive, makes the role print "rounds N", the
+	// sha256 rounds that take calibrateCPU of CPU here, and serve nothing.
+	calibrateCPU time.Duration
+}
+
+// sample is one reading of the server's protection during the phase.
+type sample struct {
+	AtMS     float64 `json:"t_ms"`
+	Limit    int     `json:"limit"` // -1: the contender has no limit
+	Inflight int64   `json:"inflight"`
+}
+
+// serverStats is what the server reports at the end of the phase.
+type serverStats struct {
+	UserUS     int64    `json:"user_us"`
+	SysUS      int64    `json:"sys_us"`
+	Conns      int64    `json:"conns"`    // connections accepted during the phase
+	Requests   int64    `json:"requests"` // requests that reached the middleware
+	GOMAXPROCS int      `json:"gomaxprocs"`
+	Samples    []sample `json:"samples"`
+}
+
+func cpuNow() (user, sys int64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	return ru.Utime.Nano() / 1e3, ru.Stime.Nano() / 1e3
+}
+
+// protocols returns the HTTP versions of proto: "1" (HTTP/1.1 only) or
+// "h2c" (HTTP/2 without TLS, prior knowledge).
+func protocols(proto string) (*http.Protocols, error) {
+	var p http.Protocols
+	switch proto {
+	case "1":
+		p.SetHTTP1(true)
+	case "h2c":
+		p.SetUnencryptedHTTP2(true)
+	default:
+		return nil, fmt.Errorf("overload: unknown HTTP version %q (want 1 or h2c)", proto)
+	}
+	return &p, nil
+}
+
+// serve runs the server role: it prints "ready ADDR", and on a "begin D"
+// line from in measures the phase of length D and prints "stats JSON".
+// It returns when in ends.
+func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
+	if cfg.calibrateCPU > 0 {
+		_, err := fmt.Fprintf(out, "rounds %d\n", calibrateRounds(cfg.calibrateCPU))
+		return err
+	}
+	ep, err := newEndpoint(cfg.rounds, cfg.wait, cfg.slots)
+	if err != nil {
+		return err
+	}
+	prot, err := newProtection(cfg.contender, cfg.static)
+	if err != nil {
+		return err
+	}
+	defer prot.close()
+	protos, err := protocols(cfg.proto)
+	if err != nil {
+		return err
+	}
+	// The server accepts HTTP/1.1 too, so that the h2c client's fallback
+	// could not hide a failure to speak HTTP/2: the client allows h2c only.
+	protos.SetHTTP1(true)
+
+	var inflight, requests, conns atomic.Int64
+	inner := prot.wrap(ep)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		inner.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		Protocols:         protos,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		},
+	}
+	if cfg.h2Streams > 0 {
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.h2Streams}
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	fmt.Fprintf(out, "ready %s\n", ln.Addr())
+
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "begin ")
+		if !ok {
+			continue
+		}
+		ns, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || ns <= 0 {
+			return fmt.Errorf("overload: bad begin line %q", sc.Text())
+		}
+		phase(cfg, time.Duration(ns), ep, prot, &inflight, &requests, &conns, out)
+	}
+	return sc.Err()
+}
+
+// phase measures one phase of length d: the limit and inflight every
+// cfg.sample, the process's CPU time and the connections accepted, and
+// prints them as one "stats" line when d has passed. It does not block.
+func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, inflight, requests, conns *atomic.Int64, out io.Writer) {
+	t0 := time.Now()
+	u0, s0 := cpuNow()
+	r0, c0 := requests.Load(), conns.Load()
+	if cfg.dropAt > 0 {
+		time.AfterFunc(cfg.dropAt, ep.double)
+	}
+	n := min(10_000, int(d/cfg.sample)+1)
+	samples := make([]sample, 0, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(cfg.sample)
+		defer t.Stop()
+		for len(samples) < n {
+			at := time.Since(t0)
+			if at > d {
+				return
+			}
+			s := sample{AtMS: float64(at) / 1e6, Limit: -1, Inflight: inflight.Load()}
+			if prot.limit != nil {
+				s.Limit = prot.limit()
+			}
+			samples = append(samples, s)
+			<-t.C
+		}
+	}()
+	time.AfterFunc(d, func() {
+		u1, s1 := cpuNow()
+		st := serverStats{
+			UserUS: u1 - u0, SysUS: s1 - s0,
+			Conns: conns.Load() - c0, Requests: requests.Load() - r0,
+			GOMAXPROCS: runtime.GOMAXPROCS(0),
+		}
+		<-done
+		st.Samples = samples
+		b, _ := json.Marshal(st)
+		fmt.Fprintf(out, "stats %s\n", b)
+	})
+}
