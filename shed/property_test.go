@@ -205,3 +205,69 @@ func TestHeadersParse(t *testing.T) {
 		}
 	})
 }
+
+// TestChargesMatchWhatCounts: whatever the estimates, true costs and
+// statuses, what a rate rule has recorded when every attempt is done is the
+// sum of the true costs of the attempts it counts (Rule.Count), on a Global
+// rule in this process and on a per-key rule in the store alike; nothing
+// is held.
+func TestChargesMatchWhatCounts(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		const limit = 1 << 40 // never reached: every attempt is admitted
+		count := Count(rapid.IntRange(0, 3).Draw(t, "count"))
+		// One rule at a time, so that the headers' figures are that rule's.
+		rule := rapid.SampledFrom([]Rule{
+			{Name: "global", Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour, Count: count},
+			{Name: "tenant", Identity: Tenant, Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour, Count: count},
+			{Name: "bucket", Identity: Tenant, Algorithm: TokenBucket, Limit: limit, Rate: concurrency.Per(1, time.Nanosecond), Count: count}, // the clock stands still: no refill
+		}).Draw(t, "rule")
+		c, err := New([]Rule{rule}, WithClock(func() int64 { return int64(1) << 40 }), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var want int64
+		n := rapid.IntRange(1, 30).Draw(t, "attempts")
+		for range n {
+			estimate := rapid.Int64Range(1, 1000).Draw(t, "estimate")
+			d, tok, err := c.Decide(context.Background(), Attempt{Tenant: "acme", Cost: estimate})
+			if err != nil || !d.Allowed {
+				t.Fatalf("attempt: %+v %v", d, err)
+			}
+			charged := estimate
+			if rapid.Bool().Draw(t, "recost") {
+				charged = rapid.Int64Range(0, 2000).Draw(t, "actual")
+				if err := tok.Recost(charged); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch rapid.IntRange(0, 2).Draw(t, "ending") {
+			case 0: // a status
+				status := rapid.SampledFrom([]int{200, 204, 401, 403, 404, 429, 500, 503}).Draw(t, "status")
+				tok.DoneStatus(status)
+				if count.counts(status) {
+					want += charged
+				}
+			default: // no status: every charge stands
+				tok.Done(Success)
+				want += charged
+			}
+		}
+		peek, tok, err := c.Decide(context.Background(), Attempt{Tenant: "acme", Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.Done(Success)
+		for _, r := range c.Stats().Rules {
+			if r.Overspent != 0 || r.RefundsLost != 0 {
+				t.Fatalf("%s: overspent %d, refunds lost %d", r.Name, r.Overspent, r.RefundsLost)
+			}
+		}
+		if got := limit - peek.Remaining - 1; got != want { // the peek charged its 1
+			t.Fatalf("recorded %d, want %d (count %v)", got, want, count)
+		}
+		if s := c.Stats(); s.Inflight != 0 {
+			t.Fatalf("inflight %d", s.Inflight)
+		}
+	})
+}
