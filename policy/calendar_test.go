@@ -27,14 +27,7 @@ func TestCalendarAndOverflowFields(t *testing.T) {
      "calendar": {"zone": "+05:30"}}
   ]
 }`
-	p, err := policy.Parse("t.json", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := p.Rules()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := rulesOf(t, doc)
 	if got := rules[0].Calendar; got != (store.Calendar{Offset: -5 * time.Hour, Months: 1}) || rules[0].Window != 0 ||
 		rules[0].Overflow != concurrency.OverflowShare {
 		t.Fatalf("monthly: %+v", rules[0])
@@ -42,11 +35,7 @@ func TestCalendarAndOverflowFields(t *testing.T) {
 	if got := rules[1].Calendar; got != (store.Calendar{Offset: 5*time.Hour + 30*time.Minute}) || rules[1].Window != 24*time.Hour {
 		t.Fatalf("daily: %+v", rules[1])
 	}
-	c, err := p.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	controllerOf(t, doc) // the rules build
 
 	rule := func(body string) string {
 		return "{\n  \"version\": 1,\n  \"rules\": [\n    {\"name\": \"r\", \"identity\": \"ip\", \"limit\": 5,\n" + body + "}\n  ]\n}\n"
@@ -84,14 +73,7 @@ func TestQueueField(t *testing.T) {
      "queue": {"order": "adaptive_lifo", "codel": true, "reserve": 0.2}}
   ]
 }`
-	p, err := policy.Parse("t.json", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := p.Rules()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := rulesOf(t, doc)
 	if q := rules[0].Queue; q.Order != queueing.AdaptiveLIFO || !q.CoDel || q.Reserve != 0.2 {
 		t.Fatalf("queue %+v", q)
 	}
@@ -121,15 +103,7 @@ func TestLLMBudgetInAFile(t *testing.T) {
     {"name": "tokens-daily", "identity": "tenant", "algorithm": "fixed_window", "limit": 1000, "window": "1d"}
   ]
 }`
-	p, err := policy.Parse("t.json", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.New(shed.WithClient(func(*http.Request) shed.Client { return shed.Client{Tenant: "acme"} }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := controllerOf(t, doc, shed.WithClient(func(*http.Request) shed.Client { return shed.Client{Tenant: "acme"} }))
 	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Tokens-Used", "300")
 	}))
@@ -161,15 +135,7 @@ func TestExemptField(t *testing.T) {
     {"name": "ip", "identity": "ip", "algorithm": "fixed_window", "limit": 1, "window": "1h"}
   ]
 }`
-	p, err := policy.Parse("t.json", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := controllerOf(t, doc)
 	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for range 3 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
@@ -193,15 +159,7 @@ func TestSuspicionField(t *testing.T) {
     {"name": "ip", "identity": "ip", "algorithm": "token_bucket", "limit": 8, "rate": {"count": 1, "per": "1h"}}
   ]
 }`
-	p, err := policy.Parse("t.json", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := controllerOf(t, doc)
 	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	admitted := 0
 	for range 10 { // no User-Agent: suspicious at the default weights (0.3 > 0.25)
@@ -218,4 +176,34 @@ func TestSuspicionField(t *testing.T) {
 	if _, err := policy.Parse("t.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "t.json:3: suspicion") {
 		t.Fatalf("a bad floor: %v", err)
 	}
+}
+
+// rulesOf parses doc, which must be valid, and returns its rules.
+func rulesOf(t *testing.T, doc string) []shed.Rule {
+	t.Helper()
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := p.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
+
+// controllerOf parses doc, which must be valid, and returns its Controller
+// with opts, closed when the test ends.
+func controllerOf(t *testing.T, doc string, opts ...shed.Option) *shed.Controller {
+	t.Helper()
+	p, err := policy.Parse("t.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
