@@ -21,4 +21,23 @@
 // Errors start with "store: ". A store that cannot answer returns an error
 // matching ErrUnavailable (errors.Is), on which a caller chooses to fail
 // open or closed; Memory never does.
+//
+// # Which store for which problem
+//
+//   - One instance, or limits that may be per instance (a concurrency cap, a
+//     per-process burst): Memory, nanoseconds a decision, nothing to run.
+//   - Several instances sharing per-request limits (per-IP and per-user
+//     bursts, login attempts, concurrency across a fleet): store/redisstore,
+//     one round trip of tens of microseconds; Redis keeps nothing on disk.
+//   - Quotas over hours, days and billing months that must survive a restart
+//     and be read back for billing: store/pgstore, a committed transaction
+//     of 1 to 5 ms; not for per-request abuse limits.
+//   - Any of the remote stores while it may be down: store/fallback
+//     (redisstore.NewFallback, pgstore.NewFallback) decides on this
+//     instance's share of each limit until the remote answers again.
+//   - One quota across regions, without a cross-region round trip per
+//     request: store/regions over each region's store and a global one,
+//     within a stated bound; abuse limits per region (N times globally).
+//
+// bench/README.md measures the three side by side.
 package store
