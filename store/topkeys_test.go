@@ -1,0 +1,102 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// TestTopKeysRanksByUseAndResetsByHash: for every algorithm, TopKeys
+// reports the n most used keys, most used first, leaves out keys that use
+// nothing, takes nothing itself (the same call twice says the same), and
+// ResetHash of a reported hash gives that key its whole limit back and
+// no other.
+func TestTopKeysRanksByUseAndResetsByHash(t *testing.T) {
+	ctx := context.Background()
+	const now = int64(1) << 50
+	for _, spec := range []store.Spec{
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour},
+		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 10, Window: time.Hour},
+		{Name: "log", Algorithm: store.SlidingLog, Limit: 10, Window: time.Hour},
+		{Name: "inflight", Algorithm: store.Concurrency, Limit: 10, LeaseTTL: time.Hour},
+	} {
+		m := store.NewMemory()
+		id, err := m.Register(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hit := func(key string, cost int64) bool {
+			req := store.Request{Now: now}
+			req.Add(id, key, cost)
+			var res store.Result
+			if err := m.Decide(ctx, &req, &res); err != nil {
+				t.Fatal(err)
+			}
+			return res.Allowed
+		}
+		// Key k uses k units; "idle" is only peeked at (an entry using
+		// nothing).
+		for k := 1; k <= 6; k++ {
+			hit("k"+strconv.Itoa(k), int64(k))
+		}
+		hit("idle", 0)
+		top, err := m.TopKeys(id, 4, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(top) != 4 {
+			t.Fatalf("%s: %d keys, want 4: %+v", spec.Name, len(top), top)
+		}
+		for i, u := range top {
+			want := int64(6 - i)
+			if u.Used != want || u.Limit != 10 || u.Remaining != 10-want || u.ResetAfter <= 0 || u.Hash == 0 {
+				t.Errorf("%s: key %d is %+v, want %d used of 10", spec.Name, i, u, want)
+			}
+		}
+		all, _ := m.TopKeys(id, store.MaxTopKeys, now)
+		if len(all) != 6 {
+			t.Errorf("%s: %d keys in use, want 6 (the idle one left out): %+v", spec.Name, len(all), all)
+		}
+		if again, _ := m.TopKeys(id, 4, now); len(again) != 4 || again[0] != top[0] {
+			t.Errorf("%s: a second TopKeys differs: %+v, then %+v", spec.Name, top, again)
+		}
+		if err := m.ResetHash(ctx, id, top[0].Hash); err != nil {
+			t.Fatal(err)
+		}
+		if !hit("k6", 10) {
+			t.Errorf("%s: the reset key did not get its whole limit back", spec.Name)
+		}
+		if hit("k5", 6) {
+			t.Errorf("%s: resetting k6 reset k5 too", spec.Name)
+		}
+		if err := m.ResetHash(ctx, id, 12345); err != nil {
+			t.Errorf("%s: resetting a hash no key has: %v", spec.Name, err)
+		}
+	}
+}
+
+func TestTopKeysRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, -1, store.MaxTopKeys + 1} {
+		if _, err := m.TopKeys(id, n, 0); err == nil {
+			t.Errorf("TopKeys(%d) took a count outside [1, %d]", n, store.MaxTopKeys)
+		}
+	}
+	if _, err := m.TopKeys(id+1, 1, 0); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Errorf("TopKeys of an unknown limit: %v", err)
+	}
+	if err := m.ResetHash(ctx, id+1, 1); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Errorf("ResetHash of an unknown limit: %v", err)
+	}
+}
