@@ -22,6 +22,7 @@ package main
 
 import (
 	"crypto/tls"
+	_ "embed"
 	"flag"
 	"fmt"
 	"io"
@@ -32,15 +33,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/fingerprint"
-	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 	"github.com/sluicehq/sluice/shed/statuspage"
@@ -74,20 +73,26 @@ func main() {
 	}.Main()
 }
 
-// The limits. A legitimate user sends a request every few seconds.
+// policy is the example's limits, penalties and suspicion scale, as a
+// policy file (package policy): sluice-sim replays a trace through the
+// same file. A legitimate user sends a request every few seconds; the API
+// allows an IP 300 requests in 5 minutes (ten times that for a CGNAT
+// address), an API key a burst of 60 refilled at one a second, the whole
+// API 1000 a second; a login 10 attempts per IP and 5 per account in 15
+// minutes. The per-IP table of the API holds 1,024 keys: a flood of new
+// keys fills it, and the keys that do not fit share one bucket (503s when
+// it is empty: the server's condition, never a client's 429). Clients
+// scoring above 0.7 get a tenth of each per-key limit (one login per 15
+// minutes); three rejections in 15 minutes put an IP in a timeout of 5
+// minutes, then 15, then an hour.
+//
+//go:embed policy.json
+var policyFile []byte
+
+// A JA4 whose logins mostly fail is a signal (see reputation).
 const (
-	apiPerIP      = 300 // API requests per IP per apiWindow
-	apiWindow     = 5 * time.Minute
-	apiIPKeys     = 1024 // the per-IP table of the API: a flood of new keys fills it
-	apiPerKey     = 60   // burst per API key, refilled at one a second
-	apiGlobal     = 2000 // burst of the whole API, refilled at 1000 a second
-	loginPerIP    = 10   // login attempts per IP per loginWindow
-	loginPerUser  = 5    // login attempts per account per loginWindow
-	loginWindow   = 15 * time.Minute
-	suspectAbove  = 0.7 // suspicion score above which limits are tightened...
-	suspectFloor  = 0.1 // ...to this share (a tenth: one login per window)
 	badJA4Logins  = 20  // logins of one JA4 before its failure share counts
-	badJA4Failing = 0.8 // failure share of a JA4 that makes it a signal
+	badJA4Failing = 0.8 // failure share that makes it a signal
 )
 
 // config is what differs between serving and the self-test.
@@ -116,45 +121,21 @@ func newService(cfg config) (*service, error) {
 		return nil, err
 	}
 	svc := &service{rep: newReputation(), cert: cert, badJA4: []fingerprint.Signal{{Name: "ja4-failing-logins", Value: 0.9}}}
+	pol, err := policy.Parse("policy.json", policyFile)
+	if err != nil {
+		return nil, err
+	}
 	res, err := fingerprint.NewResolver(fingerprint.WithTrustedProxies(
 		netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")))
 	if err != nil {
 		return nil, err
 	}
-	tracker, err := fingerprint.NewTracker(50_000)
-	if err != nil {
-		return nil, err
-	}
-	scale, err := penalty.NewSuspicionScale(suspectAbove, suspectFloor)
-	if err != nil {
-		return nil, err
-	}
-	box, err := penalty.NewBox(100_000, penalty.WithStrikes(3, loginWindow))
-	if err != nil {
-		return nil, err
-	}
-	rules := []shed.Rule{
-		{Name: "api-global", Category: "api", Algorithm: shed.TokenBucket, Limit: apiGlobal, Rate: concurrency.Per(1000, time.Second)},
-		// A full table shares one bucket among the keys that do not fit:
-		// a flood of new keys meets 503s, and no client a 429 it did not
-		// earn.
-		{Name: "api-ip", Category: "api", Identity: shed.IP, Algorithm: shed.SlidingWindow, Limit: apiPerIP, Window: apiWindow,
-			Capacity: apiIPKeys, Overflow: concurrency.OverflowShare},
-		{Name: "api-key", Category: "api", Identity: shed.APIKey, Algorithm: shed.TokenBucket, Limit: apiPerKey, Rate: concurrency.Per(1, time.Second)},
-		{Name: "login-ip", Category: "auth", Identity: shed.IP, Algorithm: shed.SlidingLog, Limit: loginPerIP, Window: loginWindow, Failure: shed.FailClosed},
-		{Name: "login-user", Category: "auth", Identity: shed.User, Algorithm: shed.SlidingLog, Limit: loginPerUser, Window: loginWindow, Failure: shed.FailClosed},
-	}
+	// The policy's categories, rules, penalty box and suspicion scale, and
+	// what only code can say: who the proxy is, who the client is, what
+	// to do with an early warning.
 	opts := []shed.Option{
 		shed.WithLogger(cfg.log),
 		shed.WithResolver(res),
-		shed.WithPenalties(box, shed.IP),
-		shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale}),
-		shed.WithCategory(func(r *http.Request) string {
-			if r.URL.Path == "/login" {
-				return "auth"
-			}
-			return "api"
-		}),
 		shed.WithClient(svc.client),
 		shed.WithEarlyWarning(func(shed.EarlyWarning) { svc.early.Add(1) }), // shed logs them too
 	}
@@ -166,7 +147,7 @@ func newService(cfg config) (*service, error) {
 	if cfg.dryRun {
 		opts = append(opts, shed.WithDryRun())
 	}
-	if svc.sluice, err = shed.New(rules, opts...); err != nil {
+	if svc.sluice, err = pol.New(opts...); err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
