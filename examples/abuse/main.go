@@ -13,6 +13,8 @@
 //	go run ./examples/abuse                # serve on https://127.0.0.1:8443
 //	go run ./examples/abuse -dry-run       # the same, rejecting nothing
 //	go run ./examples/abuse -selftest      # play six minutes of traffic against itself
+//	go run ./examples/abuse -selftest -trace play.csv && \
+//	  go run ./cmd/sluice-sim replay -policy examples/abuse/policy.json play.csv
 //
 // The self-test plays, on a clock of its own (virtual time: six minutes
 // in a few seconds), legitimate users, a scraper, a credential-stuffing
@@ -47,11 +49,24 @@ import (
 
 func main() {
 	dryRun := flag.Bool("dry-run", false, "count and log what would be rejected, reject nothing")
+	trace := flag.String("trace", "", "with -selftest: write the play as a CSV trace to this file, for sluice-sim replay")
 	var tlsCfg *tls.Config
 	demo.Command{
-		Addr:     "127.0.0.1:8443",
-		Drives:   "play legitimate users, a scraper, a credential-stuffing botnet and a key flood against itself",
-		SelfTest: func(out io.Writer) error { _, err := selfTest(out); return err },
+		Addr:   "127.0.0.1:8443",
+		Drives: "play legitimate users, a scraper, a credential-stuffing botnet and a key flood against itself",
+		SelfTest: func(out io.Writer) error {
+			var tr io.Writer
+			if *trace != "" {
+				f, err := os.Create(*trace)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				tr = f
+			}
+			_, err := selfTest(out, tr)
+			return err
+		},
 		Serve: func(out io.Writer, addr string) (http.Handler, error) {
 			svc, err := newService(config{dryRun: *dryRun, log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 			if err != nil {
@@ -62,7 +77,8 @@ func main() {
 			}
 			fmt.Fprintf(out, "API on https://%s/api/items (X-API-Key optional), login on https://%s/login, a self-signed certificate\n", addr, addr)
 			fmt.Fprintf(out, "metrics on https://%s/metrics, status page on https://%s/debug/sluice/ (pardon and reset from this machine)\n", addr, addr)
-			fmt.Fprintf(out, "try: for i in $(seq 12); do curl -sk -o /dev/null -w '%%{http_code} ' -d user=alice -d password=guess https://%s/login; done\n", addr)
+			fmt.Fprintf(out, "requests from 127.0.0.1 come from the trusted proxy: name a client with X-Forwarded-For\n")
+			fmt.Fprintf(out, "try: for i in $(seq 12); do curl -sk -o /dev/null -w '%%{http_code} ' -H 'X-Forwarded-For: 198.51.100.7' -d user=alice -d password=guess https://%s/login; done\n", addr)
 			return svc.handler, nil
 		},
 		Configure: func(srv *http.Server) error {

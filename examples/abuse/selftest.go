@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/fingerprint"
+	"github.com/sluicehq/sluice/sim"
 )
 
 // The self-test's populations, in virtual time.
@@ -111,7 +113,11 @@ type result struct {
 // botnet admitted to more than 5% of its attempts after its first minute,
 // a newcomer answered 429, or a flood that never filled the table (which
 // would make the newcomers' figure say nothing).
-func selfTest(out io.Writer) (result, error) {
+//
+// When trace is not nil, the play is written to it as a CSV trace
+// (sim.CSVHeader; the legitimate users and newcomers labelled legit, the
+// others abusive), for sluice-sim replay through policy.json.
+func selfTest(out, trace io.Writer) (result, error) {
 	var now atomic.Int64
 	const start = int64(1) << 40 // any positive monotonic instant
 	now.Store(start)
@@ -125,6 +131,11 @@ func selfTest(out io.Writer) (result, error) {
 	}
 	defer srv.close()
 	plan := play(srv)
+	if trace != nil {
+		if err := writeTrace(trace, plan); err != nil {
+			return result{}, err
+		}
+	}
 
 	var res result
 	for _, v := range plan {
@@ -250,6 +261,31 @@ func play(srv *tlsLoopback) []visit {
 	}
 	slices.SortStableFunc(plan, func(a, b visit) int { return cmp.Compare(a.at, b.at) })
 	return plan
+}
+
+// traceStart is the wall time the trace puts the play's start at.
+var traceStart = time.Date(2026, time.January, 5, 9, 0, 0, 0, time.UTC)
+
+// writeTrace writes plan as a CSV trace (sim.CSVHeader): what a server's
+// access log holds, and what sim.Replay reads. It has no User-Agent and no
+// TLS fingerprint, so a replay does not tighten anyone.
+func writeTrace(w io.Writer, plan []visit) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString(sim.CSVHeader + "\n")
+	for _, v := range plan {
+		method, user := http.MethodGet, ""
+		if v.form != nil {
+			method, user = http.MethodPost, v.form.Get("user")
+		}
+		route, _, _ := strings.Cut(v.path, "?")
+		label := "abusive"
+		if v.who == legit || v.who == newcomer {
+			label = "legit"
+		}
+		t := traceStart.Add(v.at)
+		fmt.Fprintf(bw, "%d.%09d,%s,%s,%s,,,%s,%s,%s\n", t.Unix(), t.Nanosecond(), v.ip, user, v.apiKey, method, route, label)
+	}
+	return bw.Flush()
 }
 
 // tlsLoopback is the service served over TLS on 127.0.0.1:0, the way a
