@@ -100,3 +100,30 @@ func TestTopKeysRejectsBadInput(t *testing.T) {
 		t.Errorf("ResetHash of an unknown limit: %v", err)
 	}
 }
+
+// BenchmarkTopKeys: the 10 most used of a token bucket limit's keys, the
+// table at the default capacity and half full: the cost of one status
+// page's hot-key list for one rule.
+func BenchmarkTopKeys(b *testing.B) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 100, Rate: concurrency.Per(1, time.Hour)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const now = int64(1) << 50
+	for i := range store.DefaultCapacity / 2 {
+		req := store.Request{Now: now}
+		req.Add(id, strconv.Itoa(i), int64(1+i%50))
+		var res store.Result
+		if err := m.Decide(ctx, &req, &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if top, err := m.TopKeys(id, 10, now); err != nil || len(top) != 10 || top[0].Used != 50 {
+			b.Fatalf("%+v, %v", top, err)
+		}
+	}
+}
