@@ -9,16 +9,17 @@ import "runtime"
 // hash under the table's secret seed (see Table), never the key, which
 // the table does not keep; LookupHash finds the entry again.
 //
-// Range sees each entry at most once, but it is not a snapshot: entries
-// inserted, evicted or deleted while it runs may be seen or not, and an
-// entry held by a writer at the instant it is reached (an insertion, an
-// eviction in progress) is skipped. It never waits and allocates nothing;
-// it reads every slot (Slots), so it takes time in proportion to the
-// capacity, not to the entries: about half a millisecond per 10^5 slots
-// of a half-full table (BenchmarkTableRange, on a 2-core machine).
-// f must not call Get, Lookup or Delete of the same key's entry in a way
-// that waits on the pin it is handed (Delete of it fails, as for any
-// pinned entry). Safe for concurrent use with every other method.
+// Range visits each slot once, but it is not a snapshot: entries
+// inserted, evicted or deleted while it runs may be seen or not (a key
+// deleted and inserted again meanwhile may be seen twice, in two slots),
+// and an entry held by a writer at the instant it is reached (an
+// insertion, an eviction in progress) is skipped. It never waits and
+// allocates nothing; it reads every slot (Slots), so it takes time in
+// proportion to the capacity, not to the entries: about half a
+// millisecond per 10^5 slots of a half-full table (BenchmarkTableRange,
+// on a 2-core machine). f may call the table's other methods (a Delete of
+// the entry it holds fails, as for any pinned entry). Safe for concurrent
+// use with every other method.
 func (t *Table[V, P]) Range(f func(hash uint64, v *V) bool) {
 	for bi := range t.buckets {
 		b := &t.buckets[bi]
