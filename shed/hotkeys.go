@@ -40,9 +40,11 @@ type HotKey struct {
 	ResetAfter time.Duration
 }
 
-// HotKeys returns, for each per-key rule in force, at most n of its keys
-// that use the most of it, most used first (a key using nothing is left
-// out), in the rules' order. The keys are read from the store's tables at
+// HotKeys returns, for each per-key rule in force, in the rules' order,
+// the keys that use the most of it, most used first (a key using nothing
+// is left out): at most n of each of the rule's store limits (its own,
+// and those of CGNAT addresses and of tightened clients, HotKey.Scope;
+// the few keys under an override, SetOverrides, are not listed). The keys are read from the store's tables at
 // the time of the call (store.KeyLister: Memory is one); deciding keeps
 // nothing for it, so it costs decisions nothing, and a call costs time in
 // proportion to the rules' capacities (store.Memory.TopKeys: about 1.6 ms
