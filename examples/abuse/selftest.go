@@ -263,8 +263,9 @@ func play(srv *tlsLoopback) []visit {
 	return plan
 }
 
-// traceStart is the wall time the trace puts the play's start at.
-var traceStart = time.Date(2026, time.January, 5, 9, 0, 0, 0, time.UTC)
+// traceStart is the wall time the trace puts the play's start at, in Unix
+// seconds: 2026-01-05 09:00 UTC.
+const traceStart = 1_767_603_600
 
 // writeTrace writes plan as a CSV trace (sim.CSVHeader): what a server's
 // access log holds, and what sim.Replay reads. It has no User-Agent and no
@@ -282,7 +283,7 @@ func writeTrace(w io.Writer, plan []visit) error {
 		if v.who == legit || v.who == newcomer {
 			label = "legit"
 		}
-		t := traceStart.Add(v.at)
+		t := time.Unix(traceStart, 0).Add(v.at)
 		fmt.Fprintf(bw, "%d.%09d,%s,%s,%s,,,%s,%s,%s\n", t.Unix(), t.Nanosecond(), v.ip, user, v.apiKey, method, route, label)
 	}
 	return bw.Flush()
