@@ -36,7 +36,7 @@ const (
 	botPause     = 250 * time.Millisecond
 	floodKeys    = 2000 // one request from each of as many /64s of one /48
 	floodFrom    = 2 * time.Minute
-	floodPause   = 10 * time.Millisecond
+	floodPause   = 15 * time.Millisecond
 )
 
 // population is who sent a request.
@@ -93,10 +93,10 @@ type result struct {
 //   - a credential-stuffing botnet: 120 addresses, one TLS client (one
 //     JA4), one User-Agent, trying 200 leaked accounts in turn, four
 //     attempts a second;
-//   - a key flood: from minute 2, 2,000 requests in 20 s, each from
+//   - a key flood: from minute 2, 2,000 requests in 30 s, each from
 //     another /64 of 2001:db8:f100::/48, filling the API's per-IP table;
-//   - newcomers: 20 legitimate users who first come during and after the
-//     flood (a login and five API calls each).
+//   - newcomers: 20 legitimate users who first come from 20 s into the
+//     flood on, when the table is full (a login and five API calls each).
 //
 // It prints one line:
 //
@@ -119,7 +119,7 @@ type result struct {
 // others abusive), for sluice-sim replay through policy.json.
 func selfTest(out, trace io.Writer) (result, error) {
 	var now atomic.Int64
-	const start = int64(1) << 40 // any positive monotonic instant
+	const start = int64(24 * time.Hour) // windows start at it, as in a replay
 	now.Store(start)
 	svc, err := newService(config{now: now.Load, log: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -242,7 +242,7 @@ func play(srv *tlsLoopback) []visit {
 		user(legit, directUsers+i, "100.64.1.1", 0, playFor, 0)
 	}
 	for i := range newcomers {
-		from := floodFrom + 10*time.Second + jitter(2*time.Minute)
+		from := floodFrom + 20*time.Second + jitter(2*time.Minute) // the table is full by then
 		user(newcomer, 100+i, fmt.Sprintf("198.51.100.%d", 101+i), from, playFor, 5)
 	}
 	for i, t := 0, 10*time.Second; t < playFor; i, t = i+1, t+scraperPause {
