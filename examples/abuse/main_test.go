@@ -48,6 +48,9 @@ func TestSelfTest(t *testing.T) {
 	if res.tightened == 0 || res.newcomerRequests == 0 || res.overflowed == 0 {
 		t.Errorf("tightened %d, newcomer requests %d, overflowed %d: a part of the play did not happen", res.tightened, res.newcomerRequests, res.overflowed)
 	}
+	if res.early == 0 {
+		t.Error("no early warning: the scraper, tightened to 30 requests per 5 minutes, passes half of them within a minute")
+	}
 	if res.hotKeys == 0 || res.penalized == 0 {
 		t.Errorf("the status page listed %d hot keys and %d penalized clients", res.hotKeys, res.penalized)
 	}

@@ -72,7 +72,7 @@ type result struct {
 	// flood; newcomerOverLimit of them were answered 429 (the target: none),
 	// newcomerShed 503 (the flood's full table is the server's condition).
 	newcomerRequests, newcomerOverLimit, newcomerShed int
-	tightened                                         uint64
+	tightened, early                                  uint64 // early: warnings the hook got
 	overflowed                                        uint64 // api-ip decisions of keys that did not fit its table
 	hotKeys, penalized                                int    // rows of the status page's report at the end
 }
@@ -173,7 +173,7 @@ func selfTest(out, trace io.Writer) (result, error) {
 		}
 	}
 	st := svc.sluice.Stats()
-	res.tightened = st.Tightened
+	res.tightened, res.early = st.Tightened, uint64(svc.early.Load())
 	for _, r := range st.Rules {
 		if r.Name == "api-ip" {
 			res.overflowed = r.Overflowed
