@@ -1,11 +1,15 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
@@ -126,4 +130,49 @@ func BenchmarkTopKeys(b *testing.B) {
 			b.Fatalf("%+v, %v", top, err)
 		}
 	}
+}
+
+// TestTopKeysIsTheTopOfTheModel: whatever keys use, TopKeys(n) reports the
+// n largest uses (as a multiset: keys of equal use tie), most used first,
+// each with Used + Remaining = Limit, and leaves out the keys that use
+// nothing.
+func TestTopKeysIsTheTopOfTheModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ctx := context.Background()
+		m := store.NewMemory()
+		const limit = 20
+		id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: limit, Rate: concurrency.Per(1, time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const now = int64(1) << 50
+		uses := rapid.SliceOfN(rapid.Int64Range(0, limit), 0, 60).Draw(t, "uses")
+		var model []int64
+		for i, u := range uses {
+			req := store.Request{Now: now}
+			req.Add(id, strconv.Itoa(i), u)
+			var res store.Result
+			if err := m.Decide(ctx, &req, &res); err != nil {
+				t.Fatal(err)
+			}
+			if u > 0 {
+				model = append(model, u)
+			}
+		}
+		slices.SortFunc(model, func(a, b int64) int { return cmp.Compare(b, a) })
+		n := rapid.IntRange(1, 70).Draw(t, "n")
+		top, err := m.TopKeys(id, n, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := model[:min(n, len(model))]
+		if len(top) != len(want) {
+			t.Fatalf("%d keys, want %d", len(top), len(want))
+		}
+		for i, u := range top {
+			if u.Used != want[i] || u.Used+u.Remaining != u.Limit || u.Limit != limit {
+				t.Fatalf("key %d: %+v, want %d used of %d", i, u, want[i], limit)
+			}
+		}
+	})
 }
