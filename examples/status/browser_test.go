@@ -103,6 +103,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	go func() { defer wg.Done(); svc.page.Run(ctx) }()
 	go func() { defer wg.Done(); load(ctx, srv) }()
 	url := srv.URL + "/debug/sluice/"
+	// The page is loaded once mallory serves a penalty, so that both
+	// tables have rows.
+	if !demo.Await(func() bool { return len(svc.page.Report().Penalized) > 0 }) {
+		t.Fatal("mallory was not penalized within 10 s of load")
+	}
 
 	var admitted [2]int64
 	for i := range admitted {
