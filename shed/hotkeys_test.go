@@ -115,3 +115,20 @@ func TestPenalizedListsClientsInATimeout(t *testing.T) {
 		t.Error("PardonHash without penalties: no error")
 	}
 }
+
+// FuzzParseHashKey: a hashed key from an action's body is read back only
+// when it is one hashKey writes, and then it is exactly that key.
+func FuzzParseHashKey(f *testing.F) {
+	for _, s := range []string{"h:00000000000000ab", "h:", "h:zzzzzzzzzzzzzzzz", "h:+0000000000000a", "192.0.2.1", "h:FFFFFFFFFFFFFFFF"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := parseHashKey(s)
+		if err != nil {
+			return
+		}
+		if back := hashKey(h); !strings.EqualFold(back, s) {
+			t.Fatalf("%q read as %x, written back as %q", s, h, back)
+		}
+	})
+}
