@@ -28,9 +28,9 @@ type Command struct {
 	// Serve returns the handler to serve on addr, after printing to out
 	// what is served there and how to try it.
 	Serve func(out io.Writer, addr string) (http.Handler, error)
-	// Configure, when set, adjusts the server before it listens (its
-	// TLSConfig, its ConnContext); with a TLSConfig it serves TLS, with the
-	// certificates that config holds.
+	// Configure, when set, adjusts the server after Serve and before it
+	// listens (its TLSConfig, its ConnContext); with a TLSConfig it serves
+	// TLS, with the certificates that config holds.
 	Configure func(*http.Server) error
 }
 
