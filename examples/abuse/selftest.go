@@ -68,9 +68,10 @@ type result struct {
 	legitRequests, legitRejected   int
 	botnetRequests, botnetAdmitted int // after the botnet's first minute
 	scraperAdmitted                int
-	// newcomerRequests were sent by users first seen during or after the
-	// flood; newcomerOverLimit of them were answered 429 (the target: none),
-	// newcomerShed 503 (the flood's full table is the server's condition).
+	// newcomerRequests were sent by users first seen once the flood had
+	// filled the table; newcomerOverLimit of them were answered 429 (the
+	// target: none), newcomerShed 503 (a full table is the server's
+	// condition).
 	newcomerRequests, newcomerOverLimit, newcomerShed int
 	tightened, early                                  uint64 // early: warnings the hook got
 	overflowed                                        uint64 // api-ip decisions of keys that did not fit its table
