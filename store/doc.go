@@ -14,6 +14,9 @@
 // A store that implements Updater (Memory does) changes a registered
 // limit's parameters in place, keeping every key's usage: a reload that
 // raises a quota from 3 to 4 leaves a tenant that used 3 exactly 1 more.
+// One that implements KeyLister (Memory does; redisstore does not) reports
+// a limit's most used keys by hash, read from its table when asked, and
+// resets one by its hash.
 //
 // Concurrency limits hand out Leases: a permit held until Release, or until
 // its TTL passes, so that a crashed holder cannot leak permits forever.
