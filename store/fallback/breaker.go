@@ -3,8 +3,9 @@ package fallback
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // failed counts a failed remote call and opens the breaker at the
@@ -36,7 +37,7 @@ func (f *Store) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		f.flushLog()
+		f.modeLog.Flush(clock.Now())
 		f.tick(ctx)
 	}
 }
@@ -91,42 +92,9 @@ func (f *Store) heard(n int64, err error) {
 	}
 }
 
-// logEvery is the least time between two log lines of mode changes.
-const logEvery = time.Second
-
-// logLine is a mode change waiting for its log line.
-type logLine struct {
-	msg   string
-	attrs []slog.Attr
-}
-
-// logChange logs a mode change, at most one line every logEvery. A change
-// within logEvery of the last line is held back and logged by the
-// goroutine once logEvery has passed, with the number of changes the line
-// covers, so the log always ends with the current mode.
+// logChange logs a mode change: at most one line a second, and always the
+// latest mode (a change held back is written by the heartbeat goroutine's
+// next flush, with the number of changes the line covers).
 func (f *Store) logChange(msg string, attrs ...slog.Attr) {
-	f.logMu.Lock()
-	f.pending = &logLine{msg: msg, attrs: attrs}
-	f.changes++
-	f.logMu.Unlock()
-	f.flushLog()
-}
-
-// flushLog writes the pending line when logEvery has passed since the
-// last one.
-func (f *Store) flushLog() {
-	f.logMu.Lock()
-	now := time.Now()
-	p := f.pending
-	if p == nil || (!f.lastLog.IsZero() && now.Sub(f.lastLog) < logEvery) {
-		f.logMu.Unlock()
-		return
-	}
-	attrs := p.attrs
-	if f.changes > 1 {
-		attrs = append(slices.Clip(attrs), slog.Int("changes", f.changes))
-	}
-	f.pending, f.changes, f.lastLog = nil, 0, now
-	f.logMu.Unlock()
-	f.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, p.msg, attrs...)
+	f.modeLog.Set(clock.Now(), f.cfg.logger, slog.LevelWarn, msg, attrs...)
 }

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/sluicehq/sluice/internal/loggate"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -77,10 +77,7 @@ type Store struct {
 	trips      atomic.Uint64
 	recoveries atomic.Uint64
 
-	logMu   sync.Mutex
-	lastLog time.Time
-	pending *logLine
-	changes int // mode changes the pending line covers
+	modeLog loggate.Latest // the lines of mode changes
 
 	// okProbes counts the successful probes in a row while the breaker
 	// is open; the heartbeat goroutine owns it.
