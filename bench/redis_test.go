@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
 
@@ -112,8 +113,8 @@ func BenchmarkRedisGCRA(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := redisstore.NewFallback(s, redisstore.WithTripAfter(1), redisstore.WithInstances(1),
-			redisstore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		f, err := redisstore.NewFallback(s, fallback.WithTripAfter(1), fallback.WithInstances(1),
+			fallback.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			b.Fatal(err)
 		}
