@@ -15,9 +15,10 @@ var schemaSrc string
 // the next (MariaDB does not roll DDL back). Call it once at deployment or
 // start-up, before the first decision; a Store never creates them by
 // itself. Instances may call it at once: they take turns on a named lock
-// (GET_LOCK of the prefix). It needs the privileges CREATE, ALTER ROUTINE
-// and CREATE ROUTINE on the database, runs under ctx alone, not the
-// per-call deadline, and blocks until done. Its error starts with
+// (GET_LOCK of the prefix). Besides the state table it creates
+// prefix_members, the heartbeats of NewFallback's instances. It needs the
+// privileges CREATE, ALTER ROUTINE and CREATE ROUTINE on the database,
+// runs under ctx alone, not the per-call deadline, and blocks until done. Its error starts with
 // "mysqlstore: ".
 func (s *Store) Migrate(ctx context.Context) error {
 	conn, err := s.db.Conn(ctx)
@@ -48,6 +49,8 @@ func (s *Store) Drop(ctx context.Context) error {
 		"DROP PROCEDURE IF EXISTS " + object(s.prefix, "cleanup"),
 		"DROP FUNCTION IF EXISTS " + object(s.prefix, "window_at"),
 		"DROP FUNCTION IF EXISTS " + object(s.prefix, "real_at"),
+		"DROP PROCEDURE IF EXISTS " + object(s.prefix, "beat"),
+		"DROP TABLE IF EXISTS " + object(s.prefix, "members"),
 		"DROP TABLE IF EXISTS " + s.stateTable,
 	} {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {

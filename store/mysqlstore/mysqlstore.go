@@ -3,12 +3,14 @@ package mysqlstore
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -59,6 +61,11 @@ type Store struct {
 
 	decideSQL, stateTable, cleanupSQL string
 
+	// instance identifies this Store among the instances of its prefix
+	// (fallback.Membership); fallbacks counts the open Fallbacks around it.
+	instance  string
+	fallbacks atomic.Int64
+
 	limits store.Registry[limit] // by LimitID, with the names in use
 }
 
@@ -102,6 +109,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		decideSQL:  "CALL " + object(cfg.prefix, "decide") + "('",
 		stateTable: object(cfg.prefix, "state"),
 		cleanupSQL: "CALL " + object(cfg.prefix, "cleanup") + "(",
+		instance:   rand.Text(),
 	}, nil
 }
 
@@ -438,6 +446,8 @@ func (s *Store) schemaStatements() []string {
 		"@cleanup@", object(s.prefix, "cleanup"),
 		"@window_at@", object(s.prefix, "window_at"),
 		"@real_at@", object(s.prefix, "real_at"),
+		"@members@", object(s.prefix, "members"),
+		"@beat@", object(s.prefix, "beat"),
 	).Replace(schemaSrc)
 	var out []string
 	for part := range strings.SplitSeq(src, "\n-- ;;\n") {

@@ -263,3 +263,28 @@ BEGIN
   COMMIT;
   SELECT v_gone;
 END
+-- ;;
+-- members holds one row per live instance of a fallback.Store around the
+-- store's prefix: its id and its last heartbeat (Unix ns).
+CREATE TABLE IF NOT EXISTS @members@ (
+  instance VARBINARY(32) NOT NULL PRIMARY KEY,
+  seen     BIGINT        NOT NULL
+) ENGINE=InnoDB
+-- ;;
+-- beat records instance as live (joining, 1) or takes it out (leaving, 0),
+-- forgets instances silent for longer than memory_ns, and returns how many
+-- instances are live. Each statement commits on its own: no lock is held
+-- across statements.
+CREATE OR REPLACE PROCEDURE @beat@(IN v_instance VARBINARY(32), IN memory_ns BIGINT, IN joining BOOLEAN)
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) * 1000;
+  IF joining THEN
+    INSERT INTO @members@ (instance, seen) VALUES (v_instance, v_now)
+      ON DUPLICATE KEY UPDATE seen = v_now;
+    DELETE FROM @members@ WHERE seen < v_now - memory_ns;
+  ELSE
+    DELETE FROM @members@ WHERE instance = v_instance;
+  END IF;
+  SELECT COUNT(*) FROM @members@;
+END
