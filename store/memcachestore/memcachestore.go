@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,6 +43,7 @@ type Store struct {
 	prefix string
 
 	limits store.Registry[limit]
+	seen   witnesses
 
 	evictions, givenBack, giveBackFailed, undoneHits atomic.Uint64
 }
@@ -200,7 +202,7 @@ func (s *Store) Release(_ context.Context, lease store.Lease, _ int64) error {
 // counterKey returns the key of l's counter for key in window idx:
 // prefix:<22 bytes of base64url SHA-256 of the name and key>:idx, so that
 // any bytes are a key and every key fits memcached's rules.
-func (s *Store) counterKey(l *limit, key string, idx int64) string {
+func (s *Store) counterKey(l *limit, key string, idx int64) (string, uint64) {
 	h := sha256.New()
 	var n [8]byte
 	h.Write(strconv.AppendInt(n[:0], int64(len(l.spec.Name)), 10))
@@ -218,7 +220,7 @@ func (s *Store) counterKey(l *limit, key string, idx int64) string {
 	b.Write(enc[:22])
 	b.WriteByte(':')
 	b.WriteString(strconv.FormatInt(idx, 10))
-	return b.String()
+	return b.String(), binary.LittleEndian.Uint64(sum[16:]) ^ uint64(idx)*0x9e3779b97f4a7c15
 }
 
 // markerSuffix names a counter's marker: written when the counter is
@@ -254,6 +256,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		lim[i] = ls[h.Limit-1]
 	}
 	var keys [store.MaxHits]string
+	var tags [store.MaxHits]uint64
 	res.Now, res.Allowed, res.Decider, res.N = req.Now, true, 0, 0
 	for i := range req.Hits[:req.N] {
 		h, l := &req.Hits[i], lim[i]
@@ -264,21 +267,27 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		at := l.clock.At(req.Now)
 		idx := at / l.span
 		end := (idx + 1) * l.span
-		keys[i] = s.counterKey(l, h.Key, idx)
+		keys[i], tags[i] = s.counterKey(l, h.Key, idx)
+		seen := s.seen.before(tags[i])
 		d := concurrency.Decision{Limit: l.spec.Limit}
 		var count int64 // the count before this hit
 		var err error
 		switch {
-		case h.Cost > l.spec.Limit:
-			if count, err = s.read(keys[i]); err == nil {
+		case h.Cost > l.spec.Limit || h.Cost == 0:
+			if count, err = s.read(keys[i]); err == nil && s.seen.lost(seen, count, 0) {
+				s.evictions.Add(1)
+			}
+			if h.Cost > 0 {
 				d.RetryAfter = concurrency.Never
 			}
-		case h.Cost == 0:
-			count, err = s.read(keys[i])
 		default:
 			var v int64
-			v, err = s.incr(keys[i], h.Cost, l.ttl)
+			var marked bool
+			v, marked, err = s.incr(keys[i], h.Cost, l.ttl)
 			count = v - h.Cost
+			if err == nil && (s.seen.lost(seen, v, h.Cost) || marked) {
+				s.evictions.Add(1)
+			}
 			if err == nil && v > l.spec.Limit {
 				s.giveBackOne(keys[i], h.Cost)
 				d.RetryAfter = time.Duration(end - at)
@@ -309,6 +318,11 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 			res.Decider = i
 		}
 	}
+	for i := range req.Hits[:req.N] {
+		if c := req.Hits[i].Cost; c > 0 {
+			s.seen.admitted(tags[i], c)
+		}
+	}
 	return nil
 }
 
@@ -335,15 +349,17 @@ func parseCount(b []byte) (int64, error) {
 
 // incr adds cost to a counter and returns its new value: incr, or for a
 // window's first request add (expiring after ttl seconds) with its marker;
-// when another request added the counter in between, incr again.
-func (s *Store) incr(key string, cost, ttl int64) (int64, error) {
+// when another request added the counter in between, incr again. marked
+// reports that the counter was made anew although the window's marker
+// was there: it had been evicted.
+func (s *Store) incr(key string, cost, ttl int64) (v int64, marked bool, err error) {
 	for range 2 {
 		v, err := s.client.Increment(key, uint64(cost))
 		if err == nil {
-			return int64(v), nil
+			return int64(v), false, nil
 		}
 		if !errors.Is(err, memcache.ErrCacheMiss) {
-			return 0, err
+			return 0, false, err
 		}
 		exp := expiry(ttl)
 		err = s.client.Add(&memcache.Item{Key: key, Value: strconv.AppendInt(nil, cost, 10), Expiration: exp})
@@ -351,18 +367,16 @@ func (s *Store) incr(key string, cost, ttl int64) (int64, error) {
 			continue // another request created it: count on it
 		}
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		// This request created the window's counter. Its marker says so;
 		// a marker there already means the counter was created before in
-		// this window, and is gone: evicted.
+		// this window, and is gone: evicted. (A marker that failed
+		// otherwise only loses a detection.)
 		err = s.client.Add(&memcache.Item{Key: key + markerSuffix, Value: []byte{'1'}, Expiration: exp})
-		if errors.Is(err, memcache.ErrNotStored) {
-			s.evictions.Add(1)
-		}
-		return cost, nil // a marker that failed otherwise only loses detection
+		return cost, errors.Is(err, memcache.ErrNotStored), nil
 	}
-	return 0, errors.New("memcachestore: a counter vanished twice during one increment")
+	return 0, false, errors.New("memcachestore: a counter vanished twice during one increment")
 }
 
 // expiry is memcached's Expiration for ttl seconds from now: relative up
@@ -422,7 +436,9 @@ func (s *Store) Refund(_ context.Context, req *store.Request, res *store.Result)
 		if h.Cost == 0 || l.clock.At(max(0, req.Now))/l.span != idx {
 			continue
 		}
-		if _, err := s.client.Decrement(s.counterKey(l, h.Key, idx), uint64(h.Cost)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+		key, tag := s.counterKey(l, h.Key, idx)
+		s.seen.gaveBack(tag, h.Cost)
+		if _, err := s.client.Decrement(key, uint64(h.Cost)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
 			return store.Unavailable(err)
 		}
 	}
@@ -447,7 +463,8 @@ func (s *Store) ResetAt(_ context.Context, id store.LimitID, key string, now int
 	if l == nil {
 		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
 	}
-	k := s.counterKey(l, key, l.clock.At(max(0, now))/l.span)
+	k, tag := s.counterKey(l, key, l.clock.At(max(0, now))/l.span)
+	s.seen.gaveBack(tag, -1)
 	for _, del := range []string{k + markerSuffix, k} { // the marker first: see ResetAt
 		if err := s.client.Delete(del); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
 			return store.Unavailable(err)
