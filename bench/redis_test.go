@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -187,17 +186,7 @@ func measure(b *testing.B, newDecide func() func(i int) (bool, error)) {
 	})
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d decisions failed", n, b.N)
-	}
-	if n := rejected.Load(); n > 0 {
-		b.Fatalf("%d of %d decisions rejected under a limit that never rejects", n, b.N)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
-	}
+	report(b, elapsed, lat, failed.Load(), rejected.Load())
 }
 
 // cleanup deletes the benchmark's keys (they carry TTLs anyway).

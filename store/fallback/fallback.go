@@ -422,10 +422,10 @@ func (f *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 // is open, the remote otherwise. Errors are store.Refunder's; one matching
 // errors.ErrUnsupported when the remote is no store.Refunder.
 func (f *Store) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return fmt.Errorf("store: Refund needs a request and the admitting result")
+	if err := store.CheckRefund(req, res); err != nil {
+		return err
 	}
-	for i := range req.Hits[:min(max(req.N, 0), store.MaxHits)] {
+	for i := range req.Hits[:req.N] {
 		if !f.known(f.load(), req.Hits[i].Limit) {
 			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, req.Hits[i].Limit)
 		}

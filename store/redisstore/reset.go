@@ -41,14 +41,8 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 // (no key there counts on a shared overflow state) but must be the
 // admitting result. Errors are Decide's; a lost reply is not retried.
 func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return fmt.Errorf("store: Refund needs a request and the admitting result")
-	}
-	if err := req.Check(); err != nil {
+	if err := store.CheckRefund(req, res); err != nil {
 		return err
-	}
-	if !res.Allowed || res.N != req.N {
-		return fmt.Errorf("store: Refund of a decision that did not admit these %d hits", req.N)
 	}
 	var lim [store.MaxHits]*limit
 	keys, args, err := s.scriptArgs(req, -req.N, &lim)
