@@ -417,14 +417,8 @@ func (s *Store) giveBackOne(key string, cost int64) {
 // (wrapped) when memcached fails, and an error for a malformed req or a res
 // that did not admit it.
 func (s *Store) Refund(_ context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return errors.New("store: Refund needs a request and the admitting result")
-	}
-	if err := req.Check(); err != nil {
+	if err := store.CheckRefund(req, res); err != nil {
 		return err
-	}
-	if !res.Allowed || res.N != req.N {
-		return fmt.Errorf("store: Refund of a decision that did not admit these %d hits", req.N)
 	}
 	for i := range req.Hits[:req.N] {
 		h := &req.Hits[i]

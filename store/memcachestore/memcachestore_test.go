@@ -84,7 +84,7 @@ func TestRegisterRefusesEveryAlgorithmButFixedWindows(t *testing.T) {
 // three hits over two limits and three keys, random costs, time moving
 // forward across window boundaries) gets from Memcached exactly the
 // decisions Memory makes at the same instants, for windows of fixed length
-// in any zone and for calendar months.
+// in any zone and for calendar months, with refunds between them.
 func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 	srv := startServer(t)
 	mc := newStore(t, srv.client())
@@ -129,6 +129,15 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 			}
 			if res.Allowed != mres.Allowed || res.N != mres.N || res.Decider != mres.Decider || res.Now != mres.Now || res.Hits != mres.Hits {
 				rt.Fatalf("step %d at %v:\nMemcached %+v\nMemory    %+v", step, time.Unix(0, now).UTC(), res, mres)
+			}
+			// Now and then an admitted request is refunded, on both.
+			if res.Allowed && rapid.Bool().Draw(rt, "refund") {
+				if err := mc.Refund(ctx, &req, &res); err != nil {
+					rt.Fatal(err)
+				}
+				if err := m.Refund(ctx, &mreq, &mres); err != nil {
+					rt.Fatal(err)
+				}
 			}
 		}
 	})

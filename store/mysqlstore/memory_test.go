@@ -19,7 +19,7 @@ import (
 // instants the database reported: admissions, Remaining, RetryAfter and
 // ResetAfter to the nanosecond, for token buckets and fixed windows, over
 // short windows that roll over during the run and on calendar months and
-// zones.
+// zones, with refunds of admitted requests on long windows between them.
 func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 	my := newStore(t, sharedDB(t))
 	ctx := context.Background()
@@ -43,15 +43,19 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 		}
 		m := store.NewMemory()
 		var ids, mids [2]store.LimitID
+		var long [2]bool // a window of a day or more: it does not roll over between a decision and its refund
 		for i := range 2 {
 			sp := spec(i)
 			ids[i], mids[i] = mustRegister(t, my, sp), mustRegister(t, m, sp)
+			long[i] = sp.Algorithm == store.FixedWindow && (sp.Window >= 24*time.Hour || sp.Calendar.Months > 0)
 		}
 		keys := []string{"a", "b"}
 		for step := range 15 {
 			var req, mreq store.Request
+			refundable := true
 			for range rapid.IntRange(1, 2).Draw(rt, "hits") {
 				i := rapid.IntRange(0, 1).Draw(rt, "limit_index")
+				refundable = refundable && long[i]
 				k := keys[rapid.IntRange(0, 1).Draw(rt, "key")]
 				cost := rapid.Int64Range(0, 7).Draw(rt, "cost")
 				req.Add(ids[i], k, cost)
@@ -71,6 +75,18 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 			for i := range res.N {
 				if d, md := res.Hits[i].Decision, mres.Hits[i].Decision; d != md {
 					rt.Fatalf("step %d hit %d at %v: MariaDB %+v, Memory %+v", step, i, time.Unix(0, res.Now).UTC(), d, md)
+				}
+			}
+			// Now and then an admitted request of long windows is refunded,
+			// on both (on MariaDB at its own later instant, in the same
+			// window).
+			if res.Allowed && refundable && rapid.Bool().Draw(rt, "refund") {
+				if err := my.Refund(ctx, &req, &res); err != nil {
+					rt.Fatal(err)
+				}
+				mreq.Now = res.Now // Memory refunds at the decision's instant
+				if err := m.Refund(ctx, &mreq, &mres); err != nil {
+					rt.Fatal(err)
 				}
 			}
 		}

@@ -47,6 +47,7 @@ func (s *Store) Drop(ctx context.Context) error {
 	for _, stmt := range []string{
 		"DROP PROCEDURE IF EXISTS " + object(s.prefix, "decide"),
 		"DROP PROCEDURE IF EXISTS " + object(s.prefix, "cleanup"),
+		"DROP PROCEDURE IF EXISTS " + object(s.prefix, "refund"),
 		"DROP FUNCTION IF EXISTS " + object(s.prefix, "window_at"),
 		"DROP FUNCTION IF EXISTS " + object(s.prefix, "real_at"),
 		"DROP PROCEDURE IF EXISTS " + object(s.prefix, "beat"),

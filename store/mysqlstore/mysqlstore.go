@@ -59,7 +59,7 @@ type Store struct {
 	// set is the statement prefix that bounds each call on the server.
 	set string
 
-	decideSQL, stateTable, cleanupSQL string
+	decideSQL, refundSQL, stateTable, cleanupSQL string
 
 	// instance identifies this Store among the instances of its prefix
 	// (fallback.Membership); fallbacks counts the open Fallbacks around it.
@@ -73,6 +73,7 @@ var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Updater  = (*Store)(nil)
 	_ store.Resetter = (*Store)(nil)
+	_ store.Refunder = (*Store)(nil)
 )
 
 // limit is a registered spec with the decide procedure's arguments.
@@ -107,6 +108,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		timeout:    cfg.timeout,
 		set:        "SET STATEMENT max_statement_time=" + strconv.FormatFloat(cfg.timeout.Seconds(), 'f', 6, 64) + " FOR ",
 		decideSQL:  "CALL " + object(cfg.prefix, "decide") + "('",
+		refundSQL:  "CALL " + object(cfg.prefix, "refund") + "('",
 		stateTable: object(cfg.prefix, "state"),
 		cleanupSQL: "CALL " + object(cfg.prefix, "cleanup") + "(",
 		instance:   rand.Text(),
@@ -204,19 +206,11 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := req.Check(); err != nil {
 		return err
 	}
-	ls := s.limits.All()
 	var lim [store.MaxHits]*limit
-	for i := range req.Hits[:req.N] {
-		h := &req.Hits[i]
-		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
-			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
-		}
-		if len(h.Key) > MaxKeyLen {
-			return fmt.Errorf("store: hit %d: the MySQL store keeps keys of at most %d bytes, got %d", i, MaxKeyLen, len(h.Key))
-		}
-		lim[i] = ls[h.Limit-1]
+	if err := s.hitLimits(req, &lim); err != nil {
+		return err
 	}
-	q := s.decideQuery(req, &lim)
+	q := s.hitsQuery(s.decideSQL, req, &lim)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	reply, err := s.queryString(cctx, q)
@@ -229,15 +223,32 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	return nil
 }
 
-// decideQuery returns the statement that decides req: the decide
-// procedure's CALL with the hits and the lock order as JSON string
+// hitLimits fills lim with the limits req's hits name, or returns the
+// error of a limit this store does not hold or a key too long.
+func (s *Store) hitLimits(req *store.Request, lim *[store.MaxHits]*limit) error {
+	ls := s.limits.All()
+	for i := range req.Hits[:req.N] {
+		h := &req.Hits[i]
+		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
+			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
+		}
+		if len(h.Key) > MaxKeyLen {
+			return fmt.Errorf("store: hit %d: the MySQL store keeps keys of at most %d bytes, got %d", i, MaxKeyLen, len(h.Key))
+		}
+		lim[i] = ls[h.Limit-1]
+	}
+	return nil
+}
+
+// hitsQuery returns the statement that calls proc (decide's or refund's
+// "CALL name('") on req: the hits and the lock order as JSON string
 // literals. Names and keys travel in hex and numbers in decimal, so the
 // literals hold no quote or backslash whatever the input or SQL mode.
-func (s *Store) decideQuery(req *store.Request, lim *[store.MaxHits]*limit) string {
+func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*limit) string {
 	var b strings.Builder
-	b.Grow(len(s.set) + len(s.decideSQL) + 128*req.N)
+	b.Grow(len(s.set) + len(proc) + 128*req.N)
 	b.WriteString(s.set)
-	b.WriteString(s.decideSQL)
+	b.WriteString(proc)
 	b.WriteByte('[')
 	var num [20]byte
 	field := func(v int64) {
@@ -448,6 +459,7 @@ func (s *Store) schemaStatements() []string {
 		"@real_at@", object(s.prefix, "real_at"),
 		"@members@", object(s.prefix, "members"),
 		"@beat@", object(s.prefix, "beat"),
+		"@refund@", object(s.prefix, "refund"),
 	).Replace(schemaSrc)
 	var out []string
 	for part := range strings.SplitSeq(src, "\n-- ;;\n") {

@@ -288,3 +288,66 @@ BEGIN
   END IF;
   SELECT COUNT(*) FROM @members@;
 END
+-- ;;
+-- refund gives back, for each hit of an admitted decision (req and ord as
+-- decide's), its cost on its state at one instant, under row locks taken in
+-- decide's order: a token bucket's debt (never below a full bucket), a
+-- fixed window's count while its window is current. What a window no
+-- longer holds is not given back, no count goes below zero, and a state
+-- with no row has nothing to give back. Returns the number of states
+-- changed.
+CREATE OR REPLACE PROCEDURE @refund@(IN req LONGTEXT, IN ord LONGTEXT)
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_n, v_i, v_j INT DEFAULT 0;
+  DECLARE v_name VARBINARY(255);
+  DECLARE v_key VARBINARY(767);
+  DECLARE v_kind SMALLINT;
+  DECLARE v_months INT;
+  DECLARE v_now, v_cost, v_lim, v_par, v_shift, v_cur, v_changed, v_dummy BIGINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_dummy = 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  SET v_n = JSON_LENGTH(req);
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  WHILE v_i < JSON_LENGTH(ord) DO
+    SET v_j = CAST(JSON_VALUE(ord, CONCAT('$[', v_i, ']')) AS SIGNED);
+    SELECT a INTO v_dummy FROM @state@
+      WHERE name = UNHEX(JSON_VALUE(req, CONCAT('$[', v_j, '][0]')))
+        AND kind = CAST(JSON_VALUE(req, CONCAT('$[', v_j, '][1]')) AS SIGNED)
+        AND k = UNHEX(JSON_VALUE(req, CONCAT('$[', v_j, '][2]'))) FOR UPDATE;
+    SET v_i = v_i + 1;
+  END WHILE;
+  SET v_now = TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) * 1000;
+  SET v_i = 0;
+  WHILE v_i < v_n DO
+    SET v_name = UNHEX(JSON_VALUE(req, CONCAT('$[', v_i, '][0]')));
+    SET v_kind = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][1]')) AS SIGNED);
+    SET v_key = UNHEX(JSON_VALUE(req, CONCAT('$[', v_i, '][2]')));
+    SET v_cost = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][3]')) AS SIGNED);
+    SET v_lim = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][4]')) AS SIGNED);
+    SET v_par = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][5]')) AS SIGNED);
+    SET v_shift = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][6]')) AS SIGNED);
+    SET v_months = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][7]')) AS SIGNED);
+    IF v_cost > 0 THEN
+      IF v_kind = 1 THEN
+        UPDATE @state@ SET a = GREATEST(a - LEAST(v_cost, v_lim) * v_par, v_now), expires = a
+          WHERE name = v_name AND kind = 1 AND k = v_key AND a > v_now;
+      ELSE
+        -- A window gives back while it is current (or ahead of a clock
+        -- that stepped back).
+        SET v_cur = @window_at@(v_now, v_shift, v_months, v_par) DIV v_par;
+        UPDATE @state@ SET b = b - LEAST(v_cost, b)
+          WHERE name = v_name AND kind = 2 AND k = v_key AND v_cur <= a AND b > 0;
+      END IF;
+      SET v_changed = v_changed + ROW_COUNT();
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT v_changed;
+END
