@@ -42,7 +42,9 @@
 //     admitted).
 //   - a give-back that fails (memcached down after the incr) leaves its
 //     units counted until the window ends: fewer admissions, never more.
-//     Stats counts the hits given back and the give-backs that failed.
+//     So does a call that fails part-way: the store does not spend a
+//     Timeout per hit giving back to a server that stopped answering.
+//     Stats counts the hits given back and those that were not.
 //
 // # Eviction
 //
@@ -63,7 +65,8 @@
 // The client's Timeout is the deadline of each round trip (set it to tens
 // of milliseconds; gomemcache takes no context, so a call already sent
 // runs to it). A server that fails or misses it fails the call with an
-// error matching store.ErrUnavailable, after what the request had charged
-// was given back; NewFallback decides on a local share meanwhile (with a
+// error matching store.ErrUnavailable within about one Timeout, whatever
+// the number of hits (what they had charged stays counted, as above);
+// NewFallback decides on a local share meanwhile (with a
 // fixed number of instances: memcached cannot count them).
 package memcachestore

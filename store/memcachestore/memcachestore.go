@@ -122,10 +122,11 @@ type Stats struct {
 	// up to a whole limit more in its window. A lower bound: an eviction
 	// that took the marker too goes unseen.
 	Evictions uint64
-	// UndoneHits counts hits given back because they or a later hit of the
-	// request rejected; GivenBack counts the decrements that did it, and
-	// GiveBackFailed those that failed (their units stay counted until the
-	// window ends: fewer admissions, never more).
+	// UndoneHits counts hits to give back because they or a later hit of
+	// the request rejected, or the request failed part-way; GivenBack
+	// counts those given back, and GiveBackFailed those that were not (a
+	// decrement failed, or the server had failed: their units stay counted
+	// until the window ends, fewer admissions, never more).
 	UndoneHits, GivenBack, GiveBackFailed uint64
 }
 
@@ -232,7 +233,9 @@ const markerSuffix = ":m"
 // malformed or names a limit this store does not hold (matching
 // store.ErrUnknownLimit); the caller's ctx.Err() when ctx has ended before
 // a round trip (what the request had charged is given back first); and an
-// error matching store.ErrUnavailable when memcached fails (likewise). It
+// error matching store.ErrUnavailable when memcached fails (what the
+// request had charged then stays counted: no more round trips to a failing
+// server). It
 // blocks for one round trip per hit in the common case, and more on a
 // window's first request (add and marker) or a rejection (decr per hit
 // given back).
@@ -272,6 +275,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		d := concurrency.Decision{Limit: l.spec.Limit}
 		var count int64 // the count before this hit
 		var err error
+		gaveUp := false
 		switch {
 		case h.Cost > l.spec.Limit || h.Cost == 0:
 			if count, err = s.read(keys[i]); err == nil && s.seen.lost(seen, count, 0) {
@@ -289,14 +293,20 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 				s.evictions.Add(1)
 			}
 			if err == nil && v > l.spec.Limit {
-				s.giveBackOne(keys[i], h.Cost)
+				if !s.giveBackOne(keys[i], h.Cost) {
+					s.gaveUp(req, i) // the server failed: no more round trips
+					gaveUp = true
+				}
 				d.RetryAfter = time.Duration(end - at)
 			} else if err == nil {
 				count = v
 			}
 		}
 		if err != nil {
-			s.giveBack(req, &keys, i)
+			// The server failed: giving back would cost a Timeout per hit.
+			// What the hits before charged stays counted (fewer
+			// admissions, never more).
+			s.gaveUp(req, i)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -310,7 +320,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		res.Hits[i] = store.HitResult{Decision: d}
 		res.N = i + 1
 		if !d.Allowed() {
-			s.giveBack(req, &keys, i)
+			if !gaveUp {
+				s.giveBack(req, &keys, i)
+			}
 			res.Allowed, res.Decider = false, i
 			return nil
 		}
@@ -390,23 +402,38 @@ func expiry(ttl int64) int32 {
 }
 
 // giveBack gives back the charges of hits [0, upto) of req, whose counters
-// are keys: the hits before one that rejected or failed.
+// are keys: the hits before one that rejected, or whose context ended. At
+// the first decrement that fails it stops (the server is failing: each
+// more would cost a Timeout) and counts the rest as failed.
 func (s *Store) giveBack(req *store.Request, keys *[store.MaxHits]string, upto int) {
 	for j := range upto {
-		if c := req.Hits[j].Cost; c > 0 && keys[j] != "" {
-			s.giveBackOne(keys[j], c)
+		if c := req.Hits[j].Cost; c > 0 && keys[j] != "" && !s.giveBackOne(keys[j], c) {
+			s.gaveUp(req, j)
+			return
 		}
 	}
 }
 
-// giveBackOne decrements a counter by cost, counting it.
-func (s *Store) giveBackOne(key string, cost int64) {
+// gaveUp counts the charges of hits [0, upto) of req as not given back.
+func (s *Store) gaveUp(req *store.Request, upto int) {
+	for j := range upto {
+		if req.Hits[j].Cost > 0 {
+			s.undoneHits.Add(1)
+			s.giveBackFailed.Add(1)
+		}
+	}
+}
+
+// giveBackOne decrements a counter by cost, counting it, and reports
+// whether memcached answered.
+func (s *Store) giveBackOne(key string, cost int64) bool {
 	s.undoneHits.Add(1)
 	if _, err := s.client.Decrement(key, uint64(cost)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
 		s.giveBackFailed.Add(1)
-		return
+		return false
 	}
 	s.givenBack.Add(1)
+	return true
 }
 
 // Refund gives back each hit's Cost on the counter of the window it was

@@ -294,8 +294,7 @@ func TestRealEvictionUnderMemoryPressure(t *testing.T) {
 
 // TestPausedServerIsUnavailableWithinTheDeadline: a paused memcached
 // (SIGSTOP) fails a decision with ErrUnavailable within the client's
-// 100ms deadline per round trip, and a Fallback decides on its share
-// instead.
+// 100ms deadline per round trip, a request of many hits included.
 func TestPausedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 	srv := startServer(t)
 	s := newStore(t, srv.client())
@@ -310,5 +309,17 @@ func TestPausedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 	err := s.Decide(context.Background(), &req, new(store.Result))
 	if took := time.Since(start); !errors.Is(err, store.ErrUnavailable) || took > 500*time.Millisecond {
 		t.Fatalf("paused server: %v after %v, want ErrUnavailable within about 100ms", err, took)
+	}
+	// A request of 8 hits costs one deadline too, not one per hit: the
+	// store makes no give-back round trips to a server that failed.
+	var wide store.Request
+	wide.Now = now
+	for k := range store.MaxHits {
+		wide.Add(id, fmt.Sprint("k", k), 1)
+	}
+	start = time.Now()
+	err = s.Decide(context.Background(), &wide, new(store.Result))
+	if took := time.Since(start); !errors.Is(err, store.ErrUnavailable) || took > 500*time.Millisecond {
+		t.Fatalf("paused server, 8 hits: %v after %v, want ErrUnavailable within about 100ms", err, took)
 	}
 }

@@ -37,8 +37,10 @@
 // Rows that have expired (a full bucket, a past window) are deleted by
 // Cleanup, in bounded batches that skip rows a decision holds (FOR UPDATE
 // SKIP LOCKED); call it from a ticker. Reset forgets a key (an operator's
-// pardon), and Usage reads a key's use of its current window without
-// charging it.
+// pardon), Refund gives back what an admitted decision charged (one more
+// CALL, under the same locks in the same order), and Usage reads a key's
+// use of its current window without charging it. Update changes a limit
+// in place (its Limit; not a token bucket's rate).
 //
 // # Failures
 //

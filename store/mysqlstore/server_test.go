@@ -1,6 +1,7 @@
 package mysqlstore_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -93,7 +94,28 @@ func (s *server) dsn() string {
 
 // pause stops the process (SIGSTOP): connections stay open, nothing
 // answers. resume continues it.
-func (s *server) pause()  { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *server) pause() {
+	_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	// The signal is delivered asynchronously: wait (bounded) until the
+	// kernel reports the process stopped, so that no request slips in.
+	stat := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil { // no /proc: trust the signal
+			return
+		}
+		// The state follows the command's closing parenthesis.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the server (pid %d) did not stop", s.cmd.Process.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (s *server) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // kill kills the server and waits for it to exit.
