@@ -17,6 +17,10 @@
 // number of instances, so the service as a whole stays within its quota;
 // the heartbeat, as a probe, returns it to Redis.
 //
+// Exchange makes a Store on a global Redis the global store of package
+// regions: each region decides on its own Redis, and the regions exchange
+// each key's usage there every sync period.
+//
 // # Keys
 //
 // Every key is {prefix}:<kind>:<len(name)>:<name>:<key> (see WithPrefix).
