@@ -59,7 +59,9 @@
 // It needs MariaDB 10.6 or later (JSON_VALUE, SKIP LOCKED, SET STATEMENT,
 // max_statement_time); it is tested on MariaDB 10.11. MySQL proper lacks
 // SET STATEMENT ... FOR and max_statement_time for procedures, so it is not
-// supported. Names and keys are bytes, compared byte for byte (VARBINARY
+// supported. The store's connections must run with autocommit on (the
+// default): its procedures open and end their transactions themselves.
+// Names and keys are bytes, compared byte for byte (VARBINARY
 // columns): a limit's name is at most MaxNameLen bytes, a key at most
 // MaxKeyLen.
 package mysqlstore

@@ -197,8 +197,10 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 // MaxKeyLen; the caller's ctx.Err() when ctx ends first; and an error
 // matching store.ErrUnavailable when the database fails, is not migrated,
 // or misses the store's deadline (the server then aborts and rolls back
-// the decision; only a reply lost after the commit leaves it charged). It
-// blocks for one round trip.
+// the decision; only a reply lost after the commit leaves it charged). When
+// the caller's ctx ends before the store's deadline, the client gives up
+// at once but the server may still finish the decision within that
+// deadline. It blocks for one round trip.
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
 	if req == nil || res == nil {
 		return errors.New("store: Decide needs a request and a result")
