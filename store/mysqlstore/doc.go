@@ -48,8 +48,11 @@
 // the client gives up, and the server aborts the statement
 // (SET STATEMENT max_statement_time ... FOR), so a decision still waiting
 // on a lock is rolled back rather than committed after the caller left.
-// The store never retries: a decision whose reply is lost after the commit
-// stays charged, and a retry would charge it twice. A database that is
+// The store never retries a call whose outcome it does not know: a
+// decision whose reply is lost after the commit stays charged, and a retry
+// would charge it twice. It runs again only a decision the server rolled
+// back as a deadlock's victim (InnoDB's gap locks can cross when new
+// states' rows are inserted side by side; rare), within the same deadline. A database that is
 // down, slow past the deadline, or not migrated fails the call with an
 // error matching store.ErrUnavailable, on which the caller fails open or
 // closed (shed's failure policy).

@@ -46,7 +46,8 @@ const (
 //
 // Calls run under a per-call deadline (WithTimeout, DefaultTimeout by
 // default) on the client and, as max_statement_time, on the server, and are
-// never retried by the store. Register, Update and Unregister are local (no
+// never retried by the store unless the server rolled them back (a
+// deadlock's victim). Register, Update and Unregister are local (no
 // I/O).
 //
 // A Store is safe for concurrent use. It has no goroutine and nothing to
@@ -197,10 +198,12 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 // MaxKeyLen; the caller's ctx.Err() when ctx ends first; and an error
 // matching store.ErrUnavailable when the database fails, is not migrated,
 // or misses the store's deadline (the server then aborts and rolls back
-// the decision; only a reply lost after the commit leaves it charged). When
+// the decision; only a reply lost after the commit leaves it charged). A
+// decision that InnoDB rolled back as a deadlock's victim is run again,
+// within the same deadline (see queryRetryingDeadlocks). When
 // the caller's ctx ends before the store's deadline, the client gives up
 // at once but the server may still finish the decision within that
-// deadline. It blocks for one round trip.
+// deadline. It blocks for one round trip (one more per deadlock).
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
 	if req == nil || res == nil {
 		return errors.New("store: Decide needs a request and a result")
@@ -215,7 +218,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	q := s.hitsQuery(s.decideSQL, req, &lim)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	reply, err := s.queryString(cctx, q)
+	reply, err := s.queryRetryingDeadlocks(cctx, q)
 	if err != nil {
 		return s.failed(ctx, err)
 	}
@@ -332,6 +335,28 @@ next:
 	return o
 }
 
+// deadlockTries is how many times a statement that InnoDB chose as a
+// deadlock's victim is run in all.
+const deadlockTries = 4
+
+// queryRetryingDeadlocks is queryString, run again when InnoDB chose the
+// statement as the victim of a deadlock (error 1213): the server rolled
+// its transaction back whole before it answered, so nothing was charged
+// and running it again cannot charge twice. Two decisions lock their rows
+// in one order, but InnoDB's gap locks, taken when a new state's empty row
+// is inserted beside others, can still cross; it is rare (about one
+// decision in a thousand under heavy contention on new keys), and costs
+// one more round trip when it happens. Any other error is returned at once.
+func (s *Store) queryRetryingDeadlocks(ctx context.Context, q string) (string, error) {
+	for try := 1; ; try++ {
+		reply, err := s.queryString(ctx, q)
+		me, ok := errors.AsType[*mysql.MySQLError](err)
+		if !ok || me.Number != errDeadlock || try == deadlockTries || ctx.Err() != nil {
+			return reply, err
+		}
+	}
+}
+
 // queryString runs q, a statement whose first result is one row of one
 // column, and returns that value.
 func (s *Store) queryString(ctx context.Context, q string) (string, error) {
@@ -430,6 +455,7 @@ const (
 	errNoSuchTable     = 1146 // ER_NO_SUCH_TABLE
 	errNoSuchProcedure = 1305 // ER_SP_DOES_NOT_EXIST
 	errStatementTime   = 1969 // ER_STATEMENT_TIMEOUT
+	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
 )
 
 // failed maps the error of a call: the caller's ctx.Err() when its context

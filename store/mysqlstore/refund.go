@@ -24,7 +24,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if _, err := s.queryString(cctx, s.hitsQuery(s.refundSQL, req, &lim)); err != nil {
+	if _, err := s.queryRetryingDeadlocks(cctx, s.hitsQuery(s.refundSQL, req, &lim)); err != nil {
 		return s.failed(ctx, err)
 	}
 	return nil
