@@ -235,10 +235,9 @@ const markerSuffix = ":m"
 // a round trip (what the request had charged is given back first); and an
 // error matching store.ErrUnavailable when memcached fails (what the
 // request had charged then stays counted: no more round trips to a failing
-// server). It
-// blocks for one round trip per hit in the common case, and more on a
-// window's first request (add and marker) or a rejection (decr per hit
-// given back).
+// server). It blocks for one round trip per hit in the common case, and
+// more on a window's first request (add and marker) or a rejection (decr
+// per hit given back).
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
 	if req == nil || res == nil {
 		return errors.New("store: Decide needs a request and a result")
