@@ -43,10 +43,16 @@
 // of hours and more, not per request bursts. Memcached's one incr is the
 // cheapest round trip, but it decides fixed windows only and forgets what
 // it evicts (memcachestore counts the evictions it sees). The package
-// store/fallback keeps every remote store's limits enforced on a local
-// share while the remote is down.
+// store/fallback (redisstore.NewFallback, pgstore.NewFallback,
+// mysqlstore.NewFallback, memcachestore.NewFallback) keeps every remote
+// store's limits enforced on this instance's share while the remote is
+// down. For one quota across regions without a cross-region round trip
+// per request, store/regions decides on each region's store and syncs
+// usage through a global one, within a stated bound (abuse limits per
+// region: N times globally).
 //
 // Errors start with "store: ". A store that cannot answer returns an error
 // matching ErrUnavailable (errors.Is), on which a caller chooses to fail
 // open or closed; Memory never does.
+
 package store

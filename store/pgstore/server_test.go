@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// pgBin is where the PostgreSQL server binaries are looked for besides
-// PATH (Debian's layout), unless SLUICE_PG_BIN names another directory.
-const pgBin = "/usr/lib/postgresql/15/bin"
+// pgBins is where the PostgreSQL server binaries are looked for besides
+// PATH and SLUICE_PG_BIN: Debian's layout, any version.
+const pgBins = "/usr/lib/postgresql/*/bin"
 
 // server is a private PostgreSQL a test starts with initdb and pg_ctl in a
 // temporary directory, on a free port of the loopback, without fsync;
@@ -33,7 +33,8 @@ type server struct {
 func startServer(t testing.TB) *server {
 	t.Helper()
 	s := &server{t: t}
-	dirs := []string{os.Getenv("SLUICE_PG_BIN"), pgBin}
+	installed, _ := filepath.Glob(pgBins)
+	dirs := append([]string{os.Getenv("SLUICE_PG_BIN")}, installed...)
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
 		dirs = append([]string{filepath.Dir(p)}, dirs...)
 	}

@@ -55,6 +55,9 @@ func (t *keyTable) admit(key string) bool {
 	if _, ok := sh.m[key]; ok {
 		return true
 	}
+	if sh.m == nil {
+		return false // cleared: the limit is gone
+	}
 	if t.count.Add(1) > t.cap {
 		t.count.Add(-1)
 		return false
@@ -133,4 +136,16 @@ func (t *keyTable) peekOthers(key string, window int64) int64 {
 		return s.others
 	}
 	return 0
+}
+
+// clear drops every key, for a limit unregistered: later admits fail (the
+// table is full), so that no count leaks into the Store's.
+func (t *keyTable) clear() {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		t.count.Add(-int64(len(sh.m)))
+		sh.m = nil
+		sh.mu.Unlock()
+	}
 }

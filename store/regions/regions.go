@@ -255,11 +255,7 @@ func (s *Store) Unregister(ctx context.Context, id store.LimitID) error {
 	next[id-1] = nil
 	s.limits.Store(&next)
 	if old.keys != nil {
-		var n int64
-		for i := range old.keys.shards {
-			n += int64(len(old.keys.shards[i].m))
-		}
-		s.keys.Add(-n)
+		old.keys.clear()
 	}
 	return nil
 }
@@ -296,6 +292,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		if l.keys != nil {
 			global = true
 			if h.Cost > 0 && !l.keys.admit(h.Key) {
+				if s.lookup(h.Limit) != l {
+					return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
+				}
 				return store.Unavailable(errFull)
 			}
 		}

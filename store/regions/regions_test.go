@@ -274,3 +274,26 @@ func TestNewValidates(t *testing.T) {
 		t.Error("no exchange: no error")
 	}
 }
+
+// TestUnregisterForgetsTheKeys: an unregistered limit is unknown to
+// Decide, and its keys no longer count against the capacity.
+func TestUnregisterForgetsTheKeys(t *testing.T) {
+	a := region(t, "eu", new(regions.MemoryExchange), regions.WithCapacity(1))
+	id := register(t, a, daily)
+	admit(t, a, id, "k1", 1, now())
+	if err := a.Unregister(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	req := store.Request{Now: now()}
+	req.Add(id, "k1", 1)
+	if err := a.Decide(context.Background(), &req, new(store.Result)); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Fatalf("Decide on an unregistered limit: %v, want ErrUnknownLimit", err)
+	}
+	if err := a.Unregister(context.Background(), id); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Fatalf("Unregister again: %v, want ErrUnknownLimit", err)
+	}
+	again := register(t, a, daily)
+	if got := admit(t, a, again, "k2", 1, now()); got != 1 || a.Stats().Keys != 1 {
+		t.Errorf("a new key after Unregister: %d admitted, %d keys tracked; want 1 and 1", got, a.Stats().Keys)
+	}
+}
