@@ -54,5 +54,4 @@
 // Errors start with "store: ". A store that cannot answer returns an error
 // matching ErrUnavailable (errors.Is), on which a caller chooses to fail
 // open or closed; Memory never does.
-
 package store
