@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"os"
 	"slices"
@@ -12,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memcachestore"
+	"github.com/sluicehq/sluice/store/mysqlstore"
 	"github.com/sluicehq/sluice/store/pgstore"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
@@ -64,10 +69,77 @@ func benchPostgres(b *testing.B) *pgstore.Store {
 	return s
 }
 
+// mysqlDSN is the MariaDB of the benchmarks (SLUICE_MYSQL_DSN overrides).
+func mysqlDSN() string {
+	if d := os.Getenv("SLUICE_MYSQL_DSN"); d != "" {
+		return d
+	}
+	return "root@tcp(127.0.0.1:3306)/test?timeout=2s"
+}
+
+// benchMySQL returns a migrated mysqlstore.Store under a prefix of its
+// own, dropped at the end, or skips when no MariaDB answers.
+func benchMySQL(b *testing.B) *mysqlstore.Store {
+	b.Helper()
+	db, err := sql.Open("mysql", mysqlDSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	db.SetMaxOpenConns(2 * storeCallers)
+	db.SetMaxIdleConns(2 * storeCallers)
+	b.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		b.Skipf("no MariaDB (set SLUICE_MYSQL_DSN): %v", err)
+	}
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	s, err := mysqlstore.New(db, mysqlstore.WithPrefix("sluice_bench_"+hex.EncodeToString(rb[:])), mysqlstore.WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Drop(context.Background()) })
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// memcachedAddr is the memcached of the benchmarks (SLUICE_MEMCACHED_ADDR
+// overrides).
+func memcachedAddr() string {
+	if a := os.Getenv("SLUICE_MEMCACHED_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:11211"
+}
+
+// benchMemcached returns a memcachestore.Store under a prefix of its own,
+// or skips when no memcached answers.
+func benchMemcached(b *testing.B) *memcachestore.Store {
+	b.Helper()
+	c := memcache.New(memcachedAddr())
+	c.Timeout, c.MaxIdleConns = time.Second, 2*storeCallers
+	b.Cleanup(func() { _ = c.Close() })
+	if err := c.Ping(); err != nil {
+		b.Skipf("no memcached at %s (set SLUICE_MEMCACHED_ADDR): %v", memcachedAddr(), err)
+	}
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	s, err := memcachestore.New(c, memcachestore.WithPrefix("sluice-bench-"+hex.EncodeToString(rb[:])))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
 // BenchmarkStores: one decision of a daily fixed-window quota per op, over
 // 1000 tenants, from exactly 8 concurrent callers, on store.Memory, on
-// Redis (redisstore, one script call) and on PostgreSQL (pgstore, one
-// function call that commits a transaction), in one run, with a limit that
+// Redis (redisstore, one script call), on PostgreSQL (pgstore, one
+// function call that commits a transaction), on MariaDB (mysqlstore, one
+// procedure call that commits a transaction) and on memcached
+// (memcachestore, one incr), in one run, with a limit that
 // never rejects. Reported: decisions/s, and the latency of one decision at
 // p50 and p99 (µs; every op is timed on the network stores, every 16th on
 // Memory, where a clock read costs as much as the decision).
@@ -96,6 +168,8 @@ func BenchmarkStores(b *testing.B) {
 			return s
 		}},
 		{"postgres", 1, func(b *testing.B) store.Store { return benchPostgres(b) }},
+		{"mariadb", 1, func(b *testing.B) store.Store { return benchMySQL(b) }},
+		{"memcached", 1, func(b *testing.B) store.Store { return benchMemcached(b) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := tc.make(b)
