@@ -10,7 +10,7 @@ type File struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Categories map requests to endpoint categories, first match wins;
 	// a request no category matches falls in its method class ("read",
-	// "write", "other").
+	// "write").
 	Categories []CategorySpec `json:"categories,omitempty"`
 	// Rules are the limits, layered: every rule of a request's category
 	// and every rule without a category apply to it, all or nothing.
@@ -95,7 +95,8 @@ type CategorySpec struct {
 	// "*" ("/api/reports/*"), either optionally after a method as in
 	// http.ServeMux ("POST /login"). Empty matches every route.
 	Routes []string `json:"routes,omitempty"`
-	// Methods are method classes, "read", "write" or "other"; empty
+	// Methods are method classes, "read" or "write" (every method but
+	// GET, HEAD and OPTIONS, in any case, is a write); empty
 	// matches every method.
 	Methods []string `json:"methods,omitempty"`
 }

@@ -170,7 +170,7 @@ func (v *validator) policy(p *Policy) {
 		return
 	}
 	p.cats = v.categories(f.Categories)
-	names := map[string]bool{"read": true, "write": true, "other": true}
+	names := map[string]bool{"read": true, "write": true}
 	for _, c := range f.Categories {
 		names[c.Name] = true
 	}

@@ -29,7 +29,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 	}
 	r := shed.Rule{
 		Name:      fmt.Sprintf("rule-%d", i),
-		Category:  rapid.SampledFrom([]string{"", "read", "write", "other", "auth", "reports"}).Draw(t, "category"),
+		Category:  rapid.SampledFrom([]string{"", "read", "write", "auth", "reports"}).Draw(t, "category"),
 		Identity:  shed.Identity(rapid.IntRange(int(shed.Global), int(shed.Tenant)).Draw(t, "identity")),
 		Algorithm: shed.Algorithm(rapid.IntRange(int(shed.TokenBucket), int(shed.Concurrency)).Draw(t, "algorithm")),
 		DryRun:    rapid.Bool().Draw(t, "dry"),

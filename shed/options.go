@@ -187,8 +187,10 @@ func WithCost(f func(*http.Request) int64) Option {
 }
 
 // WithCategory gives the middleware a request's endpoint category. The
-// default is the method class of fingerprint.ClassOf: "read" (GET, HEAD,
-// OPTIONS), "write" (POST, PUT, PATCH, DELETE) or "other".
+// default is the method class of fingerprint.ClassOf, in any case: "read"
+// (GET, HEAD, OPTIONS) or "write" (every other method, extension methods
+// included, so that no method escapes the limits of writes). A policy
+// file's categories (policy.Policy.CategoryFunc) add routes, normalised.
 func WithCategory(f func(*http.Request) string) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
