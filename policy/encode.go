@@ -30,7 +30,7 @@ func FromRules(rules []shed.Rule) (File, error) {
 			return File{}, fmt.Errorf("policy: rule %q: identity, algorithm or failure mode out of range", r.Name)
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
-			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity,
+			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity, MaxBytes: r.MaxBytes,
 			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier,
 			CGNATFactor: r.CGNATFactor, CGNATDefer: r.CGNATDefer}
 		if r.Count != shed.CountAll {

@@ -117,6 +117,10 @@ type RuleSpec struct {
 	LeaseTTL string `json:"lease_ttl,omitempty"`
 	// Capacity bounds the keys kept for a per-key rule.
 	Capacity int `json:"capacity,omitempty"`
+	// MaxBytes is a per-key rule's byte budget (shed.Rule.MaxBytes):
+	// absent means shed.DefaultMaxBytes (64 MiB); a rule whose worst case
+	// exceeds it is refused, naming the figures.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// Overflow is what a per-key rule does with a new key when its table
 	// is full of live ones: "reject" (the default: 503) or "share" (one
 	// shared bounded state).

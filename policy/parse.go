@@ -245,7 +245,7 @@ var (
 )
 
 func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Rule {
-	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, QueueLength: s.QueueLength,
+	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, MaxBytes: s.MaxBytes, QueueLength: s.QueueLength,
 		SoftLimit: s.SoftLimit, DryRun: s.DryRun, CGNATFactor: s.CGNATFactor, CGNATDefer: s.CGNATDefer}
 	var ok bool
 	if s.Name == "" {
@@ -351,6 +351,12 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	r.MaxWait = v.duration(path+".max_wait", s.MaxWait)
 	if s.Capacity < 0 || s.Capacity > MaxCapacity {
 		v.failf(path+".capacity", "must be in [0, %d], got %d", MaxCapacity, s.Capacity)
+	}
+	switch {
+	case s.MaxBytes < 0:
+		v.failf(path+".max_bytes", "must not be negative, got %d", s.MaxBytes)
+	case s.MaxBytes != 0 && r.Identity == shed.Global:
+		v.failf(path+".max_bytes", "applies only to per-key rules (a global rule keeps no table of keys)")
 	}
 	if s.QueueLength < 0 {
 		v.failf(path+".queue_length", "must not be negative, got %d", s.QueueLength)

@@ -76,6 +76,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		// Capacity 0 (the store's default) is covered by the seed files; small
 		// tables keep the check fast.
 		r.Capacity = rapid.IntRange(1, 100).Draw(t, "capacity")
+		r.MaxBytes = int64(rapid.IntRange(0, 2).Draw(t, "max-bytes")) << 30 // 0: the default
 		r.Failure = shed.FailureMode(rapid.IntRange(0, 1).Draw(t, "failure"))
 		r.Overflow = concurrency.Overflow(rapid.IntRange(0, 1).Draw(t, "overflow"))
 		if r.Identity == shed.IP {

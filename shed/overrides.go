@@ -204,25 +204,9 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 // scaled by factor, named for what it serves (label), holding at most
 // capacity keys (0: the rule's capacity). Caller holds c.mu.
 func (c *Controller) scaled(r *rule, factor float64, label string, capacity int) (store.LimitID, error) {
-	spec := r.spec()
-	if capacity > 0 && (spec.Capacity == 0 || spec.Capacity > capacity) {
-		spec.Capacity = capacity
-	}
-	up := func(v int64) (int64, error) {
-		f := math.Ceil(float64(v) * factor)
-		if f < 1 || f > math.MaxInt64/2 {
-			return 0, fmt.Errorf("scaled limit %v out of range", f)
-		}
-		return int64(f), nil
-	}
-	var err error
-	if spec.Limit, err = up(spec.Limit); err != nil {
+	spec, err := scaledSpec(&r.Rule, factor, capacity)
+	if err != nil {
 		return 0, err
-	}
-	if spec.Algorithm == store.TokenBucket {
-		if spec.Rate.Count, err = up(spec.Rate.Count); err != nil {
-			return 0, err
-		}
 	}
 	if c.scaledIDs == nil {
 		c.scaledIDs = make(map[store.Spec]store.LimitID)
@@ -239,4 +223,31 @@ func (c *Controller) scaled(r *rule, factor float64, label string, capacity int)
 	}
 	c.scaledIDs[spec] = id
 	return id, nil
+}
+
+// scaledSpec returns the store limit of r with its Limit (and a token
+// bucket's refill) times factor, rounded up, holding at most capacity
+// keys (when positive and below r's own).
+func scaledSpec(r *Rule, factor float64, capacity int) (store.Spec, error) {
+	spec := r.spec()
+	if capacity > 0 && (spec.Capacity == 0 || spec.Capacity > capacity) {
+		spec.Capacity = capacity
+	}
+	up := func(v int64) (int64, error) {
+		f := math.Ceil(float64(v) * factor)
+		if f < 1 || f > math.MaxInt64/2 {
+			return 0, fmt.Errorf("scaled limit %v out of range", f)
+		}
+		return int64(f), nil
+	}
+	var err error
+	if spec.Limit, err = up(spec.Limit); err != nil {
+		return spec, err
+	}
+	if spec.Algorithm == store.TokenBucket {
+		if spec.Rate.Count, err = up(spec.Rate.Count); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
 }

@@ -180,6 +180,15 @@ type Rule struct {
 	// Capacity bounds the keys the store keeps for a per-key rule (see
 	// store.Spec.Capacity); zero means the store's default.
 	Capacity int
+	// MaxBytes is the per-key rule's byte budget: New rejects a rule whose
+	// worst case, every key of its Capacity live and grown at once in a
+	// Memory store (store.Spec.MemoryBytes; its CGNAT and tightened keys'
+	// limits included), exceeds it, naming the figures. Zero means
+	// DefaultMaxBytes; negative is rejected. A sliding log's keys grow
+	// with Limit (16 bytes an admission): 1,000 an hour at the default
+	// capacity is 1 GiB, so it needs a lower Capacity or another
+	// algorithm. Per-key rules only.
+	MaxBytes int64
 	// Overflow is what a per-key rule does with a new key when the store's
 	// table of keys is full of live ones (a key flood): reject it
 	// (concurrency.OverflowReject, the zero value) or count it on one
@@ -270,6 +279,9 @@ func (r *Rule) validate() error {
 	if r.Failure > FailClosed {
 		return r.errorf("unknown failure mode %v", r.Failure)
 	}
+	if r.MaxBytes < 0 {
+		return r.errorf("byte budget must not be negative (or 0 for %d), got %d", DefaultMaxBytes, r.MaxBytes)
+	}
 	if math.IsNaN(r.SoftLimit) || r.SoftLimit < 0 || r.SoftLimit > 1 {
 		return r.errorf("soft limit must be in (0, 1] (or 0 for the default), got %v", r.SoftLimit)
 	}
@@ -318,6 +330,9 @@ func (r *Rule) validate() error {
 		}
 		if r.Capacity != 0 {
 			return r.errorf("a capacity (of keys) does not apply to a Global rule")
+		}
+		if r.MaxBytes != 0 {
+			return r.errorf("a byte budget (of a key table) does not apply to a Global rule")
 		}
 		if r.Overflow != concurrency.OverflowReject {
 			return r.errorf("an overflow policy (of a full key table) does not apply to a Global rule")

@@ -256,6 +256,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err := spec.Validate(); err != nil {
 			return r.errorf("%w", err)
 		}
+		if err := c.checkBudget(&r); err != nil {
+			return err
+		}
 		switch {
 		case keep != nil:
 			dst.id, dst.storeName = keep.id, keep.storeName
