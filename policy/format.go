@@ -104,11 +104,20 @@ type CategorySpec struct {
 // RuleSpec is one shed.Rule. Fields that do not apply to the algorithm
 // must be absent.
 type RuleSpec struct {
-	Name      string `json:"name"`
-	Category  string `json:"category,omitempty"`
-	Identity  string `json:"identity"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit,omitempty"`
+	Name     string `json:"name"`
+	Category string `json:"category,omitempty"`
+	// Identity is what the rule counts per: "global", "ip", "user",
+	// "api_key" or "tenant"; "composite" (or absent) with Key.
+	Identity string `json:"identity,omitempty"`
+	// Key makes the rule count per a composite of parts (shed.Key):
+	// identities ("ip", "user", "api_key", "tenant"), "route", "ja4",
+	// "header:<Name>" (hashed) and "attr:<name>" (an attribute the
+	// application gives, shed.Client.Attributes), such as
+	// ["tenant", "attr:model"] or ["ip", "route"]; at most
+	// shed.MaxKeyParts.
+	Key       []string `json:"key,omitempty"`
+	Algorithm string   `json:"algorithm"`
+	Limit     int64    `json:"limit,omitempty"`
 	// Rate is the refill of a token bucket.
 	Rate *RateSpec `json:"rate,omitempty"`
 	// Window is the window of the window algorithms.

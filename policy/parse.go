@@ -237,7 +237,7 @@ func (v *validator) policy(p *Policy) {
 // Enumerations of the format, by name.
 var (
 	identities = map[string]shed.Identity{"global": shed.Global, "ip": shed.IP, "user": shed.User,
-		"api_key": shed.APIKey, "tenant": shed.Tenant}
+		"api_key": shed.APIKey, "tenant": shed.Tenant, "composite": shed.Composite}
 	algorithms = map[string]shed.Algorithm{"token_bucket": shed.TokenBucket, "fixed_window": shed.FixedWindow,
 		"sliding_window": shed.SlidingWindow, "sliding_log": shed.SlidingLog, "concurrency": shed.Concurrency,
 		"adaptive": shed.Adaptive}
@@ -254,8 +254,25 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	if s.Category != "" && !cats[s.Category] {
 		v.failf(path+".category", "%q is neither a declared category nor a method class", s.Category)
 	}
-	if r.Identity, ok = identities[s.Identity]; !ok {
-		v.failf(path+".identity", "must be global, ip, user, api_key or tenant, got %q", s.Identity)
+	switch {
+	case len(s.Key) > 0 && s.Identity != "" && s.Identity != "composite":
+		v.failf(path+".key", "a key makes the rule composite; leave identity out (or composite), not %q", s.Identity)
+	case len(s.Key) > shed.MaxKeyParts:
+		v.failf(path+".key", "at most %d parts, got %d", shed.MaxKeyParts, len(s.Key))
+	case len(s.Key) > 0:
+		r.Identity = shed.Composite
+		copy(r.Key[:], s.Key)
+		for j, p := range s.Key {
+			if p == "" {
+				v.failf(fmt.Sprintf("%s.key[%d]", path, j), "is empty")
+			}
+		}
+	case s.Identity == "composite":
+		v.failf(path+".key", "is required for a composite rule")
+	default:
+		if r.Identity, ok = identities[s.Identity]; !ok {
+			v.failf(path+".identity", "must be global, ip, user, api_key, tenant or composite (with a key), got %q", s.Identity)
+		}
 	}
 	if r.Algorithm, ok = algorithms[s.Algorithm]; !ok {
 		v.failf(path+".algorithm", "must be token_bucket, fixed_window, sliding_window, sliding_log, concurrency or adaptive, got %q", s.Algorithm)

@@ -30,10 +30,15 @@ func genRule(t *rapid.T, i int) shed.Rule {
 	r := shed.Rule{
 		Name:      fmt.Sprintf("rule-%d", i),
 		Category:  rapid.SampledFrom([]string{"", "read", "write", "auth", "reports"}).Draw(t, "category"),
-		Identity:  shed.Identity(rapid.IntRange(int(shed.Global), int(shed.Tenant)).Draw(t, "identity")),
+		Identity:  shed.Identity(rapid.IntRange(int(shed.Global), int(shed.Composite)).Draw(t, "identity")),
 		Algorithm: shed.Algorithm(rapid.IntRange(int(shed.TokenBucket), int(shed.Concurrency)).Draw(t, "algorithm")),
 		DryRun:    rapid.Bool().Draw(t, "dry"),
 		Tier:      rapid.SampledFrom([]string{"", "", "free", "pro"}).Draw(t, "tier"),
+	}
+	if r.Identity == shed.Composite {
+		parts := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"ip", "user", "api_key", "tenant", "route", "ja4",
+			"header:X-Model", "attr:model"}), 1, shed.MaxKeyParts, rapid.ID).Draw(t, "key")
+		copy(r.Key[:], parts)
 	}
 	if r.Algorithm != shed.Concurrency {
 		r.Count = shed.Count(rapid.IntRange(0, 3).Draw(t, "count"))

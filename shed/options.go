@@ -31,6 +31,10 @@ type Client struct {
 	// Priority is the request's class (see Attempt.Priority), from a
 	// header such as X-Priority, the route or the tier; zero is Critical.
 	Priority Priority
+	// Attributes are the request's values for the "attr:" parts of
+	// Composite rules' keys (a model name, a device id; see Key), by
+	// name without "attr:".
+	Attributes []Attribute
 	// Signals are the caller's suspicion signals about this request (a
 	// failed CAPTCHA, a known-bad fingerprint), fed to the Tracker of
 	// WithSuspicion with the request's own.
