@@ -37,11 +37,15 @@ type File struct {
 
 // SuspicionSpec is a shed.Suspicion: a tracker of Capacity clients and a
 // scale that tightens limits to Floor (in (0, 1]) above Threshold (in
-// [0, 1)).
+// [0, 1)). DemoteTo caps a tightened client's priority ("sheddable",
+// "sheddable_plus", "critical"); DryRun tightens nothing and counts what
+// tightening would have rejected.
 type SuspicionSpec struct {
 	Capacity  int     `json:"capacity"`
 	Threshold float64 `json:"threshold"`
 	Floor     float64 `json:"floor"`
+	DemoteTo  string  `json:"demote_to,omitempty"`
+	DryRun    bool    `json:"dry_run,omitempty"`
 }
 
 // ExemptSpec is a shed.Exemptions.

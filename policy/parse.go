@@ -184,6 +184,9 @@ func (v *validator) policy(p *Policy) {
 		if s.Capacity <= 0 || s.Capacity > MaxCapacity {
 			v.failf("suspicion.capacity", "must be in [1, %d], got %d", MaxCapacity, s.Capacity)
 		}
+		if _, ok := demotions[s.DemoteTo]; !ok {
+			v.failf("suspicion.demote_to", "must be sheddable, sheddable_plus or critical, got %q", s.DemoteTo)
+		}
 		if _, err := penalty.NewSuspicionScale(s.Threshold, s.Floor); err != nil {
 			v.failf("suspicion", "%v", err)
 		}
@@ -241,6 +244,8 @@ var (
 	algorithms = map[string]shed.Algorithm{"token_bucket": shed.TokenBucket, "fixed_window": shed.FixedWindow,
 		"sliding_window": shed.SlidingWindow, "sliding_log": shed.SlidingLog, "concurrency": shed.Concurrency,
 		"adaptive": shed.Adaptive}
+	demotions = map[string]shed.Priority{"": shed.Critical, "sheddable": shed.Sheddable,
+		"sheddable_plus": shed.SheddablePlus, "critical": shed.Critical}
 	failures = map[string]shed.FailureMode{"": shed.FailOpen, "fail_open": shed.FailOpen, "fail_closed": shed.FailClosed}
 )
 

@@ -60,9 +60,11 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.now, a.cost, a.charged = now, cost, cost
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	a.tight = false
 	if a.ask.Tightened && c.suspicion != nil {
 		d.Tightened, d.Suspicion = true, a.ask.reasons
 		c.ctr.add(a.shard, cTightened, 1)
+		a.tight = c.tighten(a)
 	}
 
 	// Identity keys first: the strings over buf are taken after the last
@@ -179,7 +181,7 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 		}
 		id := r.id
 		switch {
-		case a.ask.Tightened && r.suspectID != 0:
+		case a.tight && r.suspectID != 0:
 			id = r.suspectID
 		case r.Identity == IP && a.ask.CGNAT:
 			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
@@ -250,6 +252,9 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
 				}
 			}
+		}
+		if a.ask.Tightened && !a.tight && c.suspicion != nil {
+			c.shadowTightened(ctx, a, d)
 		}
 		break
 	}

@@ -26,8 +26,11 @@ type ticket struct {
 	// began is when the decision started, for an Observer's latency.
 	began int64
 
-	ask  Attempt // what was asked; cost and now below are its decided values
-	cost int64
+	ask Attempt // what was asked; cost and now below are its decided values
+	// tight reports that the per-key rules decide the attempt on their
+	// tightened limits (a tightened attempt, tightening not in dry-run).
+	tight bool
+	cost  int64
 	// charged is what the rate rules were charged: cost, until the work
 	// says what it really cost (Token.Recost, WithActualCost).
 	charged int64
