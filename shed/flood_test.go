@@ -17,7 +17,7 @@ import (
 
 // floodKeys is the size of the key floods: small for CI (200,000, or
 // 20,000 under the race detector), 10,000,000 for the figures
-// (go test ./shed -run TestKeyFlood -flood 10000000 -v).
+// (go test ./shed -run TestKeyFlood -v -args -flood=10000000).
 var floodKeys = flag.Int("flood", 0, "distinct keys of the key-flood tests (0: 200,000, 20,000 under -race)")
 
 // TestKeyFloodPerOverflowPolicy: under a flood of one-request clients many
