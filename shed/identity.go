@@ -37,8 +37,10 @@ const MaxKeyParts = 4
 // with the empty value for it: leaving a header out does not escape the
 // rule. For Decide, Attempt.Attributes gives every part but the
 // identities by its part name ("route", "ja4", "header:X-Model",
-// "attr:model"); the middleware reads "route", "ja4" and headers from the
-// request, and the caller's attributes from Client.Attributes.
+// "attr:model"), as the key should hold it (a route as the middleware
+// would: the pattern, or fingerprint.NormalizePath of the path); the
+// middleware reads "route", "ja4" and headers from the request, and the
+// caller's attributes from Client.Attributes.
 //
 // Values are bounded before they reach a store key: a value is kept as
 // given up to MaxIdentity bytes unless it holds '|' or starts with '#';
@@ -332,8 +334,9 @@ func (c *Controller) appendPart(dst []byte, p *keyPart, v string) []byte {
 
 // compositeKey returns the store key of Composite rule r for v, the
 // values of its parts separated by '|' (an address for "ip", the raw API
-// key or header value, which is hashed), as a request builds it: for
-// overrides and ResetKey.
+// key or header value, which is hashed, a route as the key holds it: the
+// pattern, or the normalised path), as a request builds it: for overrides
+// and ResetKey.
 func (c *Controller) compositeKey(r *Rule, v string) (string, error) {
 	parts, err := r.Key.parts()
 	if err != nil {
@@ -359,9 +362,6 @@ func (c *Controller) compositeKey(r *Rule, v string) (string, error) {
 		}
 		if p.kind == partIdentity && vals[k] == "" {
 			return "", fmt.Errorf("key part %s is empty", p.name)
-		}
-		if p.kind == partRoute && strings.HasPrefix(vals[k], "/") {
-			vals[k] = fingerprint.NormalizePath(vals[k])
 		}
 		dst = c.appendPart(dst, p, vals[k])
 	}

@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -193,5 +194,12 @@ func TestCompositeOverride(t *testing.T) {
 	}
 	if err := c.SetOverrides([]Override{{Rule: "tm", Key: "acme", Factor: 3, Until: time.Now().Add(time.Hour)}}); err == nil {
 		t.Error("an override of one value for a key of two parts was accepted")
+	}
+	// ResetKey names the key the same way.
+	if err := c.ResetKey(context.Background(), "tm", "acme|small"); err != nil {
+		t.Fatal(err)
+	}
+	if n := admitted("acme", "small"); n != 1 {
+		t.Errorf("acme/small after ResetKey: %d admitted, want 1 again", n)
 	}
 }
