@@ -293,12 +293,17 @@ func TableBytes[V any](capacity int) (int64, error) {
 const tableHeader = 128
 
 // AllocBytes returns the memory an allocation of n bytes takes: n rounded
-// up to the Go allocator's size class (or whole pages, for large ones), as
-// append rounds a slice's capacity. Sizes of memory bounds use it, so that
-// a bound is one.
+// up to the Go allocator's size class, as append rounds a slice's capacity
+// (measured so, on a small allocation), or to whole 8 KiB pages above
+// 32 KiB, the largest size class. Sizes of memory bounds use it, so that a
+// bound is one.
 func AllocBytes(n int64) int64 {
-	if n <= 0 {
+	const largest, page = 32 << 10, 8 << 10
+	switch {
+	case n <= 0:
 		return 0
+	case n > largest:
+		return (n + page - 1) &^ (page - 1)
 	}
 	return int64(cap(append([]byte(nil), make([]byte, n)...)))
 }

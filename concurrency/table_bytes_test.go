@@ -76,3 +76,25 @@ func TestTableHeaderBound(t *testing.T) {
 		t.Errorf("a Table's fields take %d bytes, tableHeader is %d", got, tableHeader)
 	}
 }
+
+// TestAllocBytesIsWhatTheAllocatorTakes: for sizes small and large, an
+// allocation of n bytes takes AllocBytes(n) (measured on the heap), and
+// AllocBytes never allocates much itself.
+func TestAllocBytesIsWhatTheAllocatorTakes(t *testing.T) {
+	var sink []byte
+	for _, n := range []int64{17, 1000, 16000, 32 << 10, 32<<10 + 1, 100_000, 1 << 22} { // not tiny ones: they share blocks
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		sink = make([]byte, n)
+		runtime.ReadMemStats(&b)
+		got := int64(b.TotalAlloc - a.TotalAlloc)
+		if want := AllocBytes(n); got < want || got > want+256 { // the runtime allocates a little of its own
+			t.Errorf("make(%d bytes) took %d, AllocBytes says %d", n, got, want)
+		}
+	}
+	runtime.KeepAlive(sink)
+	if n := testing.AllocsPerRun(10, func() { AllocBytes(1 << 30) }); n != 0 {
+		t.Errorf("AllocBytes of a large size allocates %v times", n)
+	}
+}

@@ -75,6 +75,9 @@ func genRule(t *rapid.T, i int) shed.Rule {
 			}
 		} else {
 			r.LeaseTTL = dur("lease", int64(time.Hour))
+			// A key's leases take 64 bytes a permit at worst: within the
+			// default byte budget at the capacities drawn below.
+			r.Limit = rapid.Int64Range(1, 1000).Draw(t, "key-limit")
 		}
 	}
 	if r.Identity != shed.Global {
