@@ -2,12 +2,14 @@ package shed
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -201,5 +203,44 @@ func TestCompositeOverride(t *testing.T) {
 	}
 	if n := admitted("acme", "small"); n != 1 {
 		t.Errorf("acme/small after ResetKey: %d admitted, want 1 again", n)
+	}
+}
+
+// TestCompositeJA4KeysOnTheHandshake: over real TLS with JA4 capture, a
+// rule keyed on the JA4 counts every connection of one client stack on one
+// key, whatever its address, and another stack on another.
+func TestCompositeJA4KeysOnTheHandshake(t *testing.T) {
+	c, err := New([]Rule{{Name: "ja4", Identity: Composite, Key: Key{"ja4"}, Algorithm: FixedWindow, Limit: 1, Window: time.Hour}}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := httptest.NewUnstartedServer(c.Middleware(http.HandlerFunc(ok)))
+	srv.Config.ConnContext = fingerprint.ConnContext
+	if srv.TLS, err = fingerprint.CaptureTLS(&tls.Config{}); err != nil { // StartTLS adds the certificate
+		t.Fatal(err)
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	get := func(maxVersion uint16) int {
+		tr := srv.Client().Transport.(*http.Transport).Clone()
+		tr.TLSClientConfig.MaxVersion = maxVersion
+		tr.DisableKeepAlives = true
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get(tls.VersionTLS13); got != http.StatusOK {
+		t.Fatalf("first connection: %d", got)
+	}
+	if got := get(tls.VersionTLS13); got != http.StatusTooManyRequests {
+		t.Fatalf("a second connection of the same stack: %d, want 429", got)
+	}
+	if got := get(tls.VersionTLS12); got != http.StatusOK {
+		t.Fatalf("another stack (TLS 1.2 at most): %d, want 200", got)
 	}
 }
