@@ -87,7 +87,7 @@ func (c *Controller) put(a *ticket) {
 		a.buf = make([]byte, 0, 256)
 	}
 	a.keys = [Tenant + 1]struct{ start, end int }{}
-	if a.reqParts != nil || a.hasJA4 {
+	if a.reqParts != nil { // readParts ran: forget the request's values
 		a.reqParts, a.route, a.hasRoute, a.hasJA4, a.ja4, a.headers = nil, span{}, false, false, "", [maxRequestHeaders]string{}
 	}
 	a.w = statusWriter{}
