@@ -20,7 +20,8 @@ const MaxKeyParts = 4
 //
 //   - an identity: "ip", "user", "api_key", "tenant" (a request without
 //     it, no user for "user", is not counted by the rule, as for a rule of
-//     that Identity; "ip" is the address group, "ip:unknown" when none);
+//     that Identity; "ip" is the address group, "unknown" when none, and
+//     a composite rule has no CGNAT handling, which IP rules have);
 //   - "route": the pattern the router matched (http.Request.Pattern) when
 //     it names one route, otherwise the request's path normalised by
 //     fingerprint.AppendNormalizedPath (case, slashes, dot segments,
@@ -139,7 +140,8 @@ func (k Key) parts() ([]keyPart, error) {
 	return out, nil
 }
 
-// validHeaderName reports whether s is an HTTP field name (a token).
+// validHeaderName reports whether s is an HTTP field name (a token of
+// RFC 9110), of at most 64 bytes.
 func validHeaderName(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
@@ -148,7 +150,7 @@ func validHeaderName(s string) bool {
 		c := s[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 && c != '|':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
 		default:
 			return false
 		}
