@@ -74,7 +74,8 @@ func (p *Policy) Options() ([]shed.Option, error) {
 		if err != nil {
 			return nil, p.errAt("suspicion", err)
 		}
-		opts = append(opts, shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale}))
+		opts = append(opts, shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale,
+			Demote: s.DemoteTo != "", Priority: demotions[s.DemoteTo], DryRun: s.DryRun}))
 	}
 	if p.exempt != nil {
 		opts = append(opts, shed.WithExemptions(*p.exempt))

@@ -25,14 +25,19 @@ func FromRules(rules []shed.Rule) (File, error) {
 		if r.Algorithm == shed.Adaptive || r.Limiter != nil {
 			return File{}, fmt.Errorf("policy: rule %q: an adaptive limiter cannot be written; use RuleSpec.Adaptive", r.Name)
 		}
-		if r.Identity > shed.Tenant || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed ||
+		if r.Identity > shed.Composite || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed ||
 			r.Queue.Order > queueing.AdaptiveLIFO {
 			return File{}, fmt.Errorf("policy: rule %q: identity, algorithm or failure mode out of range", r.Name)
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
-			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity,
+			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity, MaxBytes: r.MaxBytes,
 			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier,
 			CGNATFactor: r.CGNATFactor, CGNATDefer: r.CGNATDefer}
+		for _, p := range r.Key {
+			if p != "" {
+				s.Key = append(s.Key, p)
+			}
+		}
 		if r.Count != shed.CountAll {
 			s.Count = r.Count.String()
 		}

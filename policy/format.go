@@ -10,7 +10,7 @@ type File struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Categories map requests to endpoint categories, first match wins;
 	// a request no category matches falls in its method class ("read",
-	// "write", "other").
+	// "write").
 	Categories []CategorySpec `json:"categories,omitempty"`
 	// Rules are the limits, layered: every rule of a request's category
 	// and every rule without a category apply to it, all or nothing.
@@ -37,11 +37,15 @@ type File struct {
 
 // SuspicionSpec is a shed.Suspicion: a tracker of Capacity clients and a
 // scale that tightens limits to Floor (in (0, 1]) above Threshold (in
-// [0, 1)).
+// [0, 1)). DemoteTo caps a tightened client's priority ("sheddable",
+// "sheddable_plus", "critical"); DryRun tightens nothing and counts what
+// tightening would have rejected.
 type SuspicionSpec struct {
 	Capacity  int     `json:"capacity"`
 	Threshold float64 `json:"threshold"`
 	Floor     float64 `json:"floor"`
+	DemoteTo  string  `json:"demote_to,omitempty"`
+	DryRun    bool    `json:"dry_run,omitempty"`
 }
 
 // ExemptSpec is a shed.Exemptions.
@@ -95,7 +99,8 @@ type CategorySpec struct {
 	// "*" ("/api/reports/*"), either optionally after a method as in
 	// http.ServeMux ("POST /login"). Empty matches every route.
 	Routes []string `json:"routes,omitempty"`
-	// Methods are method classes, "read", "write" or "other"; empty
+	// Methods are method classes, "read" or "write" (every method but
+	// GET, HEAD and OPTIONS, in any case, is a write); empty
 	// matches every method.
 	Methods []string `json:"methods,omitempty"`
 }
@@ -103,11 +108,20 @@ type CategorySpec struct {
 // RuleSpec is one shed.Rule. Fields that do not apply to the algorithm
 // must be absent.
 type RuleSpec struct {
-	Name      string `json:"name"`
-	Category  string `json:"category,omitempty"`
-	Identity  string `json:"identity"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit,omitempty"`
+	Name     string `json:"name"`
+	Category string `json:"category,omitempty"`
+	// Identity is what the rule counts per: "global", "ip", "user",
+	// "api_key" or "tenant"; "composite" (or absent) with Key.
+	Identity string `json:"identity,omitempty"`
+	// Key makes the rule count per a composite of parts (shed.Key):
+	// identities ("ip", "user", "api_key", "tenant"), "route", "ja4",
+	// "header:<Name>" (hashed) and "attr:<name>" (an attribute the
+	// application gives, shed.Client.Attributes), such as
+	// ["tenant", "attr:model"] or ["ip", "route"]; at most
+	// shed.MaxKeyParts.
+	Key       []string `json:"key,omitempty"`
+	Algorithm string   `json:"algorithm"`
+	Limit     int64    `json:"limit,omitempty"`
 	// Rate is the refill of a token bucket.
 	Rate *RateSpec `json:"rate,omitempty"`
 	// Window is the window of the window algorithms.
@@ -116,6 +130,10 @@ type RuleSpec struct {
 	LeaseTTL string `json:"lease_ttl,omitempty"`
 	// Capacity bounds the keys kept for a per-key rule.
 	Capacity int `json:"capacity,omitempty"`
+	// MaxBytes is a per-key rule's byte budget (shed.Rule.MaxBytes):
+	// absent means shed.DefaultMaxBytes (64 MiB); a rule whose worst case
+	// exceeds it is refused, naming the figures.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// Overflow is what a per-key rule does with a new key when its table
 	// is full of live ones: "reject" (the default: 503) or "share" (one
 	// shared bounded state).

@@ -170,7 +170,7 @@ func (v *validator) policy(p *Policy) {
 		return
 	}
 	p.cats = v.categories(f.Categories)
-	names := map[string]bool{"read": true, "write": true, "other": true}
+	names := map[string]bool{"read": true, "write": true}
 	for _, c := range f.Categories {
 		names[c.Name] = true
 	}
@@ -183,6 +183,9 @@ func (v *validator) policy(p *Policy) {
 	if s := f.Suspicion; s != nil {
 		if s.Capacity <= 0 || s.Capacity > MaxCapacity {
 			v.failf("suspicion.capacity", "must be in [1, %d], got %d", MaxCapacity, s.Capacity)
+		}
+		if _, ok := demotions[s.DemoteTo]; !ok {
+			v.failf("suspicion.demote_to", "must be sheddable, sheddable_plus or critical, got %q", s.DemoteTo)
 		}
 		if _, err := penalty.NewSuspicionScale(s.Threshold, s.Floor); err != nil {
 			v.failf("suspicion", "%v", err)
@@ -237,15 +240,17 @@ func (v *validator) policy(p *Policy) {
 // Enumerations of the format, by name.
 var (
 	identities = map[string]shed.Identity{"global": shed.Global, "ip": shed.IP, "user": shed.User,
-		"api_key": shed.APIKey, "tenant": shed.Tenant}
+		"api_key": shed.APIKey, "tenant": shed.Tenant, "composite": shed.Composite}
 	algorithms = map[string]shed.Algorithm{"token_bucket": shed.TokenBucket, "fixed_window": shed.FixedWindow,
 		"sliding_window": shed.SlidingWindow, "sliding_log": shed.SlidingLog, "concurrency": shed.Concurrency,
 		"adaptive": shed.Adaptive}
+	demotions = map[string]shed.Priority{"": shed.Critical, "sheddable": shed.Sheddable,
+		"sheddable_plus": shed.SheddablePlus, "critical": shed.Critical}
 	failures = map[string]shed.FailureMode{"": shed.FailOpen, "fail_open": shed.FailOpen, "fail_closed": shed.FailClosed}
 )
 
 func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Rule {
-	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, QueueLength: s.QueueLength,
+	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, MaxBytes: s.MaxBytes, QueueLength: s.QueueLength,
 		SoftLimit: s.SoftLimit, DryRun: s.DryRun, CGNATFactor: s.CGNATFactor, CGNATDefer: s.CGNATDefer}
 	var ok bool
 	if s.Name == "" {
@@ -254,8 +259,25 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	if s.Category != "" && !cats[s.Category] {
 		v.failf(path+".category", "%q is neither a declared category nor a method class", s.Category)
 	}
-	if r.Identity, ok = identities[s.Identity]; !ok {
-		v.failf(path+".identity", "must be global, ip, user, api_key or tenant, got %q", s.Identity)
+	switch {
+	case len(s.Key) > 0 && s.Identity != "" && s.Identity != "composite":
+		v.failf(path+".key", "a key makes the rule composite; leave identity out (or composite), not %q", s.Identity)
+	case len(s.Key) > shed.MaxKeyParts:
+		v.failf(path+".key", "at most %d parts, got %d", shed.MaxKeyParts, len(s.Key))
+	case len(s.Key) > 0:
+		r.Identity = shed.Composite
+		copy(r.Key[:], s.Key)
+		for j, p := range s.Key {
+			if p == "" {
+				v.failf(fmt.Sprintf("%s.key[%d]", path, j), "is empty")
+			}
+		}
+	case s.Identity == "composite":
+		v.failf(path+".key", "is required for a composite rule")
+	default:
+		if r.Identity, ok = identities[s.Identity]; !ok {
+			v.failf(path+".identity", "must be global, ip, user, api_key, tenant or composite (with a key), got %q", s.Identity)
+		}
 	}
 	if r.Algorithm, ok = algorithms[s.Algorithm]; !ok {
 		v.failf(path+".algorithm", "must be token_bucket, fixed_window, sliding_window, sliding_log, concurrency or adaptive, got %q", s.Algorithm)
@@ -351,6 +373,12 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	r.MaxWait = v.duration(path+".max_wait", s.MaxWait)
 	if s.Capacity < 0 || s.Capacity > MaxCapacity {
 		v.failf(path+".capacity", "must be in [0, %d], got %d", MaxCapacity, s.Capacity)
+	}
+	switch {
+	case s.MaxBytes < 0:
+		v.failf(path+".max_bytes", "must not be negative, got %d", s.MaxBytes)
+	case s.MaxBytes != 0 && r.Identity == shed.Global:
+		v.failf(path+".max_bytes", "applies only to per-key rules (a global rule keeps no table of keys)")
 	}
 	if s.QueueLength < 0 {
 		v.failf(path+".queue_length", "must not be negative, got %d", s.QueueLength)

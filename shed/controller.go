@@ -122,7 +122,7 @@ type Controller struct {
 // logGates are the Controller's log lines that are rate limited, one gate
 // each: at most one line of a kind per second, the rest counted.
 type logGates struct {
-	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early loggate.Gate
+	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early, tightenDry loggate.Gate
 }
 
 // New returns a Controller over rules (copied). It returns an error

@@ -27,6 +27,9 @@ func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d
 	if r != nil && a.set.categorized() { // some rule names a category
 		a.ask.Category = a.set.cat(r)
 	}
+	if r != nil && a.set.keyed != nil { // some rule's key reads the request
+		a.readParts(&a.set.req, r)
+	}
 	return c.decide(ctx, a, d)
 }
 
@@ -57,16 +60,22 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.now, a.cost, a.charged = now, cost, cost
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	a.tight = false
 	if a.ask.Tightened && c.suspicion != nil {
 		d.Tightened, d.Suspicion = true, a.ask.reasons
 		c.ctr.add(a.shard, cTightened, 1)
+		a.tight = c.tighten(a)
 	}
 
 	// Identity keys first: the strings over buf are taken after the last
 	// append.
 	checkPenalty := c.pen != nil && a.buildKey(c.penID)
-	for _, i := range p.stored {
-		a.buildKey(a.set.rules[i].Identity)
+	for j, i := range p.stored {
+		if id := a.set.rules[i].Identity; id != Composite {
+			a.buildKey(id)
+		} else {
+			a.buildComposite(j, a.set.keyed[i])
+		}
 	}
 
 	// 1. The penalty box.
@@ -156,14 +165,23 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 // (what it held is given back then).
 func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
 	a.req.N, a.req.Now = 0, a.now
-	for _, i := range p.stored {
+	for j, i := range p.stored {
 		r := &a.set.rules[i]
-		if !a.buildKey(r.Identity) {
+		var key string
+		switch {
+		case r.Identity == Composite:
+			if a.ckeys[j].end == 0 {
+				continue // the attempt lacks an identity of the key
+			}
+			key = a.compositeString(j)
+		case !a.buildKey(r.Identity):
 			continue // the attempt has no such identity
+		default:
+			key = a.keyString(r.Identity)
 		}
 		id := r.id
 		switch {
-		case a.ask.Tightened && r.suspectID != 0:
+		case a.tight && r.suspectID != 0:
 			id = r.suspectID
 		case r.Identity == IP && a.ask.CGNAT:
 			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
@@ -176,7 +194,6 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			}
 		}
 		a.hitRule[a.req.N] = i
-		key := a.keyString(r.Identity)
 		if a.set.over != nil { // a key of this rule may have an override
 			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
 				id = o.id
@@ -235,6 +252,9 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
 				}
 			}
+		}
+		if a.ask.Tightened && !a.tight && c.suspicion != nil {
+			c.shadowTightened(ctx, a, d)
 		}
 		break
 	}

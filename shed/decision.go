@@ -28,6 +28,12 @@ type Attempt struct {
 	// tenant ids are used as given up to MaxIdentity bytes and hashed
 	// beyond (or when they start with "#").
 	User, APIKey, Tenant string
+	// Attributes are the values of Composite rules' key parts other than
+	// identities (see Key): by attribute name for "attr:" parts, or by
+	// the whole part name ("route", "ja4", "header:X-Model"). The
+	// middleware passes Client.Attributes and reads the others from the
+	// request. A part without a value counts with the empty value.
+	Attributes []Attribute
 	// Tier is the client's tier (its plan, or its client type): it
 	// selects the rules of that tier (Rule.Tier). A tier no rule names,
 	// "" included, is decided as the Controller's default tier.

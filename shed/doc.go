@@ -9,10 +9,22 @@
 // budgets), is package upstream.
 //
 // A Rule names a category of endpoints ("" for all), an Identity to count
-// per (IP, User, APIKey, Tenant or Global), an Algorithm (token bucket,
-// fixed window, sliding window, sliding log, concurrency, adaptive
-// concurrency) with its limits, a failure mode for when the store fails, a
-// soft limit and a dry-run flag. New builds a Controller from rules.
+// per (IP, User, APIKey, Tenant, a Composite Key of identities and request
+// attributes such as tenant + model or IP + route, or Global), an
+// Algorithm (token bucket, fixed window, sliding window, sliding log,
+// concurrency, adaptive concurrency) with its limits, a failure mode for
+// when the store fails, a soft limit and a dry-run flag. New builds a
+// Controller from rules.
+//
+// Keys cannot be dodged: the default category is the method class in any
+// case (HEAD is a read like GET; every method but GET, HEAD and OPTIONS is
+// a write), a route in a key is the router's pattern or the normalised
+// path (/login, /Login/, //login and /%6cogin are one), values are bounded
+// before they reach a store key (long ones, API keys and headers hashed),
+// and a header a client leaves out counts on the empty value. Memory is
+// bounded in bytes, not only in keys: each per-key rule has a byte budget
+// (Rule.MaxBytes, DefaultMaxBytes), and New refuses a rule whose worst
+// case, every key of its capacity live and grown at once, exceeds it.
 //
 // For each attempt the Controller, in this order:
 //
@@ -33,7 +45,11 @@
 // and returns every permit exactly once.
 //
 // Dry-run (per rule, or WithDryRun) rejects nothing and counts, logs and
-// reports what would have been rejected. Stats snapshots the counters; a
+// reports what would have been rejected; for suspicion tightening
+// (Suspicion.DryRun, or WithDryRun) it counts what the tightened limits
+// would have rejected (Stats.TightenedWouldReject). WithSuspicion can
+// also demote a suspicious client to a lower Priority, which Global
+// Concurrency queues and Adaptive limiters serve last. Stats snapshots the counters; a
 // decision hook (WithDecisionHook) sees every decision. Log lines go
 // through log/slog, at most one per kind per second. Errors start with
 // "shed: ".

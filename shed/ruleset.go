@@ -41,6 +41,11 @@ type ruleSet struct {
 	// counting reports that some rule counts only some outcomes
 	// (Rule.Count): finishing an attempt may give charges back.
 	counting bool
+	// keyed holds, by rule index, the parts of Composite rules (nil for
+	// the others; nil when there is none), and req what the middleware
+	// reads from a request for them.
+	keyed [][]keyPart
+	req   requestParts
 }
 
 // resize puts the limits of the rules that took over a semaphore in force.
@@ -171,6 +176,9 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 			s.def = i
 		}
 	}
+	if err := s.collectParts(); err != nil {
+		return fail(err)
+	}
 	if err := s.makePlans(c.fields); err != nil {
 		return fail(err)
 	}
@@ -255,6 +263,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		spec := r.spec()
 		if err := spec.Validate(); err != nil {
 			return r.errorf("%w", err)
+		}
+		if err := c.checkBudget(&r); err != nil {
+			return err
 		}
 		switch {
 		case keep != nil:

@@ -34,6 +34,7 @@ const (
 	cCGNAT
 	cExempt
 	cTightened
+	cTightenedWouldReject
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -53,6 +54,7 @@ const (
 	rRefunded
 	rRefundsLost
 	rOverspent
+	rTightenedWouldReject
 	nPerRule
 )
 
@@ -163,8 +165,11 @@ type Stats struct {
 	// Exempt counts requests the middleware let through unlimited
 	// (WithExemptions).
 	Exempt uint64
-	// Tightened counts decisions made on tightened limits (WithSuspicion).
-	Tightened uint64
+	// Tightened counts decisions made on tightened limits (WithSuspicion;
+	// with tightening in dry-run, decisions that would have been).
+	// TightenedWouldReject counts admitted decisions that tightening in
+	// dry-run (Suspicion.DryRun, WithDryRun) would have rejected.
+	Tightened, TightenedWouldReject uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -198,6 +203,9 @@ type RuleStats struct {
 	// WithActualCost) the rule could not charge, or give back, any more:
 	// the quota was spent by then (or the store failed).
 	Overspent uint64
+	// TightenedWouldReject counts attempts the rule's tightened limit
+	// would have rejected, with tightening in dry-run (Suspicion.DryRun).
+	TightenedWouldReject uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -230,7 +238,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {
@@ -245,7 +253,7 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), TightenedWouldReject: ru(rTightenedWouldReject), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()

@@ -170,6 +170,7 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		sluice.rule.overflows{sluice.rule.name=per-ip} 0
 		sluice.exempt.requests{} 0
 		sluice.tightened.decisions{} 0
+		sluice.tightened.would_reject{} 0
 		sluice.rule.overspent{sluice.rule.name=inflight} 0
 		sluice.rule.overspent{sluice.rule.name=per-ip} 0
 		sluice.rule.refunds{sluice.refund.result=lost,sluice.rule.name=inflight} 0

@@ -40,6 +40,8 @@ var (
 		"Requests let through unlimited by an explicit exemption.", nil, nil)
 	descTightened = prometheus.NewDesc("sluice_tightened_decisions_total",
 		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.", nil, nil)
+	descTightenedWouldReject = prometheus.NewDesc("sluice_tightened_would_reject_total",
+		"Admitted decisions that tightening in dry-run would have rejected.", nil, nil)
 	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
 		"Strikes given to the penalty box for over-limit rejections.", nil, nil)
 	descPenaltyKeys = prometheus.NewDesc("sluice_penalty_keys",
@@ -93,7 +95,7 @@ var (
 	allDescs = []*prometheus.Desc{
 		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
-		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descStrikes,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
 		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
 		descRuleKeys, descRuleKeysCapacity, descRuleEvictions, descRuleOverflows,
