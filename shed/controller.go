@@ -61,6 +61,7 @@ type plan struct {
 	policyV []string // RateLimit-Policy, shared by every response; nil if no rate rule applies
 	fields  HeaderFields
 	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
+	fair    bool    // some rule of concs shares its limit (Queue.FairShare)
 }
 
 // Controller decides admission for attempts against its rules, and is the

@@ -43,7 +43,10 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
+	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
+		if uint(a.ask.Weight) > MaxWeight {
+			return fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
+		}
 		if a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
 			return fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
 		}
@@ -67,6 +70,9 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	checkPenalty := c.pen != nil && a.buildKey(c.penID)
 	for _, i := range p.stored {
 		a.buildKey(a.set.rules[i].Identity)
+	}
+	if p.fair {
+		a.buildFairKeys(p)
 	}
 
 	// 1. The penalty box.

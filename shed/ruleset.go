@@ -409,6 +409,7 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 			p.rates = append(p.rates, i)
 		default:
 			p.concs = append(p.concs, i)
+			p.fair = p.fair || r.Queue.FairShare != Global
 		}
 		if r.Algorithm.rate() {
 			policies = append(policies, r.policy())
