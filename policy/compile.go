@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -50,6 +51,9 @@ func newLimiter(a AdaptiveSpec) (*adaptive.Limiter, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if a.fair {
+		return adaptive.NewLimiter(alg, adaptive.WithQueue(queueing.WithFairShare()))
 	}
 	return adaptive.NewLimiter(alg)
 }
