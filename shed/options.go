@@ -31,6 +31,9 @@ type Client struct {
 	// Priority is the request's class (see Attempt.Priority), from a
 	// header such as X-Priority, the route or the tier; zero is Critical.
 	Priority Priority
+	// Weight is the client's share in a rule that shares its limit fairly
+	// (see Attempt.Weight, Queue.FairShare); zero is 1.
+	Weight int
 	// Signals are the caller's suspicion signals about this request (a
 	// failed CAPTCHA, a known-bad fingerprint), fed to the Tracker of
 	// WithSuspicion with the request's own.
