@@ -383,3 +383,31 @@ func TestFairShareConcurrentNeverExceed(t *testing.T) {
 		t.Fatalf("inflight %d, tenants %d", sem.Inflight(), q.Stats().Tenants)
 	}
 }
+
+// Tenant lanes cost no allocation: making one, and taking and giving back
+// units through it, once its tenant's entry has been made and freed.
+func TestFairShareAllocatesNothing(t *testing.T) {
+	sem := newSem(t, 4)
+	q := newQueue(t, sem, WithFairShare())
+	base := mustLane(t, q, Critical, "")
+	names := []string{"a", "b", "c"}
+	for _, n := range names { // warm: the entries exist in the free list
+		l := mustTenant(t, base, n, 1)
+		l.TryAcquire(1)
+	}
+	for _, n := range names {
+		mustTenant(t, base, n, 1).Release(1)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		for _, n := range names {
+			l, _ := base.Tenant(n, 2)
+			if !l.TryAcquire(1) {
+				t.Fatal("no room")
+			}
+			l.Release(1)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per run", allocs)
+	}
+}
