@@ -190,9 +190,11 @@ func WithPartition(name string, fraction float64) Option {
 // unit of weight rather than another tenant's newcomer. The Admitter must
 // have a Limit() int64 method; every call then takes the queue lock, and
 // the admission is decided under it, in one step with the Admitter's
-// TryAcquire (no check-then-act race). The queue tracks one entry per
-// tenant that holds units or waits, so at most Limit plus the max length
-// entries. It returns an error from New when combined with WithPartition.
+// TryAcquire (no check-then-act race); serving a waiter scans the tenants
+// that wait. The queue tracks one entry per tenant that holds units or
+// waits, so at most Limit plus the max length entries, and drops an entry
+// as soon as its tenant holds nothing and waits for nothing. It returns an
+// error from New when combined with WithPartition.
 func WithFairShare() Option {
 	return optionFunc(func(c *config) error {
 		c.fair = true
