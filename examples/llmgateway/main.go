@@ -22,6 +22,8 @@
 //     403): four wrong passwords and then the right one do not lock the
 //     real user out; the fifth failure in 15 minutes does.
 //
+// examples/policies/llm-gateway.json is the same as a policy file.
+//
 //     go run ./examples/llmgateway              # serve on 127.0.0.1:8086
 //     go run ./examples/llmgateway -selftest    # drive budgets, a noisy tenant, batch work and logins against itself
 package main
@@ -83,14 +85,7 @@ func main() {
 // newHandler returns the gateway, with a daily budget of budget tokens
 // per tenant, in front of model.
 func newHandler(budget int64, model *model) (http.Handler, error) {
-	sluice, err := shed.New([]shed.Rule{
-		{Name: "tokens-daily", Category: "llm", Identity: shed.Tenant, Algorithm: shed.FixedWindow,
-			Limit: budget, Window: 24 * time.Hour},
-		{Name: "upstream", Category: "llm", Algorithm: shed.Concurrency, Limit: upstreamTokens,
-			MaxWait: 250 * time.Millisecond, QueueLength: 256, Queue: shed.Queue{FairShare: shed.Tenant, Reserve: 0.25}},
-		{Name: "login-user", Category: "auth", Identity: shed.User, Algorithm: shed.SlidingLog,
-			Limit: 5, Window: 15 * time.Minute, Count: shed.CountAuthFailures, Failure: shed.FailClosed},
-	},
+	sluice, err := shed.New(rules(budget),
 		shed.WithCategory(func(r *http.Request) string {
 			if r.URL.Path == "/login" {
 				return "auth"
@@ -129,6 +124,20 @@ func newHandler(budget int64, model *model) (http.Handler, error) {
 	mux.Handle("POST /v1/complete", sluice.Middleware(http.HandlerFunc(model.complete)))
 	mux.Handle("POST /login", http.MaxBytesHandler(sluice.Middleware(http.HandlerFunc(login)), 4<<10))
 	return mux, nil
+}
+
+// rules are the gateway's rules, with a daily budget of budget tokens per
+// tenant; examples/policies/llm-gateway.json says the same as a policy
+// file.
+func rules(budget int64) []shed.Rule {
+	return []shed.Rule{
+		{Name: "tokens-daily", Category: "llm", Identity: shed.Tenant, Algorithm: shed.FixedWindow,
+			Limit: budget, Window: 24 * time.Hour},
+		{Name: "upstream", Category: "llm", Algorithm: shed.Concurrency, Limit: upstreamTokens,
+			MaxWait: 250 * time.Millisecond, QueueLength: 256, Queue: shed.Queue{FairShare: shed.Tenant, Reserve: 0.25}},
+		{Name: "login-user", Category: "auth", Identity: shed.User, Algorithm: shed.SlidingLog,
+			Limit: 5, Window: 15 * time.Minute, Count: shed.CountAuthFailures, Failure: shed.FailClosed},
+	}
 }
 
 // model stands in for the language model behind the gateway: a

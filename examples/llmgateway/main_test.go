@@ -2,7 +2,11 @@ package main
 
 import (
 	"io"
+	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/policy"
 
 	"go.uber.org/goleak"
 )
@@ -28,5 +32,21 @@ func TestSelfTest(t *testing.T) {
 	}
 	if res.batchServed == res.batchAsked {
 		t.Errorf("all %d batch requests served: the scene did not overload the model", res.batchAsked)
+	}
+}
+
+// TestPolicyFileSaysTheSame: the policy file of the gateway holds the
+// rules of this example.
+func TestPolicyFileSaysTheSame(t *testing.T) {
+	p, err := policy.Load(filepath.Join("..", "policies", "llm-gateway.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := rules(dailyBudget); !slices.Equal(got, want) {
+		t.Fatalf("the policy file's rules\n%+v\nthe example's\n%+v", got, want)
 	}
 }
