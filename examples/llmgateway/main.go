@@ -24,8 +24,8 @@
 //
 // examples/policies/llm-gateway.json is the same as a policy file.
 //
-//     go run ./examples/llmgateway              # serve on 127.0.0.1:8086
-//     go run ./examples/llmgateway -selftest    # drive budgets, a noisy tenant, batch work and logins against itself
+//	go run ./examples/llmgateway              # serve on 127.0.0.1:8086
+//	go run ./examples/llmgateway -selftest    # drive budgets, a noisy tenant, batch work and logins against itself
 package main
 
 import (
