@@ -37,7 +37,8 @@ func costRequests() []*http.Request {
 // differ. plain charges 1 per request; cost charges the request's
 // estimate (WithCost); cost-actual also charges or gives back the
 // difference to what the handler reported (WithActualCost), which is one
-// more decision on the rule's state per request.
+// more operation on the rule's state per request; cost-actual-headerget
+// is cost-actual with funcs that read their fields with Header.Get.
 func BenchmarkMiddlewareCost(b *testing.B) {
 	reqs := costRequests()
 	contentType, used := []string{"text/plain; charset=utf-8"}, []string{"420"}
@@ -49,14 +50,22 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 	client := shed.WithClient(func(r *http.Request) shed.Client {
 		return shed.Client{Tenant: r.Header.Get("X-Tenant")}
 	})
-	estimate := shed.WithCost(func(r *http.Request) int64 {
+	// The cost funcs read their header fields by their canonical names,
+	// straight from the map: what sluice adds is measured, not
+	// textproto's canonicalization (the -headerget case has that too).
+	estimate := shed.WithCost(func(r *http.Request) int64 { return tokens(r.Header["X-Estimated-Tokens"], 1) })
+	actual := shed.WithActualCost(func(h http.Header) (int64, bool) {
+		n := tokens(h["X-Tokens-Used"], -1)
+		return n, n >= 0
+	})
+	estimateGet := shed.WithCost(func(r *http.Request) int64 {
 		n, err := strconv.ParseInt(r.Header.Get("X-Estimated-Tokens"), 10, 64)
 		if err != nil {
 			return 1
 		}
 		return n
 	})
-	actual := shed.WithActualCost(func(h http.Header) (int64, bool) {
+	actualGet := shed.WithActualCost(func(h http.Header) (int64, bool) {
 		n, err := strconv.ParseInt(h.Get("X-Tokens-Used"), 10, 64)
 		return n, err == nil
 	})
@@ -68,6 +77,7 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 		{"sluice-plain", []shed.Option{client}, 1},
 		{"sluice-cost", []shed.Option{client, estimate}, 500},
 		{"sluice-cost-actual", []shed.Option{client, estimate, actual}, 420},
+		{"sluice-cost-actual-headerget", []shed.Option{client, estimateGet, actualGet}, 420},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -123,4 +133,16 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 			_ = c.Close()
 		})
 	}
+}
+
+// tokens parses the first value of a header field, or returns def.
+func tokens(v []string, def int64) int64 {
+	if len(v) == 0 {
+		return def
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil {
+		return def
+	}
+	return n
 }
