@@ -49,8 +49,10 @@ func newFairShare() *fairShare {
 // Tenant returns the way into q for the same priority and partition as l,
 // on behalf of the named tenant with the given weight, for a queue made
 // WithFairShare. Units taken through it must be released through a Lane of
-// the same tenant and priority. The name is hashed (with a seed of the
-// queue's own) and not kept. Tenant takes no lock and allocates nothing.
+// the same tenant and priority. The name is hashed (64 bits, with a seed
+// of the queue's own) and not kept: two names whose hashes collide, a
+// chance of 2^-64 for a pair, would share one share. Tenant takes no lock
+// and allocates nothing.
 // It returns an error when q has no fair share, or when weight is not in
 // [1, MaxWeight].
 func (l Lane) Tenant(name string, weight int) (Lane, error) {
