@@ -147,14 +147,14 @@ func budgetScene() (int64, error) {
 					if err == nil && r.Status != http.StatusTooManyRequests {
 						err = fmt.Errorf("budget scene: status %d, want 200 or 429", r.Status)
 					}
-					first = cmp(first, err)
+					first = firstErr(first, err)
 					mu.Unlock()
 					return
 				}
 				n, err := strconv.ParseInt(r.Header.Get("X-Tokens-Used"), 10, 64)
 				mu.Lock()
 				used += n
-				first = cmp(first, err)
+				first = firstErr(first, err)
 				mu.Unlock()
 			}
 		})
@@ -163,8 +163,8 @@ func budgetScene() (int64, error) {
 	return used, first
 }
 
-// cmp returns the first of errors a and b that is not nil.
-func cmp(a, b error) error {
+// firstErr returns the first of errors a and b that is not nil.
+func firstErr(a, b error) error {
 	if a != nil {
 		return a
 	}
@@ -195,13 +195,13 @@ func load(srv *demo.Loopback, tenant, priority string, n int, stop <-chan struct
 				mu.Lock()
 				switch {
 				case err != nil:
-					first = cmp(first, err)
+					first = firstErr(first, err)
 				case r.Status == http.StatusOK:
 					lat = append(lat, took)
 				case r.Status == http.StatusServiceUnavailable:
 					refused++
 				default:
-					first = cmp(first, fmt.Errorf("%s: status %d", tenant, r.Status))
+					first = firstErr(first, fmt.Errorf("%s: status %d", tenant, r.Status))
 				}
 				mu.Unlock()
 				if err != nil {
@@ -241,7 +241,7 @@ func fairScene() (alone, loaded time.Duration, refused int, err error) {
 	la, _, err := quietAlone()
 	ll, refused, lerr := quietLoaded()
 	_, _, ferr := flood()
-	if err = cmp(cmp(err, lerr), ferr); err != nil {
+	if err = firstErr(firstErr(err, lerr), ferr); err != nil {
 		return 0, 0, 0, err
 	}
 	if min(len(la), len(ll)) < 20 {
@@ -269,7 +269,7 @@ func priorityScene() (float64, int, int, error) {
 	close(stop)
 	cl, cr, err := crit()
 	bl, br, berr := batch()
-	if err = cmp(err, berr); err != nil {
+	if err = firstErr(err, berr); err != nil {
 		return 0, 0, 0, err
 	}
 	if len(cl)+cr == 0 {
