@@ -186,6 +186,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, err
 	}
 	set.cat = c.cat
+	set.weights = cfg.tierWeights
 	c.publish(set)
 	c.pool.New = func() any {
 		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}

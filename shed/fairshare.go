@@ -1,6 +1,8 @@
 package shed
 
 import (
+	"fmt"
+
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/queueing"
 )
@@ -24,12 +26,49 @@ func (a *ticket) fairName(id Identity) string {
 	return a.keyString(id)
 }
 
-// weight returns a's fair-share weight: Attempt.Weight, 0 counting as 1.
+// weight returns a's fair-share weight: Attempt.Weight, or when that is
+// 0 its tier's weight (WithTierWeights), or 1.
 func (a *ticket) weight() int {
-	if a.ask.Weight == 0 {
-		return 1
+	if a.ask.Weight != 0 {
+		return a.ask.Weight
 	}
-	return a.ask.Weight
+	if w, ok := a.set.weights[a.ask.Tier]; ok {
+		return w
+	}
+	return 1
+}
+
+// WithTierWeights gives the attempts of the named tiers (Attempt.Tier,
+// Client.Tier) their fair-share weight, for those that carry no
+// Attempt.Weight of their own: in a rule with Queue.FairShare, the tenants
+// of a tier weighing 4 are each guaranteed four times the share of a
+// tenant weighing 1, the weight of tiers not named. A Reload with
+// Config.TierWeights replaces them. It returns an error from New for a
+// weight outside [1, MaxWeight].
+func WithTierWeights(weights map[string]int) Option {
+	return optionFunc(func(c *config) error {
+		w, err := tierWeights(weights)
+		if err != nil {
+			return err
+		}
+		c.tierWeights = w
+		return nil
+	})
+}
+
+// tierWeights validates weights and returns a copy of them (nil for none).
+func tierWeights(weights map[string]int) (map[string]int, error) {
+	if len(weights) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]int, len(weights))
+	for tier, w := range weights {
+		if w < 1 || w > MaxWeight {
+			return nil, fmt.Errorf("shed: tier %q weight must be in [1, %d], got %d", tier, MaxWeight, w)
+		}
+		out[tier] = w
+	}
+	return out, nil
 }
 
 // lane returns the way into r's queue for a: its priority's, and with

@@ -169,47 +169,98 @@ func TestFairShareRuleValidation(t *testing.T) {
 	// Weights split a contended limit: a tenant of weight 3 and one of
 	// weight 1, both always waiting, end up holding 3 and 1 of 4.
 	synctest.Test(t, func(t *testing.T) {
-		c, err := New([]Rule{{Name: "r", Algorithm: Concurrency, Limit: 4, MaxWait: time.Hour, Queue: Queue{FairShare: Tenant}}}, quiet())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		var mu sync.Mutex
-		running := map[string]int{}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for g := range 8 {
-			tenant, weight := "gold", 3
-			if g%2 == 1 {
-				tenant, weight = "bronze", 1
-			}
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					d, tok, err := c.Decide(ctx, Attempt{Tenant: tenant, Weight: weight})
-					if err != nil || !d.Allowed {
-						return
-					}
-					mu.Lock()
-					running[tenant]++
-					mu.Unlock()
-					time.Sleep(10 * time.Millisecond)
-					mu.Lock()
-					running[tenant]--
-					mu.Unlock()
-					tok.Done(Success)
-				}
-			})
-		}
-		time.Sleep(time.Second + 5*time.Millisecond) // between two releases
-		mu.Lock()
-		gold, bronze := running["gold"], running["bronze"]
-		mu.Unlock()
-		cancel()
-		wg.Wait()
+		gold, bronze := splitRunning(t, nil, Attempt{Tenant: "gold", Weight: 3}, Attempt{Tenant: "bronze", Weight: 1})
 		if gold != 3 || bronze != 1 {
 			t.Fatalf("running gold %d bronze %d, want 3 and 1 (weights 3:1 of 4)", gold, bronze)
 		}
 	})
+}
+
+// TestTierWeights: attempts without a weight of their own weigh what
+// their tier does (WithTierWeights); a Reload replaces the weights.
+func TestTierWeights(t *testing.T) {
+	if _, err := New([]Rule{{Name: "r", Algorithm: Concurrency, Limit: 4}}, WithTierWeights(map[string]int{"pro": 0})); err == nil {
+		t.Fatal("weight 0 accepted")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		pro, free := splitRunning(t, []Option{WithTierWeights(map[string]int{"pro": 3})},
+			Attempt{Tenant: "acme", Tier: "pro"}, Attempt{Tenant: "tiny", Tier: "free"})
+		if pro != 3 || free != 1 {
+			t.Fatalf("running pro %d free %d, want 3 and 1", pro, free)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// An attempt's own weight comes first.
+		pro, free := splitRunning(t, []Option{WithTierWeights(map[string]int{"pro": 3})},
+			Attempt{Tenant: "acme", Tier: "pro", Weight: 1}, Attempt{Tenant: "tiny", Tier: "free", Weight: 3})
+		if pro != 1 || free != 3 {
+			t.Fatalf("running pro %d free %d, want 1 and 3", pro, free)
+		}
+	})
+	c, err := New([]Rule{{Name: "r", Algorithm: Concurrency, Limit: 4, MaxWait: time.Second, Queue: Queue{FairShare: Tenant}}},
+		quiet(), WithTierWeights(map[string]int{"pro": 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rules := []Rule{{Name: "r", Algorithm: Concurrency, Limit: 4, MaxWait: time.Second, Queue: Queue{FairShare: Tenant}}}
+	if err := c.Reload(Config{Rules: rules, TierWeights: map[string]int{"pro": MaxWeight + 1}}); err == nil {
+		t.Fatal("Reload accepted a weight above MaxWeight")
+	}
+	if w := c.set.Load().weights["pro"]; w != 3 {
+		t.Fatalf("a failed Reload changed the weights: pro %d", w)
+	}
+	if err := c.Reload(Config{Rules: rules, TierWeights: map[string]int{}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.set.Load().weights != nil {
+		t.Fatalf("an empty map left weights %v", c.set.Load().weights)
+	}
+}
+
+// splitRunning runs, in a bubble, four clients sending attempt a and four
+// sending b, back to back, on a fair-share rule of 4 permits held 10 ms
+// each, and returns how many of each run after a second.
+func splitRunning(t *testing.T, opts []Option, a, b Attempt) (int, int) {
+	c, err := New([]Rule{{Name: "r", Algorithm: Concurrency, Limit: 4, MaxWait: time.Hour, Queue: Queue{FairShare: Tenant}}},
+		append([]Option{quiet()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var mu sync.Mutex
+	running := map[string]int{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for g := range 8 {
+		at := a
+		if g%2 == 1 {
+			at = b
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				d, tok, err := c.Decide(ctx, at)
+				if err != nil || !d.Allowed {
+					return
+				}
+				mu.Lock()
+				running[at.Tenant]++
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+				mu.Lock()
+				running[at.Tenant]--
+				mu.Unlock()
+				tok.Done(Success)
+			}
+		})
+	}
+	time.Sleep(time.Second + 5*time.Millisecond) // between two releases
+	mu.Lock()
+	na, nb := running[a.Tenant], running[b.Tenant]
+	mu.Unlock()
+	cancel()
+	wg.Wait()
+	return na, nb
 }
 
 // fixedAlg is an adaptive.Algorithm that keeps its limit.

@@ -57,6 +57,7 @@ type config struct {
 	obs         Observer
 	category    func(*http.Request) string
 	hook        func(Decision)
+	tierWeights map[string]int
 	headers     func(http.Header, Decision)
 	reject      func(http.ResponseWriter, *http.Request, Decision)
 	fields      HeaderFields
