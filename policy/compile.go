@@ -65,6 +65,9 @@ func (p *Policy) Options() ([]shed.Option, error) {
 	opts := []shed.Option{shed.WithCategory(p.CategoryFunc())}
 	if p.tiers != nil {
 		opts = append(opts, shed.WithDefaultTier(p.tiers.Default))
+		if len(p.tiers.Weights) > 0 {
+			opts = append(opts, shed.WithTierWeights(p.tiers.Weights))
+		}
 	}
 	if p.file.DryRun {
 		opts = append(opts, shed.WithDryRun())

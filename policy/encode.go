@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -120,6 +121,7 @@ func cloneFile(f File) File {
 	if f.Tiers != nil {
 		t := *f.Tiers
 		t.Names = slices.Clone(t.Names)
+		t.Weights = maps.Clone(t.Weights)
 		f.Tiers = &t
 	}
 	f.Overrides = slices.Clone(f.Overrides)

@@ -68,6 +68,10 @@ type TiersSpec struct {
 	Attribute string   `json:"attribute,omitempty"`
 	Names     []string `json:"names"`
 	Default   string   `json:"default"`
+	// Weights are the fair-share weights of declared tiers
+	// (shed.WithTierWeights), 1 to shed.MaxWeight; a tier not listed
+	// weighs 1.
+	Weights map[string]int `json:"weights,omitempty"`
 }
 
 // TierLimits are the limits of one tier of a rule; absent fields keep the
