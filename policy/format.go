@@ -163,9 +163,8 @@ type RuleSpec struct {
 // of the limit kept for critical work, in [0, 1); FairShare shares the
 // limit among the identities it names ("ip", "user", "api_key" or
 // "tenant"; absent: none), weighted by shed.Attempt.Weight or by tier
-// (tiers.weights). On an
-// adaptive rule with a max_wait, fair_share is the only field that
-// applies (its limiter's queue then shares the limit).
+// (tiers.weights). On an adaptive rule with a max_wait, fair_share is the
+// only field that applies (its limiter's queue then shares the limit).
 type QueueSpec struct {
 	Order         string  `json:"order,omitempty"`
 	CoDel         bool    `json:"codel,omitempty"`
