@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -26,7 +27,7 @@ func FromRules(rules []shed.Rule) (File, error) {
 			return File{}, fmt.Errorf("policy: rule %q: an adaptive limiter cannot be written; use RuleSpec.Adaptive", r.Name)
 		}
 		if r.Identity > shed.Composite || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed ||
-			r.Queue.Order > queueing.AdaptiveLIFO {
+			r.Queue.Order > queueing.AdaptiveLIFO || r.Queue.FairShare > shed.Tenant {
 			return File{}, fmt.Errorf("policy: rule %q: identity, algorithm or failure mode out of range", r.Name)
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
@@ -52,6 +53,9 @@ func FromRules(rules []shed.Rule) (File, error) {
 		if q := r.Queue; q != (shed.Queue{}) {
 			s.Queue = &QueueSpec{Order: [...]string{"", "lifo", "adaptive_lifo"}[q.Order], CoDel: q.CoDel,
 				DeadlineAware: q.DeadlineAware, Reserve: q.Reserve}
+			if q.FairShare != shed.Global {
+				s.Queue.FairShare = q.FairShare.String()
+			}
 		}
 		if r.Overflow == concurrency.OverflowShare {
 			s.Overflow = "share"
@@ -122,6 +126,7 @@ func cloneFile(f File) File {
 	if f.Tiers != nil {
 		t := *f.Tiers
 		t.Names = slices.Clone(t.Names)
+		t.Weights = maps.Clone(t.Weights)
 		f.Tiers = &t
 	}
 	f.Overrides = slices.Clone(f.Overrides)

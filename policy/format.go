@@ -72,6 +72,10 @@ type TiersSpec struct {
 	Attribute string   `json:"attribute,omitempty"`
 	Names     []string `json:"names"`
 	Default   string   `json:"default"`
+	// Weights are the fair-share weights of declared tiers
+	// (shed.WithTierWeights), 1 to shed.MaxWeight; a tier not listed
+	// weighs 1.
+	Weights map[string]int `json:"weights,omitempty"`
 }
 
 // TierLimits are the limits of one tier of a rule; absent fields keep the
@@ -174,12 +178,17 @@ type RuleSpec struct {
 
 // QueueSpec is a shed.Queue: Order "fifo" (the default), "lifo" or
 // "adaptive_lifo"; CoDel and DeadlineAware shed early; Reserve is the share
-// of the limit kept for critical work, in [0, 1).
+// of the limit kept for critical work, in [0, 1); FairShare shares the
+// limit among the identities it names ("ip", "user", "api_key" or
+// "tenant"; absent: none), weighted by shed.Attempt.Weight or by tier
+// (tiers.weights). On an adaptive rule with a max_wait, fair_share is the
+// only field that applies (its limiter's queue then shares the limit).
 type QueueSpec struct {
 	Order         string  `json:"order,omitempty"`
 	CoDel         bool    `json:"codel,omitempty"`
 	DeadlineAware bool    `json:"deadline_aware,omitempty"`
 	Reserve       float64 `json:"reserve,omitempty"`
+	FairShare     string  `json:"fair_share,omitempty"`
 }
 
 // RateSpec is a concurrency.Rate: Count events per Per.
@@ -195,6 +204,9 @@ type AdaptiveSpec struct {
 	InitialLimit int    `json:"initial_limit,omitempty"`
 	MinLimit     int    `json:"min_limit,omitempty"`
 	MaxLimit     int    `json:"max_limit,omitempty"`
+	// fair gives the limiter a fair-share queue: the rule's
+	// queue.fair_share, not a field of its own.
+	fair bool
 }
 
 // PenaltySpec is a penalty.Box and the identity it keys on.

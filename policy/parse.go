@@ -209,7 +209,9 @@ func (v *validator) policy(p *Policy) {
 				if p.adaptive == nil {
 					p.adaptive = make(map[int]AdaptiveSpec)
 				}
-				p.adaptive[len(p.rules)] = *f.Rules[i].Adaptive
+				a := *f.Rules[i].Adaptive
+				a.fair = tr.Queue.FairShare != shed.Global
+				p.adaptive[len(p.rules)] = a
 			}
 			p.rules = append(p.rules, tr)
 			p.origin = append(p.origin, i)
@@ -340,10 +342,22 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		if q.Reserve < 0 || q.Reserve >= 1 {
 			v.failf(path+".queue.reserve", "must be in [0, 1), got %v", q.Reserve)
 		}
-		if s.MaxWait == "" || r.Algorithm != shed.Concurrency || r.Identity != shed.Global {
-			v.failf(path+".queue", "applies only to a global concurrency rule with a max_wait")
+		var fair shed.Identity
+		if q.FairShare != "" {
+			if fair, ok = identities[q.FairShare]; !ok || fair == shed.Global {
+				v.failf(path+".queue.fair_share", "must be ip, user, api_key or tenant, got %q", q.FairShare)
+			}
 		}
-		r.Queue = shed.Queue{Order: o, CoDel: q.CoDel, DeadlineAware: q.DeadlineAware, Reserve: q.Reserve}
+		onlyFair := *q == QueueSpec{FairShare: q.FairShare}
+		switch {
+		case s.MaxWait == "" || r.Identity != shed.Global:
+			v.failf(path+".queue", "applies only to a global concurrency or adaptive rule with a max_wait")
+		case r.Algorithm == shed.Adaptive && !onlyFair:
+			v.failf(path+".queue", "on an adaptive rule only fair_share applies (the rest is its limiter's)")
+		case r.Algorithm != shed.Concurrency && r.Algorithm != shed.Adaptive:
+			v.failf(path+".queue", "applies only to a global concurrency or adaptive rule with a max_wait")
+		}
+		r.Queue = shed.Queue{Order: o, CoDel: q.CoDel, DeadlineAware: q.DeadlineAware, Reserve: q.Reserve, FairShare: fair}
 	}
 	switch s.Overflow {
 	case "", "reject":

@@ -72,6 +72,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 				if rapid.Bool().Draw(t, "reserves") {
 					r.Queue.Reserve = rapid.Float64Range(0.01, 0.99).Draw(t, "reserve")
 				}
+				r.Queue.FairShare = shed.Identity(rapid.IntRange(0, int(shed.Tenant)).Draw(t, "fair-share"))
 			}
 		} else {
 			r.LeaseTTL = dur("lease", int64(time.Hour))

@@ -62,6 +62,7 @@ type plan struct {
 	policyV []string // RateLimit-Policy, shared by every response; nil if no rate rule applies
 	fields  HeaderFields
 	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
+	fair    bool    // some rule of concs shares its limit (Queue.FairShare)
 }
 
 // Controller decides admission for attempts against its rules, and is the
@@ -187,6 +188,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, err
 	}
 	set.cat = c.cat
+	set.weights = cfg.tierWeights
 	c.publish(set)
 	c.pool.New = func() any {
 		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}

@@ -46,7 +46,10 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
+	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
+		if uint(a.ask.Weight) > MaxWeight {
+			return fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
+		}
 		if a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
 			return fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
 		}
@@ -76,6 +79,9 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		} else {
 			a.buildComposite(j, a.set.keyed[i])
 		}
+	}
+	if p.fair {
+		a.buildFairKeys(p)
 	}
 
 	// 1. The penalty box.

@@ -58,6 +58,13 @@ type Attempt struct {
 	// higher classes are served first and shed last. The zero value is Critical; a value outside the four classes
 	// is an error.
 	Priority Priority
+	// Weight is the attempt's share in a rule that shares its limit
+	// fairly (Queue.FairShare): an identity whose attempts weigh 2 is
+	// guaranteed twice the share of one whose attempts weigh 1. The weight
+	// of an identity's latest attempt stands for all of its attempts then
+	// waiting or running. Zero means 1; a weight outside [0, MaxWeight] is
+	// an error.
+	Weight int
 	// Now is the instant of the decision in monotonic nanoseconds on the
 	// Controller's clock (WithClock; internal clock.Now by default), from
 	// which X-RateLimit-Reset is derived; zero means read that clock.

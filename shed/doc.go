@@ -66,4 +66,11 @@
 // timeout, both by hashed key and read when asked (nothing is kept per
 // decision); ResetHash and PardonHash act on those keys. The policy
 // package reads all of this from files.
+//
+// A Global Concurrency or Adaptive rule's waiters are served by
+// Attempt.Priority (Queue: order, CoDel, deadlines, a reserve for critical
+// work), and Queue.FairShare shares its limit among tenants (or users, API
+// keys, addresses) by Attempt.Weight, work-conserving: a noisy tenant
+// borrows only what the others leave idle, and gives it back as its
+// permits free up.
 package shed

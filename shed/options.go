@@ -35,6 +35,9 @@ type Client struct {
 	// Composite rules' keys (a model name, a device id; see Key), by
 	// name without "attr:".
 	Attributes []Attribute
+	// Weight is the client's share in a rule that shares its limit fairly
+	// (see Attempt.Weight, Queue.FairShare); zero is 1.
+	Weight int
 	// Signals are the caller's suspicion signals about this request (a
 	// failed CAPTCHA, a known-bad fingerprint), fed to the Tracker of
 	// WithSuspicion with the request's own.
@@ -58,6 +61,7 @@ type config struct {
 	obs         Observer
 	category    func(*http.Request) string
 	hook        func(Decision)
+	tierWeights map[string]int
 	headers     func(http.Header, Decision)
 	reject      func(http.ResponseWriter, *http.Request, Decision)
 	fields      HeaderFields

@@ -336,7 +336,13 @@ func (r *Rule) validate() error {
 		return r.errorf("queue length must not be negative, got %d", r.QueueLength)
 	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency):
 		return r.errorf("a queue length applies only to a Global %v rule with a max wait", Concurrency)
-	case r.Queue != (Queue{}) && (r.MaxWait == 0 || r.Algorithm != Concurrency):
+	case r.Queue.FairShare > Tenant:
+		return r.errorf("unknown fair-share identity %v", r.Queue.FairShare)
+	case r.Queue.FairShare != Global && (r.MaxWait == 0 || !waits):
+		return r.errorf("fair share applies only to a Global %v or %v rule with a max wait", Concurrency, Adaptive)
+	case r.Queue.FairShare != Global && r.Algorithm == Adaptive && !r.Limiter.FairShare():
+		return r.errorf("fair share on an %v rule needs a Limiter whose queue has it: adaptive.WithQueue(queueing.WithFairShare())", Adaptive)
+	case r.Queue.withoutFairShare() != (Queue{}) && (r.MaxWait == 0 || r.Algorithm != Concurrency):
 		return r.errorf("a queue discipline applies only to a Global %v rule with a max wait", Concurrency)
 	case r.Queue.Order > queueing.AdaptiveLIFO:
 		return r.errorf("unknown queue order %v", r.Queue.Order)

@@ -30,6 +30,9 @@ type ruleSet struct {
 	// a request never meets the categories of one set and the rules of
 	// another.
 	cat func(*http.Request) string
+	// weights are the fair-share weights of tiers (WithTierWeights),
+	// swapped with the rules like cat; nil when there are none.
+	weights map[string]int
 	// resized are the Global Concurrency rules whose semaphore this set
 	// took over from the set before with another limit: Reload sets the
 	// new limits once the set is in force (see resize).
@@ -420,6 +423,7 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 			p.rates = append(p.rates, i)
 		default:
 			p.concs = append(p.concs, i)
+			p.fair = p.fair || r.Queue.FairShare != Global
 		}
 		if r.Algorithm.rate() {
 			policies = append(policies, r.policy())
