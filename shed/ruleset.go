@@ -280,6 +280,11 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			return r.errorf("CGNAT factor %v: %w", f, err)
 		}
 	}
+	if r.Overflow == OverflowPrefix {
+		if dst.prefixID, err = c.registerPrefix(dst); err != nil {
+			return r.errorf("prefix factor %v: %w", dst.prefixFactor(), err)
+		}
+	}
 	if r.Algorithm.rate() {
 		p := r.policy()
 		if err := p.validate(); err != nil {

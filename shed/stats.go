@@ -53,6 +53,7 @@ const (
 	rRefunded
 	rRefundsLost
 	rOverspent
+	rOverflowPrefix
 	nPerRule
 )
 
@@ -188,8 +189,12 @@ type RuleStats struct {
 	EarlyWarnings uint64
 	// Overflowed counts the rule's decisions of keys that did not fit the
 	// store's full table (Rule.Overflow): shed with 503, or counted on the
-	// shared overflow state.
+	// shared overflow state, or decided on its network prefix.
 	Overflowed uint64
+	// OverflowPrefix counts those of the Overflowed decisions made on the
+	// limit of the client's network prefix (OverflowPrefix), admitted or
+	// not.
+	OverflowPrefix uint64
 	// Refunded counts charges given back when a request was done with a
 	// status the rule does not count (Rule.Count); RefundsLost those the
 	// store could not give back (it is no store.Refunder, or it failed).
@@ -245,7 +250,7 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), OverflowPrefix: ru(rOverflowPrefix), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()

@@ -36,6 +36,9 @@ type ticket struct {
 	// it is not written again until the attempt is done.
 	buf  []byte
 	keys [Tenant + 1]struct{ start, end int }
+	// pfx holds the prefix key of an address its rule's full table had no
+	// room for (OverflowPrefix), a string over it like the keys over buf.
+	pfx [maxPrefixKey]byte
 
 	req store.Request
 	res store.Result

@@ -50,7 +50,7 @@ func TestStoreFailureMetrics(t *testing.T) {
 		tok.Done(shed.Success)
 	}
 	want := `
-# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).
+# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix).
 # TYPE sluice_rule_decisions_total counter
 sluice_rule_decisions_total{outcome="allowed",rule="closed"} 0
 sluice_rule_decisions_total{outcome="allowed",rule="open"} 0
@@ -58,6 +58,8 @@ sluice_rule_decisions_total{outcome="fail_closed",rule="closed"} 1
 sluice_rule_decisions_total{outcome="fail_closed",rule="open"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="closed"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="open"} 2
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="closed"} 0
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="open"} 0
 sluice_rule_decisions_total{outcome="overflowed",rule="closed"} 0
 sluice_rule_decisions_total{outcome="overflowed",rule="open"} 0
 sluice_rule_decisions_total{outcome="rejected",rule="closed"} 0

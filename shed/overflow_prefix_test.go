@@ -1,0 +1,215 @@
+package shed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"pgregory.net/rapid"
+)
+
+// floodPeer is the address of flood client i: one /64 each of the /48
+// 2001:db8:f100::/48.
+func floodPeer(i int) string { return fmt.Sprintf("[2001:db8:f100:%x::1]", i) }
+
+// TestPrefixOverflowServesNewcomersOfOtherNetworks: while a flood from one
+// IPv6 /48 holds a per-IP rule's full table, a newcomer from another
+// network is decided on its own prefix and served; one more address of the
+// flooding /48 meets its spent prefix: 503 with the prefix's Retry-After,
+// never a 429, never a strike.
+func TestPrefixOverflowServesNewcomersOfOtherNetworks(t *testing.T) {
+	pen := &fakePenalties{strikes: map[string]int{}}
+	c, h, _ := newTest(t, []Rule{{Name: "api-ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
+		Capacity: 16, Overflow: OverflowPrefix}}, WithPenalties(pen, IP))
+	// The flood: one request from each of 200 /64s of one /48. The first
+	// fill the table, the next spend the /48's limit (5 × 4).
+	var floodShed int
+	for i := range 200 {
+		switch w := send(h, floodPeer(i)); w.Code {
+		case http.StatusOK:
+		case http.StatusServiceUnavailable:
+			floodShed++
+		default:
+			t.Fatalf("flood request %d: %d", i, w.Code)
+		}
+	}
+	if floodShed == 0 {
+		t.Fatal("the flood spent neither the table nor its prefix: the test says nothing")
+	}
+	// A newcomer from another network: served, up to its own limit.
+	for try := range 5 {
+		if w := send(h, "203.0.113.9"); w.Code != http.StatusOK {
+			t.Fatalf("newcomer of another network, request %d during the flood: %d", try, w.Code)
+		}
+	}
+	// One more address of the flooding /48 is not.
+	w := send(h, floodPeer(1000))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("newcomer of the flooding /48: %d, want 503", w.Code)
+	}
+	if ra, _ := strconv.Atoi(w.Header().Get("Retry-After")); ra < 60 {
+		t.Fatalf("newcomer of the flooding /48: Retry-After %q, want when the /48's limit has room (about an hour)", w.Header().Get("Retry-After"))
+	}
+	s := c.Stats()
+	if s.OverLimit != 0 || s.Strikes != 0 || len(pen.strikes) != 0 {
+		t.Fatalf("%d over-limit rejections, %d strikes for the server's full table", s.OverLimit, s.Strikes)
+	}
+	rs := s.Rules[0]
+	if rs.OverflowPrefix == 0 || rs.Overflowed < rs.OverflowPrefix {
+		t.Fatalf("prefix decisions not counted among the overflowed: %+v", rs)
+	}
+	hot, err := c.HotKeys(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scopes []string
+	for _, k := range hot {
+		scopes = append(scopes, k.Scope)
+	}
+	if !strings.Contains(strings.Join(scopes, ","), "prefix") {
+		t.Fatalf("no hot key of scope prefix: %q", scopes)
+	}
+}
+
+// TestPrefixOverflowFullPrefixTableSheds: when the prefix table is full
+// too, a newcomer gets OverflowReject's answer, 503 and Retry-After 1, no
+// strike.
+func TestPrefixOverflowFullPrefixTableSheds(t *testing.T) {
+	pen := &fakePenalties{strikes: map[string]int{}}
+	c, h, _ := newTest(t, []Rule{{Name: "api-ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
+		Capacity: 16, Overflow: OverflowPrefix, Prefix: Prefix{IPv4: 16}}}, WithPenalties(pen, IP))
+	// One request from each of 256 /16s: the per-IP table, then the
+	// prefix table (at most the rule's 16 keys) fill up.
+	for i := range 256 {
+		send(h, fmt.Sprintf("%d.%d.0.1", 10+i/128, i%128*2))
+	}
+	for try := range 4 {
+		w := send(h, "203.0.113.9")
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+			t.Fatalf("newcomer try %d, prefix table full: %d, Retry-After %q; want 503 and 1", try, w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+	s := c.Stats()
+	if s.OverLimit != 0 || s.Strikes != 0 || len(pen.strikes) != 0 {
+		t.Fatalf("%d over-limit rejections, %d strikes for the server's full tables", s.OverLimit, s.Strikes)
+	}
+	if rs := s.Rules[0]; rs.OverflowPrefix == 0 || rs.Table.Overflows == 0 {
+		t.Fatalf("overflow not counted: %+v", rs)
+	}
+}
+
+// TestPrefixOverflowValidation: a prefix overflow is for IP rules, its
+// parameters are checked, never clamped.
+func TestPrefixOverflowValidation(t *testing.T) {
+	base := Rule{Name: "r", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour, Overflow: OverflowPrefix}
+	for name, mod := range map[string]func(*Rule){
+		"user rule":          func(r *Rule) { r.Identity = User },
+		"global rule":        func(r *Rule) { r.Identity = Global },
+		"prefix without it":  func(r *Rule) { r.Overflow = concurrency.OverflowShare; r.Prefix.IPv4 = 24 },
+		"unknown overflow":   func(r *Rule) { r.Overflow = OverflowPrefix + 1 },
+		"ipv4 bits negative": func(r *Rule) { r.Prefix.IPv4 = -1 },
+		"ipv4 bits 33":       func(r *Rule) { r.Prefix.IPv4 = 33 },
+		"ipv6 bits 129":      func(r *Rule) { r.Prefix.IPv6 = 129 },
+		"factor NaN":         func(r *Rule) { r.Prefix.Factor = math.NaN() },
+		"factor +Inf":        func(r *Rule) { r.Prefix.Factor = math.Inf(1) },
+		"factor negative":    func(r *Rule) { r.Prefix.Factor = -2 },
+		"factor too large":   func(r *Rule) { r.Prefix.Factor = 1e300 },
+	} {
+		r := base
+		mod(&r)
+		if c, err := New([]Rule{r}, quiet()); err == nil {
+			_ = c.Close()
+			t.Errorf("%s: accepted", name)
+		} else if !strings.HasPrefix(err.Error(), "shed: ") {
+			t.Errorf("%s: error %q does not start with the package name", name, err)
+		}
+	}
+	r := base
+	r.Prefix = Prefix{IPv4: 32, IPv6: 128, Factor: 0.5}
+	c, err := New([]Rule{r}, quiet())
+	if err != nil {
+		t.Fatalf("valid prefix rejected: %v", err)
+	}
+	_ = c.Close()
+}
+
+// TestPrefixOverflowBoundsAdmissions: whatever the addresses and times, no
+// address is admitted more than Limit + ceil(Limit·Factor) times in any
+// window, and no prefix more than Limit per address of it plus
+// ceil(Limit·Factor): the prefix allowance is all a full table adds.
+func TestPrefixOverflowBoundsAdmissions(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		const limit, window = 3, time.Minute
+		factor := rapid.SampledFrom([]float64{0.5, 1, 2, 4}).Draw(t, "factor")
+		allowance := int(math.Ceil(limit * factor))
+		clk := newFakeClock()
+		c, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: limit, Window: window,
+			Capacity: 4, Overflow: OverflowPrefix, Prefix: Prefix{Factor: factor}}}, WithClock(clk.now), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		type admission struct {
+			at   int64
+			addr netip.Addr
+		}
+		var admitted []admission
+		prefixOf := func(a netip.Addr) netip.Prefix {
+			p, _ := a.Prefix(DefaultPrefixIPv4)
+			return p
+		}
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
+			if rapid.IntRange(0, 4).Draw(t, "move") == 0 {
+				clk.add(time.Duration(rapid.Int64Range(0, int64(window)).Draw(t, "dt")))
+			}
+			// Few networks, few hosts each: collisions on keys and prefixes.
+			addr := netip.AddrFrom4([4]byte{192, 0, byte(rapid.IntRange(0, 3).Draw(t, "net")), byte(rapid.IntRange(1, 6).Draw(t, "host"))})
+			d, tok, err := c.Decide(context.Background(), Attempt{IP: addr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				tok.Done(Success)
+				admitted = append(admitted, admission{clk.now(), addr})
+			}
+		}
+		// Every window ending at an admission.
+		for i, end := range admitted {
+			perAddr := map[netip.Addr]int{}
+			perPrefix := map[netip.Prefix]int{}
+			addrs := map[netip.Prefix]map[netip.Addr]bool{}
+			for _, a := range admitted[:i+1] {
+				if a.at <= end.at-int64(window) {
+					continue
+				}
+				perAddr[a.addr]++
+				p := prefixOf(a.addr)
+				perPrefix[p]++
+				if addrs[p] == nil {
+					addrs[p] = map[netip.Addr]bool{}
+				}
+				addrs[p][a.addr] = true
+			}
+			for a, n := range perAddr {
+				if n > limit+allowance {
+					t.Fatalf("%v admitted %d times in a window: more than %d + %d", a, n, limit, allowance)
+				}
+			}
+			for p, n := range perPrefix {
+				if bound := limit*len(addrs[p]) + allowance; n > bound {
+					t.Fatalf("prefix %v admitted %d times in a window: more than %d", p, n, bound)
+				}
+			}
+		}
+		if s := c.Stats(); s.Strikes != 0 {
+			t.Fatalf("%d strikes", s.Strikes)
+		}
+	})
+}
