@@ -28,6 +28,13 @@ func TestPrefixOverflowServesNewcomersOfOtherNetworks(t *testing.T) {
 	pen := &fakePenalties{strikes: map[string]int{}}
 	c, h, _ := newTest(t, []Rule{{Name: "api-ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
 		Capacity: 16, Overflow: OverflowPrefix}}, WithPenalties(pen, IP))
+	// A client that spent its limit before the flood.
+	for range 5 {
+		send(h, "192.0.2.7")
+	}
+	if w := send(h, "192.0.2.7"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a client over its limit: %d", w.Code)
+	}
 	// The flood: one request from each of 200 /64s of one /48. The first
 	// fill the table, the next spend the /48's limit (5 × 4).
 	var floodShed int
@@ -57,9 +64,15 @@ func TestPrefixOverflowServesNewcomersOfOtherNetworks(t *testing.T) {
 	if ra, _ := strconv.Atoi(w.Header().Get("Retry-After")); ra < 60 {
 		t.Fatalf("newcomer of the flooding /48: Retry-After %q, want when the /48's limit has room (about an hour)", w.Header().Get("Retry-After"))
 	}
+	// The client over its limit stays over it: its key was neither
+	// evicted nor moved to its prefix.
+	if w := send(h, "192.0.2.7"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("the client over its limit, after the flood: %d; its limit was reset", w.Code)
+	}
 	s := c.Stats()
-	if s.OverLimit != 0 || s.Strikes != 0 || len(pen.strikes) != 0 {
-		t.Fatalf("%d over-limit rejections, %d strikes for the server's full table", s.OverLimit, s.Strikes)
+	if s.OverLimit != 2 || s.Strikes != 2 || len(pen.strikes) != 1 {
+		t.Fatalf("%d over-limit rejections, %d strikes (%v): want the limited client's 2 and none for the server's full table",
+			s.OverLimit, s.Strikes, pen.strikes)
 	}
 	rs := s.Rules[0]
 	if rs.OverflowPrefix == 0 || rs.Overflowed < rs.OverflowPrefix {
@@ -212,4 +225,61 @@ func TestPrefixOverflowBoundsAdmissions(t *testing.T) {
 			t.Fatalf("%d strikes", s.Strikes)
 		}
 	})
+}
+
+// TestPrefixOverflowAllOrNothing: a prefix is charged only by the
+// decisions it is part of: a newcomer decided on its prefix and rejected by
+// another rule (its user's limit) gives the prefix back what it took, and
+// a client that overflowed on its prefix but passed its own limit is not
+// told it is over anything.
+func TestPrefixOverflowAllOrNothing(t *testing.T) {
+	c, _, _ := newTest(t, []Rule{
+		{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour, Capacity: 16,
+			Overflow: OverflowPrefix, Prefix: Prefix{Factor: 0.4}}, // 2 per /24
+		{Name: "user", Identity: User, Algorithm: SlidingLog, Limit: 1, Window: time.Hour},
+	})
+	ctx := context.Background()
+	decide := func(ip, user string) Decision {
+		d, tok, err := c.Decide(ctx, Attempt{IP: netip.MustParseAddr(ip), User: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			tok.Done(Success)
+		}
+		return d
+	}
+	for i := range 64 { // the flood fills the table
+		decide(fmt.Sprintf("198.18.0.%d", i), "")
+	}
+	if d := decide("203.0.113.9", "u"); !d.Allowed {
+		t.Fatalf("newcomer on its prefix: %+v", d)
+	}
+	for try := range 4 { // over its user's limit: 429 by that rule, the prefix untouched
+		if d := decide("203.0.113.9", "u"); d.Allowed || d.Rule != "user" || d.Kind != OverLimit {
+			t.Fatalf("try %d over the user's limit: %+v", try, d)
+		}
+	}
+	if d := decide("203.0.113.10", "v"); !d.Allowed {
+		t.Fatalf("second newcomer of the /24: %+v; the user rule's rejections spent the prefix", d)
+	}
+	if d := decide("203.0.113.11", "w"); d.Allowed || d.Kind != Shedding || d.Rule != "ip" {
+		t.Fatalf("third newcomer of the /24, its prefix spent: %+v, want shed by ip", d)
+	}
+}
+
+// TestPrefixOverflowDryRun: a dry-run rule decides an overflowing key on
+// its prefix too, and counts what the spent prefix would have shed.
+func TestPrefixOverflowDryRun(t *testing.T) {
+	c, h, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
+		Capacity: 16, Overflow: OverflowPrefix, Prefix: Prefix{Factor: 0.2}, DryRun: true}}) // 1 per prefix
+	for i := range 64 {
+		if w := send(h, floodPeer(i)); w.Code != http.StatusOK {
+			t.Fatalf("dry-run rejected flood request %d: %d", i, w.Code)
+		}
+	}
+	rs := c.Stats().Rules[0]
+	if rs.OverflowPrefix == 0 || rs.WouldReject == 0 || rs.Rejected != 0 {
+		t.Fatalf("dry-run prefix overflow: %+v", rs)
+	}
 }
