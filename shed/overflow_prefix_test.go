@@ -283,3 +283,34 @@ func TestPrefixOverflowDryRun(t *testing.T) {
 		t.Fatalf("dry-run prefix overflow: %+v", rs)
 	}
 }
+
+// TestPrefixOverflowReloadKeepsCounts: turning a rule's prefix overflow on,
+// or changing its prefix, is a reload that keeps what was counted: a
+// client over its limit stays over it.
+func TestPrefixOverflowReloadKeepsCounts(t *testing.T) {
+	rule := Rule{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 3, Window: time.Hour, Capacity: 16}
+	c, _, _ := newTest(t, []Rule{rule})
+	ip := netip.MustParseAddr("192.0.2.7")
+	decide := func() Decision {
+		d, tok, err := c.Decide(context.Background(), Attempt{IP: ip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			tok.Done(Success)
+		}
+		return d
+	}
+	for range 3 {
+		decide()
+	}
+	for step, p := range []Prefix{{}, {IPv4: 16, Factor: 2}} {
+		rule.Overflow, rule.Prefix = OverflowPrefix, p
+		if err := c.Reload(Config{Rules: []Rule{rule}}); err != nil {
+			t.Fatal(err)
+		}
+		if d := decide(); d.Allowed || d.Kind != OverLimit {
+			t.Fatalf("reload %d (prefix %+v): the client over its limit got %+v; its count was lost", step, p, d)
+		}
+	}
+}

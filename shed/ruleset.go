@@ -309,7 +309,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 
 // updatable reports whether r, a changed version of the per-key rule o in
 // force, differs from it only in what a store.Updater changes in place
-// (Limit, Rate, LeaseTTL), and the store is one.
+// (Limit, Rate, LeaseTTL) or what is not the rule's own store limit (a
+// prefix overflow: OverflowPrefix is OverflowReject to the store, and the
+// prefix limit is registered anew), and the store is one.
 func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 	if _, ok := c.store.(store.Updater); !ok || o.id == 0 || o.dry != (r.DryRun || dryAll) {
 		return false
@@ -317,6 +319,8 @@ func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 	was := o.Rule
 	was.Limit, was.Rate, was.LeaseTTL = 0, concurrency.Rate{}, 0
 	r.Limit, r.Rate, r.LeaseTTL = 0, concurrency.Rate{}, 0
+	was.Overflow, r.Overflow = was.storeOverflow(), r.storeOverflow()
+	was.Prefix, r.Prefix = Prefix{}, Prefix{}
 	return was == r
 }
 
