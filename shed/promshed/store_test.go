@@ -288,3 +288,47 @@ sluice_queue_wait_duration_seconds_count{outcome="rejected",rule="inflight"} 1
 		}
 	})
 }
+
+// A per-IP rule's decisions on network prefixes (shed.OverflowPrefix)
+// show as their own outcome, among the overflowed.
+func TestOverflowPrefixMetrics(t *testing.T) {
+	c, err := shed.New([]shed.Rule{
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.SlidingLog, Limit: 5, Window: time.Hour, Capacity: 16,
+			Overflow: shed.OverflowPrefix},
+	}, shed.WithClock(fixedClock), shed.WithLogger(discardLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := promshed.New(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 40 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "198.51.100." + strconv.Itoa(i) + ":4000"
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_rule_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					got[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got["overflow_prefix"] == 0 || got["overflowed"] < got["overflow_prefix"] {
+		t.Fatalf("outcomes %v: want overflow_prefix > 0, among the overflowed", got)
+	}
+}
