@@ -3,6 +3,7 @@ package shed
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -26,8 +27,9 @@ func floodPeer(i int) string { return fmt.Sprintf("[2001:db8:f100:%x::1]", i) }
 // never a 429, never a strike.
 func TestPrefixOverflowServesNewcomersOfOtherNetworks(t *testing.T) {
 	pen := &fakePenalties{strikes: map[string]int{}}
+	logs := &countHandler{}
 	c, h, _ := newTest(t, []Rule{{Name: "api-ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
-		Capacity: 16, Overflow: OverflowPrefix}}, WithPenalties(pen, IP))
+		Capacity: 16, Overflow: OverflowPrefix}}, WithPenalties(pen, IP), WithLogger(slog.New(logs)))
 	// A client that spent its limit before the flood.
 	for range 5 {
 		send(h, "192.0.2.7")
@@ -73,6 +75,9 @@ func TestPrefixOverflowServesNewcomersOfOtherNetworks(t *testing.T) {
 	if s.OverLimit != 2 || s.Strikes != 2 || len(pen.strikes) != 1 {
 		t.Fatalf("%d over-limit rejections, %d strikes (%v): want the limited client's 2 and none for the server's full table",
 			s.OverLimit, s.Strikes, pen.strikes)
+	}
+	if n := logs.n.Load(); n != 1 { // the clock stood still: one second
+		t.Fatalf("%d log lines for a second of prefix decisions, want 1", n)
 	}
 	rs := s.Rules[0]
 	if rs.OverflowPrefix == 0 || rs.Overflowed < rs.OverflowPrefix {
