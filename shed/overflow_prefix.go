@@ -31,9 +31,11 @@ import (
 // in RuleStats.Overflowed and RuleStats.OverflowPrefix, and logged at most
 // once a second.
 //
-// One address is admitted at most Limit per window on its own key plus
-// what its prefix's limit has left: no prefix admits more than
-// ceil(Limit·Factor) per window however many of its addresses overflow.
+// In any window of the rule, one address is admitted at most Limit times
+// on its own key plus what its prefix's limit has left, and no prefix's
+// limit admits more than ceil(Limit·Factor) however many of its addresses
+// overflow. A store without a table of keys (a network store) never
+// overflows, so there the prefix limit is never used.
 const OverflowPrefix = concurrency.OverflowShare + 1
 
 // DefaultPrefixIPv4 and DefaultPrefixIPv6 are the prefix lengths of
@@ -129,7 +131,7 @@ const maxPrefixKey = len("net:") + len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/
 // and returns it as a string over a.pfx (see keyString for why it may). It
 // reports false for an attempt without a valid address.
 func (a *ticket) prefixKey(r *rule) (string, bool) {
-	ip := a.ask.IP
+	ip := a.ask.IP.Unmap() // an IPv4-mapped address is counted in its IPv4 prefix
 	if !ip.IsValid() {
 		return "", false
 	}
@@ -139,7 +141,7 @@ func (a *ticket) prefixKey(r *rule) (string, bool) {
 		bits = v4
 	}
 	p, err := ip.Prefix(bits)
-	if err != nil { // an IPv4-mapped address given with an IPv4 length, say
+	if err != nil { // cannot happen: bits were validated for each family
 		return "", false
 	}
 	b := p.AppendTo(append(a.pfx[:0], "net:"...))

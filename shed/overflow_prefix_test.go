@@ -319,3 +319,28 @@ func TestPrefixOverflowReloadKeepsCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixKey: the prefix key of an address is its masked prefix, an
+// IPv4-mapped address in its IPv4 prefix, and none without an address.
+func TestPrefixKey(t *testing.T) {
+	r := &rule{Rule: Rule{Overflow: OverflowPrefix, Prefix: Prefix{IPv4: 20}}}
+	for _, tc := range []struct{ ip, want string }{
+		{"192.0.2.77", "net:192.0.0.0/20"},
+		{"::ffff:192.0.2.77", "net:192.0.0.0/20"},
+		{"2001:db8:f100:42::1", "net:2001:db8:f100::/48"},
+		{"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "net:ffff:ffff:ffff::/48"},
+	} {
+		a := &ticket{ask: Attempt{IP: netip.MustParseAddr(tc.ip)}}
+		if got, ok := a.prefixKey(r); !ok || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.ip, got, ok, tc.want)
+		}
+	}
+	long := &rule{Rule: Rule{Overflow: OverflowPrefix, Prefix: Prefix{IPv6: 128}}}
+	a := &ticket{ask: Attempt{IP: netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")}}
+	if got, ok := a.prefixKey(long); !ok || len(got) != maxPrefixKey {
+		t.Errorf("the longest prefix key: %q, %v; want %d bytes", got, ok, maxPrefixKey)
+	}
+	if _, ok := (&ticket{}).prefixKey(r); ok {
+		t.Error("a prefix key without an address")
+	}
+}
