@@ -57,8 +57,14 @@ func FromRules(rules []shed.Rule) (File, error) {
 				s.Queue.FairShare = q.FairShare.String()
 			}
 		}
-		if r.Overflow == concurrency.OverflowShare {
+		switch r.Overflow {
+		case concurrency.OverflowShare:
 			s.Overflow = "share"
+		case shed.OverflowPrefix:
+			s.Overflow = "prefix"
+		}
+		if p := r.Prefix; p != (shed.Prefix{}) {
+			s.Prefix = &PrefixSpec{IPv4: p.IPv4, IPv6: p.IPv6, Factor: p.Factor}
 		}
 		s.LeaseTTL = optDuration(r.LeaseTTL)
 		s.MaxWait = optDuration(r.MaxWait)

@@ -139,9 +139,13 @@ type RuleSpec struct {
 	// exceeds it is refused, naming the figures.
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// Overflow is what a per-key rule does with a new key when its table
-	// is full of live ones: "reject" (the default: 503) or "share" (one
-	// shared bounded state).
+	// is full of live ones: "reject" (the default: 503), "share" (one
+	// shared bounded state) or, for an ip rule, "prefix" (a bounded limit
+	// per network prefix, see Prefix and shed.OverflowPrefix).
 	Overflow string `json:"overflow,omitempty"`
+	// Prefix is the network prefix limit of "overflow": "prefix" (absent:
+	// a /24, a /48, shed.DefaultPrefixFactor).
+	Prefix *PrefixSpec `json:"prefix,omitempty"`
 	// Count is which finished requests a rate rule's charge stands for:
 	// "all" (the default), "failures" (status >= 400), "client_errors"
 	// (4xx) or "auth_failures" (401, 403); the others are given back.
@@ -217,4 +221,15 @@ type PenaltySpec struct {
 	Window     string   `json:"window,omitempty"`
 	Timeouts   []string `json:"timeouts,omitempty"`
 	LevelDecay string   `json:"level_decay,omitempty"`
+}
+
+// PrefixSpec is a shed.Prefix: the prefix lengths, in bits, by which the
+// addresses a full table has no room for are counted, and the factor on
+// the rule's limit of one prefix's limit. An absent or zero field is the
+// default (shed.DefaultPrefixIPv4, shed.DefaultPrefixIPv6,
+// shed.DefaultPrefixFactor).
+type PrefixSpec struct {
+	IPv4   int     `json:"ipv4,omitempty"`
+	IPv6   int     `json:"ipv6,omitempty"`
+	Factor float64 `json:"factor,omitempty"`
 }

@@ -363,8 +363,26 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	case "", "reject":
 	case "share":
 		r.Overflow = concurrency.OverflowShare
+	case "prefix":
+		r.Overflow = shed.OverflowPrefix
+		if r.Identity != shed.IP {
+			v.failf(path+".overflow", "prefix applies only to ip rules")
+		}
 	default:
-		v.failf(path+".overflow", "must be reject or share, got %q", s.Overflow)
+		v.failf(path+".overflow", "must be reject, share or prefix, got %q", s.Overflow)
+	}
+	if p := s.Prefix; p != nil {
+		switch {
+		case r.Overflow != shed.OverflowPrefix:
+			v.failf(path+".prefix", "applies only to \"overflow\": \"prefix\"")
+		case p.IPv4 < 0 || p.IPv4 > 32:
+			v.failf(path+".prefix.ipv4", "must be 1 to 32 bits (or absent for %d), got %d", shed.DefaultPrefixIPv4, p.IPv4)
+		case p.IPv6 < 0 || p.IPv6 > 128:
+			v.failf(path+".prefix.ipv6", "must be 1 to 128 bits (or absent for %d), got %d", shed.DefaultPrefixIPv6, p.IPv6)
+		case p.Factor < 0:
+			v.failf(path+".prefix.factor", "must be positive (or absent for %d), got %v", shed.DefaultPrefixFactor, p.Factor)
+		}
+		r.Prefix = shed.Prefix{IPv4: p.IPv4, IPv6: p.IPv6, Factor: p.Factor}
 	}
 	counts := map[string]shed.Count{"": shed.CountAll, "all": shed.CountAll, "failures": shed.CountFailures,
 		"client_errors": shed.CountClientErrors, "auth_failures": shed.CountAuthFailures}

@@ -91,6 +91,11 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		if r.Identity == shed.IP {
 			r.CGNATFactor = float64(rapid.IntRange(0, 20).Draw(t, "cgnat-factor")) // 0: the default, 1: off
 			r.CGNATDefer = rapid.Bool().Draw(t, "cgnat-defer")
+			if rapid.Bool().Draw(t, "by-prefix") {
+				r.Overflow = shed.OverflowPrefix
+				r.Prefix = shed.Prefix{IPv4: rapid.IntRange(0, 32).Draw(t, "prefix-v4"), IPv6: rapid.IntRange(0, 128).Draw(t, "prefix-v6"),
+					Factor: float64(rapid.IntRange(0, 10).Draw(t, "prefix-factor"))}
+			}
 		}
 	}
 	return r

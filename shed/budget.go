@@ -22,7 +22,8 @@ func (r *Rule) maxBytes() int64 {
 // worstBytes returns the most memory per-key rule r's store limits hold,
 // with every key of their capacities live and grown at once
 // (store.Spec.MemoryBytes): its own, and those of its keys in
-// carrier-grade NAT ranges and of its tightened keys when it has them.
+// carrier-grade NAT ranges, of its tightened keys and of its network
+// prefixes (OverflowPrefix) when it has them.
 func (c *Controller) worstBytes(r *Rule) (int64, error) {
 	total, err := r.spec().MemoryBytes()
 	if err != nil {
@@ -44,6 +45,11 @@ func (c *Controller) worstBytes(r *Rule) (int64, error) {
 	}
 	if f := r.cgnatFactor(); f != 1 {
 		if err := add(f, CGNATCapacity); err != nil {
+			return 0, err
+		}
+	}
+	if r.Overflow == OverflowPrefix {
+		if err := add(r.prefixFactor(), PrefixCapacity); err != nil {
 			return 0, err
 		}
 	}

@@ -64,6 +64,26 @@ func TestByteBudgetCountsTheScaledLimits(t *testing.T) {
 	}
 }
 
+// TestByteBudgetCountsThePrefixLimit: an IP rule that overflows by prefix
+// keeps a second table of network prefixes, which counts against its
+// budget too.
+func TestByteBudgetCountsThePrefixLimit(t *testing.T) {
+	r := Rule{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1000, Window: time.Hour, Capacity: 1000, CGNATFactor: 1}
+	c := &Controller{}
+	own, err := c.worstBytes(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Overflow = OverflowPrefix // 1,000 prefixes (the rule's smaller capacity) of 4 x 1,000
+	both, err := c.worstBytes(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both < own+1000*DefaultPrefixFactor*1000*16 {
+		t.Errorf("with prefix keys %d bytes, without %d: the prefix table is not counted", both, own)
+	}
+}
+
 // TestByteBudgetValidation: a negative budget, or one on a Global rule
 // (no key table), is an error; a huge capacity is an error, never a panic.
 func TestByteBudgetValidation(t *testing.T) {

@@ -37,6 +37,9 @@ type rule struct {
 	// suspectID is the store limit of tightened keys (WithSuspicion), at
 	// the parameters scaled by the tightening floor; 0 for none.
 	suspectID store.LimitID
+	// prefixID is the store limit of the network prefixes of addresses the
+	// rule's full table has no room for (OverflowPrefix); 0 for none.
+	prefixID store.LimitID
 	// storeName is the name id is registered under: the rule's, or on a
 	// reload the rule's and a sequence number.
 	storeName string
@@ -123,7 +126,7 @@ type Controller struct {
 // logGates are the Controller's log lines that are rate limited, one gate
 // each: at most one line of a kind per second, the rest counted.
 type logGates struct {
-	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early, tightenDry loggate.Gate
+	failOpen, dryRun, overflow, prefix, peer, proxy, cgnat, suspect, early, tightenDry loggate.Gate
 }
 
 // New returns a Controller over rules (copied). It returns an error

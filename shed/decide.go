@@ -218,20 +218,27 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			r := &a.set.rules[i]
 			rd := a.res.Hits[h].Decision
 			full := a.res.Hits[h].Overflow // the table is full, not the client over its limit
-			if full {
+			prefix := a.onPrefix(r, h)     // decided on its network prefix already
+			if full && !prefix && c.overflowToPrefix(a, h, i) {
+				continue // the same request again, this key on its prefix
+			}
+			if full && !prefix {
 				r.ctr.add(a.shard, rOverflowed, 1)
 			}
 			if !r.dry {
 				c.rollback(a, d)
-				if full {
+				switch {
+				case full:
 					c.shedOverflow(a, d, i)
-				} else {
+				case prefix:
+					c.shedPrefix(a, d, i, rd)
+				default:
 					c.rejectBy(a, d, i, rd)
 				}
 				return false, nil
 			}
 			kind := r.kind
-			if full {
+			if full || prefix {
 				kind = Shedding
 			}
 			c.markDry(a, d, r.Name, kind)
@@ -246,13 +253,16 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			i := a.hitRule[j]
 			hr := &a.res.Hits[j]
 			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
-			if hr.Overflow {
+			prefix := a.onPrefix(&a.set.rules[i], j)
+			if hr.Overflow && !prefix { // a prefix hit was counted when it moved there
 				a.set.rules[i].ctr.add(a.shard, rOverflowed, 1)
 			}
 			if hr.Lease.Held() {
 				a.leases = append(a.leases, hr.Lease)
 			}
-			if a.set.rules[i].Algorithm.rate() {
+			// A prefix's figures are its network's, not the client's: they
+			// make no headers or early warnings.
+			if a.set.rules[i].Algorithm.rate() && !prefix {
 				c.consider(d, i, hr.Decision)
 				if r := &a.set.rules[i]; r.early > 0 {
 					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)

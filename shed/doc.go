@@ -73,4 +73,17 @@
 // keys, addresses) by Attempt.Weight, work-conserving: a noisy tenant
 // borrows only what the others leave idle, and gives it back as its
 // permits free up.
+//
+// Every per-key table is bounded (Rule.Capacity) and evicts only keys
+// indistinguishable from fresh ones, so under a key flood a new key may
+// find no room. That is the server's condition, never the client's: the
+// rule's Overflow answers it with a 503 and a short Retry-After
+// (OverflowReject), one bounded state shared by such keys (OverflowShare)
+// or, for an IP rule, a bounded limit per network prefix (OverflowPrefix: a
+// /24 or a /48 at Prefix.Factor times the limit), which keeps newcomers of
+// other networks served while a flood from one network holds the table.
+// None is a 429 or a penalty strike; all are counted (RuleStats.Overflowed,
+// RuleStats.OverflowPrefix) and logged once a second. OverflowPrefix is not
+// the default: it admits up to a prefix's allowance more per window for
+// addresses of a flooding network, and keeps a second table per rule.
 package shed

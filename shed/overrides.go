@@ -204,14 +204,17 @@ func (c *Controller) overrideKey(r *Rule, v string) (string, error) {
 	return "", fmt.Errorf("identity %v has no keys", r.Identity)
 }
 
-// scaled registers (once per distinct parameters) the store limit of r
-// scaled by factor, named for what it serves (label), holding at most
-// capacity keys (0: the rule's capacity). Caller holds c.mu.
+// scaled registers (once per distinct parameters and label) the store
+// limit of r scaled by factor, named for what it serves (label), holding at
+// most capacity keys (0: the rule's capacity). Limits of two labels are
+// never one, even at equal parameters: each has a table of its own. Caller
+// holds c.mu.
 func (c *Controller) scaled(r *rule, factor float64, label string, capacity int) (store.LimitID, error) {
 	spec, err := scaledSpec(&r.Rule, factor, capacity)
 	if err != nil {
 		return 0, err
 	}
+	spec.Name = r.Name + "#" + label // the key of scaledIDs; registered under named.Name
 	if c.scaledIDs == nil {
 		c.scaledIDs = make(map[store.Spec]store.LimitID)
 	}

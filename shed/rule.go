@@ -203,12 +203,17 @@ type Rule struct {
 	MaxBytes int64
 	// Overflow is what a per-key rule does with a new key when the store's
 	// table of keys is full of live ones (a key flood): reject it
-	// (concurrency.OverflowReject, the zero value) or count it on one
-	// bounded state shared by all such keys (concurrency.OverflowShare).
-	// A full table is the server's condition, not the client's: such a
-	// rejection is a 503 with a short Retry-After, never a 429 and never a
-	// penalty strike, and it is counted in RuleStats.Overflowed.
+	// (concurrency.OverflowReject, the zero value), count it on one
+	// bounded state shared by all such keys (concurrency.OverflowShare),
+	// or, for an IP rule, decide it on a bounded limit of its network
+	// prefix (OverflowPrefix, see Prefix). A full table is the server's
+	// condition, not the client's: such a rejection is a 503 with a short
+	// Retry-After, never a 429 and never a penalty strike, and it is
+	// counted in RuleStats.Overflowed.
 	Overflow concurrency.Overflow
+	// Prefix is the network prefix limit of OverflowPrefix (only): prefix
+	// lengths and the factor on Limit; the zero value is the defaults.
+	Prefix Prefix
 	// Count says which finished requests a rate rule's charge stands for:
 	// CountAll (zero), or only failures of some kind, the others given
 	// back when the request is done (the middleware knows its status;
@@ -314,6 +319,9 @@ func (r *Rule) validate() error {
 	case r.CGNATFactor != 0 && (math.IsNaN(r.CGNATFactor) || math.IsInf(r.CGNATFactor, 0) || r.CGNATFactor < 1):
 		return r.errorf("CGNAT factor must be at least 1 and finite (or 0 for %d), got %v", DefaultCGNATFactor, r.CGNATFactor)
 	}
+	if err := r.validatePrefix(); err != nil {
+		return err
+	}
 	if r.Algorithm == Adaptive {
 		switch {
 		case r.Limiter == nil:
@@ -373,7 +381,7 @@ func (r *Rule) validate() error {
 func (r *Rule) spec() store.Spec {
 	alg := store.Algorithm(r.Algorithm) // the constants are the store's
 	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
-		Window: r.Window, Capacity: r.Capacity, Overflow: r.Overflow, Calendar: r.Calendar, LeaseTTL: r.LeaseTTL}
+		Window: r.Window, Capacity: r.Capacity, Overflow: r.storeOverflow(), Calendar: r.Calendar, LeaseTTL: r.LeaseTTL}
 }
 
 // cgnatFactor returns the rule's CGNAT factor; 1 for rules other than IP.

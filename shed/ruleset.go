@@ -294,6 +294,11 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			return r.errorf("CGNAT factor %v: %w", f, err)
 		}
 	}
+	if r.Overflow == OverflowPrefix {
+		if dst.prefixID, err = c.registerPrefix(dst); err != nil {
+			return r.errorf("prefix factor %v: %w", dst.prefixFactor(), err)
+		}
+	}
 	if r.Algorithm.rate() {
 		p := r.policy()
 		if err := p.validate(); err != nil {
@@ -318,7 +323,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 
 // updatable reports whether r, a changed version of the per-key rule o in
 // force, differs from it only in what a store.Updater changes in place
-// (Limit, Rate, LeaseTTL), and the store is one.
+// (Limit, Rate, LeaseTTL) or what is not the rule's own store limit (a
+// prefix overflow: OverflowPrefix is OverflowReject to the store, and the
+// prefix limit is registered anew), and the store is one.
 func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 	if _, ok := c.store.(store.Updater); !ok || o.id == 0 || o.dry != (r.DryRun || dryAll) {
 		return false
@@ -326,6 +333,8 @@ func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 	was := o.Rule
 	was.Limit, was.Rate, was.LeaseTTL = 0, concurrency.Rate{}, 0
 	r.Limit, r.Rate, r.LeaseTTL = 0, concurrency.Rate{}, 0
+	was.Overflow, r.Overflow = was.storeOverflow(), r.storeOverflow()
+	was.Prefix, r.Prefix = Prefix{}, Prefix{}
 	return was == r
 }
 

@@ -55,6 +55,7 @@ const (
 	rRefundsLost
 	rOverspent
 	rTightenedWouldReject
+	rOverflowPrefix
 	nPerRule
 )
 
@@ -193,8 +194,12 @@ type RuleStats struct {
 	EarlyWarnings uint64
 	// Overflowed counts the rule's decisions of keys that did not fit the
 	// store's full table (Rule.Overflow): shed with 503, or counted on the
-	// shared overflow state.
+	// shared overflow state, or decided on its network prefix.
 	Overflowed uint64
+	// OverflowPrefix counts those of the Overflowed decisions made on the
+	// limit of the client's network prefix (OverflowPrefix), admitted or
+	// not.
+	OverflowPrefix uint64
 	// Refunded counts charges given back when a request was done with a
 	// status the rule does not count (Rule.Count); RefundsLost those the
 	// store could not give back (it is no store.Refunder, or it failed).
@@ -253,7 +258,8 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), TightenedWouldReject: ru(rTightenedWouldReject), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent),
+			TightenedWouldReject: ru(rTightenedWouldReject), OverflowPrefix: ru(rOverflowPrefix), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()

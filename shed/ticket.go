@@ -51,6 +51,9 @@ type ticket struct {
 	hasJA4   bool
 	ja4      string
 	headers  [maxRequestHeaders]string
+	// pfx holds the prefix key of an address its rule's full table had no
+	// room for (OverflowPrefix), a string over it like the keys over buf.
+	pfx [maxPrefixKey]byte
 
 	req store.Request
 	res store.Result

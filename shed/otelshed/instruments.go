@@ -112,7 +112,7 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 	in.ruleInfo = gauge("sluice.rule.info", "{rule}",
 		"One series per rule, always 1, naming its category, identity and algorithm.")
 	in.ruleDecisions = counter("sluice.rule.decisions", "{decision}",
-		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table).")
+		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table), overflow_prefix (those of them decided on the limit of the client's network prefix).")
 	in.ruleRefunds = counter("sluice.rule.refunds", "{refund}",
 		"Charges given back after the work (a status the rule does not count, a lower true cost): refunded, or lost (the store could not).")
 	in.ruleOverspent = counter("sluice.rule.overspent", "{attempt}",

@@ -172,7 +172,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			outcome string
 			n       uint64
 		}{{"allowed", r.Allowed}, {"rejected", r.Rejected}, {"would_reject", r.WouldReject},
-			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}} {
+			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}, {"overflow_prefix", r.OverflowPrefix}} {
 			o.ObserveInt64(in.ruleDecisions, count(d.n), m.with(name, keyOutcome.String(d.outcome)))
 		}
 		o.ObserveInt64(in.ruleRefunds, count(r.Refunded), m.with(name, keyResult.String("refunded")))
