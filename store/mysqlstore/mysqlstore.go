@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
@@ -62,9 +62,10 @@ type Store struct {
 	decideSQL, refundSQL, stateTable, cleanupSQL string
 
 	// instance identifies this Store among the instances of its prefix
-	// (fallback.Membership); fallbacks counts the open Fallbacks around it.
+	// (fallback.Membership); fallbacks is the one Membership of the
+	// Fallbacks around it.
 	instance  string
-	fallbacks atomic.Int64
+	fallbacks *fallback.Shared
 
 	limits store.Registry[sqlquota.Limit] // by LimitID, with the names in use
 }
@@ -93,7 +94,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{
+	s := &Store{
 		db:         db,
 		prefix:     cfg.prefix,
 		timeout:    cfg.timeout,
@@ -103,7 +104,9 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		stateTable: object(cfg.prefix, "state"),
 		cleanupSQL: "CALL " + object(cfg.prefix, "cleanup") + "(",
 		instance:   rand.Text(),
-	}, nil
+	}
+	s.fallbacks = fallback.NewShared(&members{s: s})
+	return s, nil
 }
 
 // object returns the quoted name of the store's object of kind.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
@@ -58,9 +58,9 @@ type Store struct {
 
 	// instance is this Store's id in the instances table: the Fallbacks
 	// around one Store are one instance, which leaves the table when the
-	// last of them (counted by fallbacks) Closes.
+	// last of them Closes (fallbacks, their one Membership).
 	instance  string
-	fallbacks atomic.Int64
+	fallbacks *fallback.Shared
 
 	limits store.Registry[sqlquota.Limit] // by LimitID, with the names in use
 }
@@ -90,7 +90,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	q := quote(cfg.schema)
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	return &Store{
+	s := &Store{
 		instance:   hex.EncodeToString(id[:]),
 		pool:       pool,
 		name:       cfg.schema,
@@ -103,7 +103,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		beatSQL:    "SELECT " + q + ".beat($1, $2)",
 		leaveSQL:   "DELETE FROM " + q + ".instances WHERE id = $1",
 		cleanupSQL: "SELECT " + q + ".cleanup($1)",
-	}, nil
+	}
+	s.fallbacks = fallback.NewShared(&members{s: s})
+	return s, nil
 }
 
 // Register validates spec and adds it, without I/O. Besides
