@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestDecisionsAsMemoryAtTheSameInstants: any sequence of requests (one or
@@ -46,7 +47,7 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 		var long [2]bool // a window of a day or more: it does not roll over between a decision and its refund
 		for i := range 2 {
 			sp := spec(i)
-			ids[i], mids[i] = mustRegister(t, my, sp), mustRegister(t, m, sp)
+			ids[i], mids[i] = storetest.MustRegister(t, my, sp), storetest.MustRegister(t, m, sp)
 			long[i] = sp.Algorithm == store.FixedWindow && (sp.Window >= 24*time.Hour || sp.Calendar.Months > 0)
 		}
 		keys := []string{"a", "b"}
@@ -114,7 +115,7 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 			if err := spec.Validate(); err != nil {
 				t.Fatalf("the test's spec: %v", err)
 			}
-			id, mid := mustRegister(t, my, spec), mustRegister(t, m, spec)
+			id, mid := storetest.MustRegister(t, my, spec), storetest.MustRegister(t, m, spec)
 			l := spec.Limit
 			for _, cost := range []int64{l / 2, l / 2, l, 1, l - 1, 0, math.MaxInt64, l/2 + 1, 1} {
 				var req, mreq store.Request

@@ -77,7 +77,7 @@ func TestFallbackWhileTheDatabaseIsDown(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = f.Close() })
 		fs[i], stores[i] = f, s
-		ids[i] = mustRegister(t, f, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 40, Window: 24 * time.Hour})
+		ids[i] = storetest.MustRegister(t, f, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 40, Window: 24 * time.Hour})
 	}
 	waitFor(t, func() bool { return fs[0].Stats().Instances == 2 && fs[1].Stats().Instances == 2 })
 	now := time.Now().UnixNano()
@@ -166,7 +166,7 @@ func TestFallbackLostReplyIsChargedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	id := mustRegister(t, f, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	id := storetest.MustRegister(t, f, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
 	now := time.Now().UnixNano()
 	decideAt(t, f, id, "k", now)
 

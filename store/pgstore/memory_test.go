@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestDecisionsAsMemoryAtTheSameInstants: any sequence of requests (two
@@ -46,7 +47,7 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 		var pids, mids [2]store.LimitID
 		for i := range 2 {
 			sp := spec(i)
-			pids[i], mids[i] = mustRegister(t, pg, sp), mustRegister(t, m, sp)
+			pids[i], mids[i] = storetest.MustRegister(t, pg, sp), storetest.MustRegister(t, m, sp)
 		}
 		keys := []string{"a", "b"}
 		for step := range 15 {
@@ -101,7 +102,7 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 			if err := spec.Validate(); err != nil {
 				t.Fatalf("the test's spec: %v", err)
 			}
-			pid, mid := mustRegister(t, pg, spec), mustRegister(t, m, spec)
+			pid, mid := storetest.MustRegister(t, pg, spec), storetest.MustRegister(t, m, spec)
 			l := spec.Limit
 			for _, cost := range []int64{l / 2, l / 2, l, 1, l - 1, 0, math.MaxInt64, l/2 + 1, 1} {
 				var preq, mreq store.Request

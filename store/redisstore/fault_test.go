@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // Fault tests: three Fallback instances on a private redis-server share a
@@ -75,7 +76,7 @@ func newInstances(t *testing.T, addr, prefix string, n int) []*instance {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = f.Close() })
-		id := mustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: faultLimit, Window: time.Hour})
+		id := storetest.MustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: faultLimit, Window: time.Hour})
 		out = append(out, &instance{f: f, id: id, log: buf})
 	}
 	waitFor(t, 3*time.Second, "every instance counts the others", func() bool {
@@ -269,7 +270,7 @@ func TestFaultScriptFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "x", Algorithm: store.Concurrency, Limit: 2, LeaseTTL: time.Minute})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "x", Algorithm: store.Concurrency, Limit: 2, LeaseTTL: time.Minute})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result
@@ -296,7 +297,7 @@ func TestStoreDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result
