@@ -5,6 +5,7 @@
 // callers, and what the network stores' own tests share: a private server
 // process (StartProcess, FreePort, WaitReady; paused and killed for fault
 // tests), the skip-or-fail of a missing service (Missing, under the
-// SLUICE_REQUIRE_* variables CI sets), and one-line MustRegister and
-// Decide.
+// SLUICE_REQUIRE_* variables CI sets), DecideAsMemory (a store on its
+// server's clock decides as store.Memory at the instants it reports), and
+// one-line MustRegister and Decide.
 package storetest
