@@ -112,9 +112,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 // store.Spec.Validate's checks it rejects store.SlidingLog and
 // store.Concurrency (per-request abuse limits, whose state grows with the
 // limit or lives for a request: keep them on store.Memory or redisstore),
-// and a name that PostgreSQL cannot keep as text (invalid UTF-8, a NUL). Errors start with "store: ". Limits of the
-// same Name in stores of the same schema share their state: register the
-// same spec everywhere.
+// and a name that PostgreSQL cannot keep as text (invalid UTF-8, a NUL).
+// Errors start with "store: ". Limits of the same Name in stores of the
+// same schema share their state: register the same spec everywhere.
 func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, error) {
 	l, err := newLimit(spec)
 	if err != nil {
@@ -137,14 +137,14 @@ func newLimit(spec store.Spec) (*sqlquota.Limit, error) {
 // Update changes limit id's Limit in place (store.Updater), without I/O:
 // the decide function gets the limit with every call. A fixed or sliding
 // window keeps its counts (a key over a lowered limit is admitted nothing
-// until they fall under it); a token bucket keeps its debt in time (exact for a change of
-// burst). A token bucket's rate cannot change in place here (its debt would
-// change meaning, and every instance would have to agree on when): that is
-// an error, so the caller registers a new limit. Also an error, the limit
-// unchanged: an id not registered (matching store.ErrUnknownLimit), another
-// Name, Algorithm, Window, Calendar, Capacity or Overflow. Other Stores of
-// the schema that share the name keep their own parameters until they are
-// updated too.
+// until they fall under it); a token bucket keeps its debt in time (exact
+// for a change of burst). A token bucket's rate cannot change in place
+// here (its debt would change meaning, and every instance would have to
+// agree on when): that is an error, so the caller registers a new limit.
+// Also an error, the limit unchanged: an id not registered (matching
+// store.ErrUnknownLimit), another Name, Algorithm, Window, Calendar,
+// Capacity or Overflow. Other Stores of the schema that share the name
+// keep their own parameters until they are updated too.
 func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) error {
 	l, err := newLimit(spec)
 	if err != nil {
