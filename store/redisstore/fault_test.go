@@ -1,13 +1,11 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,28 +31,10 @@ const (
 	faultSlack = 400 * time.Millisecond
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 type instance struct {
 	f   *redisstore.Fallback
 	id  store.LimitID
-	log *syncBuffer
+	log *storetest.LogBuffer
 }
 
 // newInstances starts n Fallbacks, each with a client of its own, on addr
@@ -68,7 +48,7 @@ func newInstances(t *testing.T, addr, prefix string, n int) []*instance {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf := new(syncBuffer)
+		buf := new(storetest.LogBuffer)
 		f, err := redisstore.NewFallback(s, fallback.WithProbeInterval(faultProbe),
 			fallback.WithRecoverAfter(faultRecover), fallback.WithTripAfter(2),
 			fallback.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))

@@ -6,6 +6,7 @@
 // process (StartProcess, FreePort, WaitReady; paused and killed for fault
 // tests), the skip-or-fail of a missing service (Missing, under the
 // SLUICE_REQUIRE_* variables CI sets), DecideAsMemory (a store on its
-// server's clock decides as store.Memory at the instants it reports), and
+// server's clock decides as store.Memory at the instants it reports),
+// LogBuffer (a Fallback's log lines, read while it writes) and the
 // one-line MustRegister and Decide.
 package storetest

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,26 @@ func TestFreePortIsFree(t *testing.T) {
 		t.Fatalf("port %d: %v", port, err)
 	}
 	_ = l.Close()
+}
+
+// TestLogBufferTakesConcurrentWrites: lines written from several
+// goroutines all arrive whole (the race detector watches the rest).
+func TestLogBufferTakesConcurrentWrites(t *testing.T) {
+	var b storetest.LogBuffer
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 100 {
+				_, _ = b.Write([]byte("line\n"))
+				_ = b.String()
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if n := strings.Count(b.String(), "line\n"); n != 400 {
+		t.Fatalf("%d lines, want 400", n)
+	}
 }
