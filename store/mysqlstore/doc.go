@@ -39,8 +39,8 @@
 // SKIP LOCKED); call it from a ticker. Reset forgets a key (an operator's
 // pardon), Refund gives back what an admitted decision charged (one more
 // CALL, under the same locks in the same order), and Usage reads a key's
-// use of its current window without charging it. Update changes a limit
-// in place (its Limit; not a token bucket's rate).
+// use of its current window without charging it (a store.Usage). Update
+// changes a limit in place (its Limit; not a token bucket's rate).
 //
 // # Failures
 //
