@@ -45,9 +45,12 @@
 // # Failures
 //
 // Every call runs under a per-call deadline (WithTimeout) on both sides:
-// the client gives up, and the server aborts the statement
-// (SET STATEMENT max_statement_time ... FOR), so a decision still waiting
-// on a lock is rolled back rather than committed after the caller left.
+// the client gives up after it, and the server aborts the statement after
+// three quarters of it (SET STATEMENT max_statement_time ... FOR), so a
+// decision still waiting on a lock is rolled back rather than committed
+// after the caller left, unless the statement reached the server more than
+// a quarter of the deadline after the call began (then it may still commit
+// after the caller gave up: charged, never admitted, the safe side).
 // The store never retries a call whose outcome it does not know: a
 // decision whose reply is lost after the commit stays charged, and a retry
 // would charge it twice. It runs again only a decision the server rolled

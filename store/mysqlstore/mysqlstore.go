@@ -98,7 +98,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		db:         db,
 		prefix:     cfg.prefix,
 		timeout:    cfg.timeout,
-		set:        "SET STATEMENT max_statement_time=" + strconv.FormatFloat(cfg.timeout.Seconds(), 'f', 6, 64) + " FOR ",
+		set:        "SET STATEMENT max_statement_time=" + strconv.FormatFloat(serverTimeout(cfg.timeout).Seconds(), 'f', 6, 64) + " FOR ",
 		decideSQL:  "CALL " + object(cfg.prefix, "decide") + "('",
 		refundSQL:  "CALL " + object(cfg.prefix, "refund") + "('",
 		stateTable: object(cfg.prefix, "state"),
@@ -440,4 +440,12 @@ func (s *Store) schemaStatements() []string {
 		}
 	}
 	return out
+}
+
+// serverTimeout is the server's share of a call's deadline d: three
+// quarters of it (at least a millisecond), so that a statement that
+// reached the server within the first quarter is aborted there, and rolled
+// back, before the client gives up on it.
+func serverTimeout(d time.Duration) time.Duration {
+	return max(time.Millisecond, d/4*3)
 }

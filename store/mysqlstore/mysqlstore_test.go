@@ -320,6 +320,28 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) || took > time.Second {
 		t.Fatalf("Decide behind a held lock: %v after %v, want ErrUnavailable within about 200ms", err, took)
 	}
+	// The lock is released only once the server is done with the decision:
+	// a statement that reached the server late may still be waiting for
+	// it, and must be aborted there, not let through by the release.
+	var holder int64
+	if err := tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var n int
+		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%' AND ID <> CONNECTION_ID() AND ID <> ?",
+			"%"+s.Prefix()+"_state%", holder).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timed-out decision still runs on the server after 5 s")
+		}
+		time.Sleep(5 * time.Millisecond) // a real server's statement: no virtual time
+	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
