@@ -159,7 +159,14 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 			c := cases[i]
 			res, err := runCase(ctx, bin, c, cfg)
 			if err != nil {
-				return err
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// One failed process (a benchmark's own check, on a busy
+				// machine) costs its figure, not the run: the table says
+				// how many failed.
+				fmt.Fprintln(log, "warning:", err)
+				res = result{failed: true}
 			}
 			res.round = r
 			results[i] = append(results[i], res)
@@ -229,6 +236,7 @@ func discover(ctx context.Context, bin string, cfg config, log io.Writer) ([]ben
 // result is one process's figures for its case.
 type result struct {
 	round   int
+	failed  bool
 	metrics map[string]float64 // unit -> value: ns/op, B/op, allocs/op, ...
 }
 

@@ -67,6 +67,11 @@ func TestReportTakesRatiosAndOverheadsPerRound(t *testing.T) {
 		{ns(0, 200), ns(1, 300), ns(2, 200)},
 	}
 	got := report(cases, results, config{rounds: 3})
+	failed := append([][]result{}, results...)
+	failed[2] = []result{ns(0, 200), {round: 1, failed: true}, ns(2, 200)}
+	if f := report(cases, failed, config{rounds: 3}); !strings.Contains(f, "| peer (1 of 3 runs failed) | 200 (200-200) | 1 | 1.33 | 100 (100-100) | 2.00 |") {
+		t.Errorf("a failed run is not left out and counted:\n%s", f)
+	}
 	for _, want := range []string{
 		"| sluice * | 150 (150-250) | 1 | 1.00 | 50 (50-50) | 1.00 |",
 		"| peer | 200 (200-300) | 1 | 1.33 | 100 (100-100) | 2.00 |",

@@ -96,7 +96,7 @@ func median(xs []float64) (med, lo, hi float64) {
 func metric(rs []result, unit string) []float64 {
 	var xs []float64
 	for _, r := range rs {
-		if v, ok := r.metrics[unit]; ok {
+		if v, ok := r.metrics[unit]; ok && !r.failed {
 			xs = append(xs, v)
 		}
 	}
@@ -109,7 +109,7 @@ func overheads(rs, bare []result) []float64 {
 	var xs []float64
 	for _, r := range rs {
 		for _, b := range bare {
-			if b.round == r.round {
+			if b.round == r.round && !r.failed && !b.failed {
 				xs = append(xs, r.metrics["ns/op"]-b.metrics["ns/op"])
 			}
 		}
@@ -168,6 +168,9 @@ func report(cases []benchCase, results [][]result, cfg config) string {
 			if i == base {
 				name += " *"
 			}
+			if n := failures(results[i]); n > 0 {
+				name += fmt.Sprintf(" (%d of %d runs failed)", n, len(results[i]))
+			}
 			med, lo, hi := median(metric(results[i], "ns/op"))
 			allocs, _, _ := median(metric(results[i], "allocs/op"))
 			fmt.Fprintf(&b, "| %s | %s (%s-%s) | %s | %s |", name, num(med), num(lo), num(hi), num(allocs), ratio(med, baseMed))
@@ -187,6 +190,16 @@ func report(cases []benchCase, results [][]result, cfg config) string {
 		}
 	}
 	return b.String()
+}
+
+func failures(rs []result) int {
+	n := 0
+	for _, r := range rs {
+		if r.failed {
+			n++
+		}
+	}
+	return n
 }
 
 // num formats a figure with three significant digits.
