@@ -14,6 +14,12 @@
 //	go run ./cmd/compare -bench 'Keyed1e6Allow' -benchtime 2000000x
 //	go run ./cmd/compare -rounds 7 -readme README.md      # rewrite the README's table
 //	go run ./cmd/compare -cpu 1,2,4,8,16 -bench 'GlobalCap|TokenBucketAllow'
+//	go run ./cmd/compare -binary new=./new.test,old=./old.test   # a change, before and after
+//
+// With several binaries (test binaries of this package built from
+// different versions of sluice) every case runs on each, interleaved in
+// the same rounds, and each implementation's row is named impl@label; the
+// baseline is then the sluice row of the first binary.
 //
 // Within each group (one benchmark, one variant such as serial or
 // parallel, one GOMAXPROCS) the baseline is the implementation named
@@ -62,9 +68,11 @@ type config struct {
 	cpus   []int
 	rounds int
 	pkg    string
-	binary string
-	readme string
-	filter *regexp.Regexp // keeps only the cases whose full name matches
+	// binaries are the test binaries to run, each under a label (empty
+	// when there is one binary).
+	binaries []binary
+	readme   string
+	filter   *regexp.Regexp // keeps only the cases whose full name matches
 }
 
 func parseArgs(args []string, log io.Writer) (config, error) {
@@ -76,12 +84,31 @@ func parseArgs(args []string, log io.Writer) (config, error) {
 	cpu := fs.String("cpu", "2", "comma-separated GOMAXPROCS values; each is a case of its own")
 	rounds := fs.Int("rounds", 5, "rounds; each runs every case once, in its own process")
 	pkg := fs.String("pkg", ".", "the package whose benchmarks to run")
-	binary := fs.String("binary", "", "a test binary built beforehand (go test -c); default: build one")
+	binaries := fs.String("binary", "", "test binaries built beforehand (go test -c), comma-separated, each label=path when there are several; default: build one")
 	readme := fs.String("readme", "", "a markdown file whose table between the compare markers to rewrite")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
-	cfg := config{benchtime: "", times: map[string]string{}, rounds: *rounds, pkg: *pkg, binary: *binary, readme: *readme}
+	cfg := config{benchtime: "", times: map[string]string{}, rounds: *rounds, pkg: *pkg, readme: *readme}
+	if *binaries != "" {
+		for _, f := range strings.Split(*binaries, ",") {
+			label, path, ok := strings.Cut(f, "=")
+			if !ok {
+				label, path = "", f
+			}
+			if path == "" || (ok && label == "") || strings.ContainsAny(label, "/@ ") {
+				return config{}, fmt.Errorf("compare: bad -binary element %q", f)
+			}
+			cfg.binaries = append(cfg.binaries, binary{label: label, path: path})
+		}
+		if len(cfg.binaries) > 1 {
+			for _, b := range cfg.binaries {
+				if b.label == "" {
+					return config{}, errors.New("compare: with several -binary values, each needs a label=")
+				}
+			}
+		}
+	}
 	var err error
 	if cfg.bench, err = regexp.Compile("^Benchmark(" + *bench + ")$"); err != nil {
 		return config{}, fmt.Errorf("compare: bad -bench: %w", err)
@@ -123,22 +150,22 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bin := cfg.binary
-	if bin == "" {
+	if len(cfg.binaries) == 0 {
 		dir, err := os.MkdirTemp("", "compare")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		bin = filepath.Join(dir, "bench.test")
+		bin := filepath.Join(dir, "bench.test")
 		build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, cfg.pkg)
 		build.Stdout, build.Stderr = log, log
 		fmt.Fprintln(log, "building", cfg.pkg)
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("compare: go test -c: %w", err)
 		}
+		cfg.binaries = []binary{{path: bin}}
 	}
-	cases, err := discover(ctx, bin, cfg, log)
+	cases, err := discover(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -157,7 +184,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 				i = len(cases) - 1 - i
 			}
 			c := cases[i]
-			res, err := runCase(ctx, bin, c, cfg)
+			res, err := runCase(ctx, c, cfg)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -183,12 +210,17 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 	return nil
 }
 
-// benchCase is one sub-benchmark at one GOMAXPROCS: what one process runs.
+// binary is a test binary and its label.
+type binary struct{ label, path string }
+
+// benchCase is one sub-benchmark at one GOMAXPROCS on one binary: what one
+// process runs.
 type benchCase struct {
 	// path is the name split at its slashes: the top-level benchmark, the
 	// implementation, then the variant (possibly several parts).
 	path []string
 	cpu  int
+	bin  binary
 }
 
 func (c benchCase) name() string { return strings.Join(c.path, "/") }
@@ -203,8 +235,10 @@ func (c benchCase) pattern() string {
 }
 
 // discover lists the top-level benchmarks that cfg.bench matches, then runs
-// each once with -test.benchtime 1x to learn its sub-benchmarks' names.
-func discover(ctx context.Context, bin string, cfg config, log io.Writer) ([]benchCase, error) {
+// each once with -test.benchtime 1x to learn its sub-benchmarks' names. The
+// first binary names the cases; every binary runs each.
+func discover(ctx context.Context, cfg config, log io.Writer) ([]benchCase, error) {
+	bin := cfg.binaries[0].path
 	list, err := exec.CommandContext(ctx, bin, "-test.list", ".").Output()
 	if err != nil {
 		return nil, fmt.Errorf("compare: listing the benchmarks: %w", err)
@@ -223,9 +257,11 @@ func discover(ctx context.Context, bin string, cfg config, log io.Writer) ([]ben
 		}
 		for _, l := range parseLines(string(o), 1) {
 			for _, cpu := range cfg.cpus {
-				c := benchCase{path: strings.Split(l.name, "/"), cpu: cpu}
-				if cfg.filter == nil || cfg.filter.MatchString(c.name()) {
-					cases = append(cases, c)
+				for _, b := range cfg.binaries {
+					c := benchCase{path: strings.Split(l.name, "/"), cpu: cpu, bin: b}
+					if cfg.filter == nil || cfg.filter.MatchString(c.name()) {
+						cases = append(cases, c)
+					}
 				}
 			}
 		}
@@ -240,16 +276,16 @@ type result struct {
 	metrics map[string]float64 // unit -> value: ns/op, B/op, allocs/op, ...
 }
 
-func runCase(ctx context.Context, bin string, c benchCase, cfg config) (result, error) {
+func runCase(ctx context.Context, c benchCase, cfg config) (result, error) {
 	bt := cfg.benchtime
 	if v, ok := cfg.times[c.path[0]]; ok {
 		bt = v
 	}
-	cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", c.pattern(),
+	cmd := exec.CommandContext(ctx, c.bin.path, "-test.run", "^$", "-test.bench", c.pattern(),
 		"-test.benchtime", bt, "-test.cpu", strconv.Itoa(c.cpu), "-test.benchmem")
 	o, err := cmd.CombinedOutput()
 	if err != nil {
-		return result{}, fmt.Errorf("compare: %s (GOMAXPROCS %d): %w\n%s", c.name(), c.cpu, err, o)
+		return result{}, fmt.Errorf("compare: %s (GOMAXPROCS %d, %s): %w\n%s", c.name(), c.cpu, c.bin.path, err, o)
 	}
 	for _, l := range parseLines(string(o), c.cpu) {
 		if l.name == c.name() {

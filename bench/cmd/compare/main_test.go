@@ -100,13 +100,18 @@ func TestReplaceBetweenKeepsWhatIsOutsideTheMarkers(t *testing.T) {
 func TestParseArgsRejectsBadValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"-rounds", "0"}, {"-cpu", "0"}, {"-cpu", "x"}, {"-benchtime", "A=1x"}, {"-benchtime", "1s,=2"}, {"-bench", "("},
+		{"-binary", "a.test,b.test"}, {"-binary", "=a.test"}, {"-binary", "x@y=a.test,z=b.test"},
 	} {
 		if _, err := parseArgs(args, &strings.Builder{}); err == nil {
 			t.Errorf("parseArgs(%q) accepted", args)
 		}
 	}
-	cfg, err := parseArgs([]string{"-benchtime", "100ms,Keyed1e6Allow=10x"}, &strings.Builder{})
-	if err != nil || cfg.benchtime != "100ms" || cfg.times["BenchmarkKeyed1e6Allow"] != "10x" {
+	cfg, err := parseArgs([]string{"-benchtime", "100ms,Keyed1e6Allow=10x", "-binary", "new=n.test,old=o.test"}, &strings.Builder{})
+	if err != nil || cfg.benchtime != "100ms" || cfg.times["BenchmarkKeyed1e6Allow"] != "10x" ||
+		len(cfg.binaries) != 2 || cfg.binaries[1] != (binary{label: "old", path: "o.test"}) {
 		t.Errorf("parseArgs: %+v, %v", cfg, err)
+	}
+	if got := impl(benchCase{path: []string{"BenchmarkX", "sluice", "serial"}, bin: cfg.binaries[1]}); got != "sluice@old" {
+		t.Errorf("impl = %q, want sluice@old", got)
 	}
 }

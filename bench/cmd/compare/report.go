@@ -24,11 +24,16 @@ type group struct {
 	rows         []int // indices into the cases, in discovery order
 }
 
+// impl is the implementation of c, with its binary's label if it has one.
 func impl(c benchCase) string {
-	if len(c.path) < 2 {
-		return ""
+	name := ""
+	if len(c.path) >= 2 {
+		name = c.path[1]
 	}
-	return c.path[1]
+	if c.bin.label != "" {
+		name += "@" + c.bin.label
+	}
+	return name
 }
 
 func variant(c benchCase) string {
@@ -58,19 +63,20 @@ func groups(cases []benchCase) []*group {
 func (g *group) baseline(cases []benchCase) int {
 	first := -1
 	for _, i := range g.rows {
-		switch name := impl(cases[i]); {
-		case name == "sluice":
+		switch name, _, _ := strings.Cut(impl(cases[i]), "@"); {
+		case name == "sluice" && cases[i].bin == cases[g.rows[0]].bin:
 			return i
-		case first < 0 && strings.HasPrefix(name, "sluice"):
+		case first < 0 && strings.HasPrefix(name, "sluice") && cases[i].bin == cases[g.rows[0]].bin:
 			first = i
 		}
 	}
 	return first
 }
 
-func (g *group) bare(cases []benchCase) int {
+// bare returns the row of g's bare handler on binary bin; -1 if none.
+func (g *group) bare(cases []benchCase, bin binary) int {
 	for _, i := range g.rows {
-		if impl(cases[i]) == "bare" {
+		if len(cases[i].path) >= 2 && cases[i].path[1] == "bare" && cases[i].bin == bin {
 			return i
 		}
 	}
@@ -122,7 +128,7 @@ func report(cases []benchCase, results [][]result, cfg config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rounds, one process per case; medians (min-max over rounds); x = time / baseline's time (above 1: the baseline, marked *, is faster).\n", cfg.rounds)
 	for _, g := range groups(cases) {
-		base, bare := g.baseline(cases), g.bare(cases)
+		base, bare := g.baseline(cases), g.bare(cases, cases[g.rows[0]].bin)
 		title := g.top
 		if g.variant != "" {
 			title += " " + g.variant
@@ -179,10 +185,10 @@ func report(cases []benchCase, results [][]result, cfg config) string {
 				fmt.Fprintf(&b, " %s (%s-%s) |", num(m), num(l), num(h))
 			}
 			if bare >= 0 {
-				if i == bare {
+				if own := g.bare(cases, cases[i].bin); own < 0 || i == own {
 					b.WriteString(" | |")
 				} else {
-					o, l, h := median(overheads(results[i], results[bare]))
+					o, l, h := median(overheads(results[i], results[own]))
 					fmt.Fprintf(&b, " %s (%s-%s) | %s |", num(o), num(l), num(h), ratio(o, baseOver))
 				}
 			}
