@@ -50,9 +50,22 @@ func (n shardsOption) apply(c *tableConfig) { c.shards = int(n) }
 func WithShards(n int) TableOption { return shardsOption(n) }
 
 const (
-	// bucketSlots is the number of slots of a bucket: its eight keys fill one
-	// 64-byte cache line, so a probe of a bucket reads one line.
-	bucketSlots = 8
+	// bucketSlots is the number of slots of a bucket: three keys, their pin
+	// counts and three 8-byte states fill one 64-byte line, so that finding
+	// a present key, pinning it, deciding on its state and releasing it
+	// touch that one line.
+	bucketSlots = 3
+	// tableWays is the number of candidate buckets of a key. With buckets
+	// of three slots, two candidates overflowed spuriously (all candidate
+	// slots live while the table had room) for 4% of the keys filling a
+	// table; three candidates, probed together so that their cache misses
+	// overlap, keep that as rare as eight-slot buckets with two did.
+	tableWays = 3
+	// pageBuckets is the number of buckets of a 4 KiB page (with an 8-byte
+	// V). A key's candidate buckets lie in one block of pageBuckets
+	// buckets, so that a lookup costs one TLB miss rather than tableWays;
+	// at a million keys the page walks cost as much as the cache misses.
+	pageBuckets = 64
 	// bucketLine is the cache line that buckets are laid out in: 64 bytes,
 	// the line of x86 and of most arm64 parts. (cacheLine, twice that, is
 	// the padding that keeps atomics apart, another concern.)
@@ -61,24 +74,36 @@ const (
 	// exclusively. It is so negative that concurrent pinners, which add 1 and
 	// undo on seeing a negative result, can never lift it to zero or above.
 	pinLocked int32 = -1 << 30
-	// slotsPerEntry4 is the number of slots per unit of capacity, times 4:
-	// 5/4 slots per entry, so a full table is 80% occupied. With the
-	// emptier-of-two-buckets placement this keeps both buckets of a new key
-	// full (a spurious overflow) rare; TestTableLoad measures it.
-	slotsPerEntry4 = 5
+	// slotsPerEntry2 is the number of slots per unit of capacity, times 2:
+	// 3/2 slots per entry, so a full table is two-thirds occupied. With the
+	// emptiest-of-three-buckets placement this keeps all candidate buckets
+	// of a new key full (a spurious overflow) rare; TestTableLoad measures
+	// it.
+	slotsPerEntry2 = 3
 )
 
-// bucket holds bucketSlots entries, keys first so that a probe touches one
-// cache line. A key is a 64-bit keyed hash; 0 marks an empty slot. The pin
-// counts are padded to the second line, so that a bucket is a whole number
-// of lines when V's size is a multiple of 8 (almost any V): then every
-// bucket's keys sit in one line, rather than every other bucket's keys
-// straddling two.
+// bucket holds bucketSlots entries: keys, pin counts, then states, 40
+// bytes and three states, so that with an 8-byte V (every rate state of
+// this package) a bucket is exactly one 64-byte line. A key is a 64-bit
+// keyed hash; 0 marks an empty slot. The Go allocator gives a table of
+// more than 32 KiB of buckets a page-aligned array, so there every bucket
+// is one line; a smaller table may straddle lines, but then it is small
+// enough to stay in cache. A larger V puts its states behind the first
+// line: the keys and pins still share one.
 type bucket[V any] struct {
 	keys  [bucketSlots]atomic.Uint64
 	pins  [bucketSlots]atomic.Int32
-	_     [bucketLine - bucketSlots*4]byte
+	_     [4]byte
 	state [bucketSlots]V
+}
+
+// cands are the candidate buckets of one key, in the order that breaks ties
+// between concurrent inserters (see publish): n distinct ones, then b[0]
+// again up to tableWays, so that a probe can always look at tableWays
+// buckets (a second look at b[0] finds what the first found).
+type cands[V any] struct {
+	b [tableWays]*bucket[V]
+	n int
 }
 
 // tableShard is one shard: its buckets (a part of Table.buckets) and its
@@ -116,20 +141,21 @@ type tableShard[V any] struct {
 //
 // Placement: a key's shard comes from its hash, and each shard holds an
 // equal share of the capacity. Within the shard the key may live in any of
-// the 16 slots of its two candidate buckets; a new key goes to the emptier
-// one. Eviction looks at those 16 slots only. So a new key can overflow
-// although the table is not full: when its shard holds its share, or when
-// its two buckets are full of live entries (TestTableLoad, filling a
-// one-shard table of 100,000 entries with keys that never recover, saw the
-// first such overflow at 90-97% of the capacity and the table full after
-// 10% more keys), or, rarely, when concurrent insertions take the last
-// free slots of its buckets first; and a full table can overflow although
-// recovered entries exist outside the key's buckets. None of these ever
-// evicts or resets a live entry.
+// the 9 slots of its three candidate buckets; a new key goes to the
+// emptiest one. Eviction looks at those 9 slots only. So a new key can
+// overflow although the table is not full: when its shard holds its share,
+// or when its three buckets are full of live entries (TestTableLoad,
+// filling a one-shard table of 100,000 entries with keys that never
+// recover, sees the first such overflow at about 85% of the capacity and
+// the table full after 10% more keys), or, rarely, when concurrent
+// insertions take the last free slots of its buckets first; and a full
+// table can overflow although recovered entries exist outside the key's
+// buckets. None of these ever evicts or resets a live entry.
 //
-// Memory: capacity·5/4 slots, each 16 bytes (key, pin count and padding)
-// plus the size of V, so 20 bytes plus 1.25 times the size of V per entry
-// of capacity, preallocated by NewTable; nothing is allocated later.
+// Memory: capacity·3/2 slots in buckets of three, each bucket 40 bytes
+// (keys, pin counts, padding) plus three states, so 20 bytes plus 1.5
+// times the size of V per entry of capacity (32 bytes for an 8-byte V),
+// preallocated by NewTable; nothing is allocated later.
 //
 // Get, GetBytes, Lookup, Peek, Delete, Len and Stats are safe for
 // concurrent use and take no lock: a reader pins an entry with one atomic
@@ -173,10 +199,10 @@ type TableStats struct {
 }
 
 // MaxTableCapacity is the largest capacity NewTable accepts: 2^24
-// (16,777,216) entries. A table preallocates 20 bytes plus 1.25 times the
+// (16,777,216) entries. A table preallocates 20 bytes plus 1.5 times the
 // size of V per entry of capacity (see Table), so at this capacity one with
-// an 8-byte state (a GCRAState, a FixedWindowState) takes 480 MiB and one
-// with a 16-byte state 640 MiB: a bound that keeps a mistyped capacity an
+// an 8-byte state (a GCRAState, a FixedWindowState) takes 512 MiB and one
+// with a 16-byte state 704 MiB: a bound that keeps a mistyped capacity an
 // error rather than an allocation the process cannot survive (1<<40 entries
 // would be a fatal out-of-memory, which recover cannot catch).
 const MaxTableCapacity = 1 << 24
@@ -238,7 +264,11 @@ func NewTable[V any, P interface {
 		if i < capacity%n {
 			c++
 		}
-		return c, max(1, (c*slotsPerEntry4/4+bucketSlots-1)/bucketSlots)
+		nb = max(1, (c*slotsPerEntry2/2+bucketSlots-1)/bucketSlots)
+		if nb > pageBuckets { // whole pages, so that every shard's pages are aligned
+			nb = (nb + pageBuckets - 1) / pageBuckets * pageBuckets
+		}
+		return c, nb
 	}
 	total := 0
 	for i := range t.shards {
@@ -307,10 +337,9 @@ func (t *Table[V, P]) GetBytes(key []byte, now int64) (r Ref[V], ok bool) {
 // and never returns the overflow state.
 func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 	h := fixHash(maphash.String(t.seed, key))
-	sh, i1, i2 := t.locate(h)
-	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
+	_, c := t.locate(h)
 	for {
-		r, st := findSlot(b1, b2, h)
+		r, st := findSlot(&c, h)
 		if st != probeBusy {
 			return r, st == probeFound
 		}
@@ -323,19 +352,20 @@ func (t *Table[V, P]) Lookup(key string) (r Ref[V], ok bool) {
 // cache line they take from other cores). It writes nothing, never inserts
 // and never returns the overflow state; ok is false when the key has no
 // entry. What is read through the PeekRef counts only when validated as
-// PeekRef describes. Peek probes the key's two candidate buckets together,
-// so that their cache misses overlap.
+// PeekRef describes. Peek probes the key's candidate buckets together, so
+// that their cache misses overlap.
 func (t *Table[V, P]) Peek(key string) (p PeekRef[V], ok bool) {
 	h := fixHash(maphash.String(t.seed, key))
-	sh, i1, i2 := t.locate(h)
-	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
+	_, c := t.locate(h)
 	for i := range bucketSlots {
-		k1, k2 := b1.keys[i].Load(), b2.keys[i].Load()
-		if k1 == h {
-			return PeekRef[V]{b: b1, h: h, i: uint64(i)}, true
-		}
-		if k2 == h {
-			return PeekRef[V]{b: b2, h: h, i: uint64(i)}, true
+		k0, k1, k2 := c.b[0].keys[i].Load(), c.b[1].keys[i].Load(), c.b[2].keys[i].Load()
+		switch h {
+		case k0:
+			return PeekRef[V]{b: c.b[0], h: h, i: uint64(i)}, true
+		case k1:
+			return PeekRef[V]{b: c.b[1], h: h, i: uint64(i)}, true
+		case k2:
+			return PeekRef[V]{b: c.b[2], h: h, i: uint64(i)}, true
 		}
 	}
 	return PeekRef[V]{}, false
@@ -386,9 +416,8 @@ func (p PeekRef[V]) Current() bool { return p.b.keys[p.i%bucketSlots].Load() == 
 // middle of an insertion, and when there is no entry.
 func (t *Table[V, P]) Delete(key string) bool {
 	h := fixHash(maphash.String(t.seed, key))
-	sh, i1, i2 := t.locate(h)
-	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
-	for _, b := range [2]*bucket[V]{b1, b2} {
+	sh, c := t.locate(h)
+	for _, b := range c.b[:c.n] {
 		for i := range b.keys {
 			if b.keys[i].Load() != h {
 				continue
@@ -406,14 +435,11 @@ func (t *Table[V, P]) Delete(key string) bool {
 			b.pins[i].Add(-pinLocked)
 			return true
 		}
-		if b2 == b1 {
-			break
-		}
 	}
 	return false
 }
 
-// Slots returns the number of slots: capacity·5/4, rounded up to whole
+// Slots returns the number of slots: capacity·3/2, rounded up to whole
 // buckets. It bounds Index.
 func (t *Table[V, P]) Slots() int { return len(t.buckets) * bucketSlots }
 
@@ -460,21 +486,58 @@ func (t *Table[V, P]) Stats() TableStats {
 	return s
 }
 
-// locate returns the shard of hash h and the numbers of its two candidate
-// buckets there: the shard from the top bits, the buckets from two
-// independent mixes of h (multiply-shift ranges them without a division).
-// It is small enough to be inlined.
-func (t *Table[V, P]) locate(h uint64) (sh *tableShard[V], i1, i2 uint64) {
+// locate returns the shard of hash h and its candidate buckets there: the
+// shard from the top bits, the first bucket from the low bits
+// (multiply-shift ranges it without a division). In a shard of whole pages
+// the other two are two distinct other buckets of the first one's page,
+// picked by a mix of h; in a smaller shard they come from two more mixes of
+// h, each moved on to the next bucket while it coincides with an earlier
+// one, so that a shard of at least tableWays buckets gives tableWays
+// distinct candidates.
+func (t *Table[V, P]) locate(h uint64) (sh *tableShard[V], c cands[V]) {
 	sh = &t.shards[h>>(t.shardShift&63)&t.shardMask]
-	nb := uint64(len(sh.buckets))
-	i1 = (uint64(uint32(h)) * nb) >> 32
-	i2 = (((h * 0x9e3779b97f4a7c15) >> 32) * nb) >> 32
-	if i2 == i1 { // the next bucket instead (the same one if it is the only one)
-		if i2++; i2 == nb {
-			i2 = 0
+	bs := sh.buckets
+	nb := uint64(len(bs))
+	i0 := (uint64(uint32(h)) * nb) >> 32
+	m := h * 0x9e3779b97f4a7c15
+	if nb > pageBuckets { // a multiple of pageBuckets (NewTable)
+		base := i0 &^ (pageBuckets - 1)
+		x1 := 1 + (m>>48*(pageBuckets-1))>>16          // in [1, 63]
+		x2 := 1 + ((m>>32&0xffff)*(pageBuckets-2))>>16 // in [1, 62]
+		if x2 >= x1 {
+			x2++ // in [1, 63] without x1
 		}
+		c.b[0] = &bs[i0]
+		c.b[1] = &bs[base|(i0+x1)&(pageBuckets-1)]
+		c.b[2] = &bs[base|(i0+x2)&(pageBuckets-1)]
+		c.n = 3
+		return sh, c
 	}
-	return sh, i1, i2
+	i1 := ((m >> 32) * nb) >> 32
+	i2 := (((h * 0xc2b2ae3d27d4eb4f) >> 32) * nb) >> 32
+	c.b[0], c.b[1], c.b[2], c.n = &bs[i0], &bs[i0], &bs[i0], 1
+	if nb == 1 {
+		return sh, c
+	}
+	if i1 == i0 {
+		i1 = nextBucket(i1, nb)
+	}
+	c.b[1], c.b[2], c.n = &bs[i1], &bs[i0], 2
+	if nb == 2 {
+		return sh, c
+	}
+	for i2 == i0 || i2 == i1 { // at most two steps
+		i2 = nextBucket(i2, nb)
+	}
+	c.b[2], c.n = &bs[i2], 3
+	return sh, c
+}
+
+func nextBucket(i, nb uint64) uint64 {
+	if i++; i == nb {
+		return 0
+	}
+	return i
 }
 
 type probe uint8
@@ -485,19 +548,24 @@ const (
 	probeBusy // the key's slot is held exclusively for the moment
 )
 
-// findSlot pins the slot of h in b1 or b2. It probes both buckets in one
-// loop, so that the loads from the second do not wait for the comparisons
-// of the first and their cache misses overlap.
-func findSlot[V any](b1, b2 *bucket[V], h uint64) (Ref[V], probe) {
+// findSlot pins the slot of h in one of the candidates c. It probes the
+// candidate buckets in one loop, so that the loads from one do not wait for
+// the comparisons of another and their cache misses overlap.
+func findSlot[V any](c *cands[V], h uint64) (Ref[V], probe) {
 	for i := range bucketSlots {
-		k1, k2 := b1.keys[i].Load(), b2.keys[i].Load()
-		if k1 == h {
-			if r, st := pinSlot(b1, i, h); st != probeMiss {
+		k0, k1, k2 := c.b[0].keys[i].Load(), c.b[1].keys[i].Load(), c.b[2].keys[i].Load()
+		if k0 == h {
+			if r, st := pinSlot(c.b[0], i, h); st != probeMiss {
 				return r, st
 			}
 		}
-		if k2 == h && b2 != b1 {
-			if r, st := pinSlot(b2, i, h); st != probeMiss {
+		if k1 == h {
+			if r, st := pinSlot(c.b[1], i, h); st != probeMiss {
+				return r, st
+			}
+		}
+		if k2 == h {
+			if r, st := pinSlot(c.b[2], i, h); st != probeMiss {
 				return r, st
 			}
 		}
@@ -520,10 +588,9 @@ func pinSlot[V any](b *bucket[V], i int, h uint64) (Ref[V], probe) {
 }
 
 func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
-	sh, i1, i2 := t.locate(h)
-	b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
+	sh, c := t.locate(h)
 	for {
-		r, st := findSlot(b1, b2, h)
+		r, st := findSlot(&c, h)
 		switch st {
 		case probeFound:
 			return r, true
@@ -531,7 +598,7 @@ func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
 			runtime.Gosched()
 			continue
 		}
-		r, st = t.insert(sh, b1, b2, h, now)
+		r, st = t.insert(sh, &c, h, now)
 		switch st {
 		case probeFound:
 			return r, true
@@ -546,18 +613,25 @@ func (t *Table[V, P]) get(h uint64, now int64) (Ref[V], bool) {
 	}
 }
 
-// insert places h in an empty slot of b1 or b2 if the shard's cap allows,
-// else in place of a recovered entry of b1 or b2. It returns probeFound with
-// the pinned new entry, probeBusy when it gave way to a concurrent insertion
-// of the same key, probeMiss when the key does not fit.
-func (t *Table[V, P]) insert(sh *tableShard[V], b1, b2 *bucket[V], h uint64, now int64) (Ref[V], probe) {
+// insert places h in an empty slot of a candidate bucket if the shard's
+// cap allows, else in place of a recovered entry of one. It returns
+// probeFound with the pinned new entry, probeBusy when it gave way to a
+// concurrent insertion of the same key, probeMiss when the key does not
+// fit.
+func (t *Table[V, P]) insert(sh *tableShard[V], c *cands[V], h uint64, now int64) (Ref[V], probe) {
 	if sh.reserve() {
-		// Emptier bucket first (two-choice placement keeps buckets level).
-		first, second := b1, b2
-		if freeSlots(b2) > freeSlots(b1) {
-			first, second = b2, b1
+		// Emptiest bucket first (choosing among several keeps buckets
+		// level): an insertion sort of at most three.
+		order := c.b
+		var free [tableWays]int
+		for w := range c.n {
+			free[w] = freeSlots(order[w])
+			for k := w; k > 0 && free[k] > free[k-1]; k-- {
+				free[k], free[k-1] = free[k-1], free[k]
+				order[k], order[k-1] = order[k-1], order[k]
+			}
 		}
-		for _, b := range [2]*bucket[V]{first, second} {
+		for _, b := range order[:c.n] {
 			for i := range b.keys {
 				if b.keys[i].Load() != 0 {
 					continue
@@ -570,16 +644,13 @@ func (t *Table[V, P]) insert(sh *tableShard[V], b1, b2 *bucket[V], h uint64, now
 					b.pins[i].Add(-pinLocked)
 					continue
 				}
-				return t.publish(sh, b1, b2, b, i, h)
-			}
-			if b2 == b1 {
-				break
+				return t.publish(sh, c, b, i, h)
 			}
 		}
 		sh.count.Add(-1)
 	}
-	// Full: replace a recovered entry of the two buckets, if any.
-	for _, b := range [2]*bucket[V]{b1, b2} {
+	// Full: replace a recovered entry of the candidate buckets, if any.
+	for _, b := range c.b[:c.n] {
 		for i := range b.keys {
 			if k := b.keys[i].Load(); k == 0 || k == h {
 				continue
@@ -594,10 +665,7 @@ func (t *Table[V, P]) insert(sh *tableShard[V], b1, b2 *bucket[V], h uint64, now
 			}
 			sh.evictions.Add(1) // the count stays: one entry out, one in
 
-			return t.publish(sh, b1, b2, b, i, h)
-		}
-		if b2 == b1 {
-			break
+			return t.publish(sh, c, b, i, h)
 		}
 	}
 	return Ref[V]{}, probeMiss
@@ -634,33 +702,30 @@ func freeSlots[V any](b *bucket[V]) int {
 // that missed each other may have placed h in two slots. Each writes its key
 // before it scans (sequentially consistent atomics), so at least one sees
 // the other. An inserter gives way (empties its slot) when it sees h already
-// published, or held in a slot that comes earlier in the (b1, b2) order; it
-// waits while h is held in a later slot, whose holder will either give way
-// to it or re-key the slot. So exactly one copy is published, and no holder
-// waits on an earlier one (no cycle).
-func (t *Table[V, P]) publish(sh *tableShard[V], b1, b2, b *bucket[V], i int, h uint64) (Ref[V], probe) {
+// published, or held in a slot that comes earlier in the order of the
+// candidates c; it waits while h is held in a later slot, whose holder will
+// either give way to it or re-key the slot. So exactly one copy is
+// published, and no holder waits on an earlier one (no cycle).
+func (t *Table[V, P]) publish(sh *tableShard[V], c *cands[V], b *bucket[V], i int, h uint64) (Ref[V], probe) {
 	// Reset before the key is stored, never after: Peek's readers rely on
 	// it (see PeekRef).
 	P(&b.state[i]).Reset()
 	b.keys[i].Store(h)
-	mine := slotOrder(b1, b2, b, i)
+	mine := slotOrder(c, b, i)
 	for {
 		wait := false
-		for _, c := range [2]*bucket[V]{b1, b2} {
-			for j := range c.keys {
-				if (c == b && j == i) || c.keys[j].Load() != h {
+		for w, o := range c.b[:c.n] {
+			for j := range o.keys {
+				if (o == b && j == i) || o.keys[j].Load() != h {
 					continue
 				}
-				if c.pins[j].Load() >= 0 || slotOrder(b1, b2, c, j) < mine {
+				if o.pins[j].Load() >= 0 || w*bucketSlots+j < mine {
 					b.keys[i].Store(0)
 					sh.count.Add(-1)
 					b.pins[i].Add(-pinLocked)
 					return Ref[V]{}, probeBusy
 				}
 				wait = true
-			}
-			if b2 == b1 {
-				break
 			}
 		}
 		if !wait {
@@ -674,10 +739,12 @@ func (t *Table[V, P]) publish(sh *tableShard[V], b1, b2, b *bucket[V], i int, h 
 	return Ref[V]{v: &b.state[i], pins: &b.pins[i]}, probeFound
 }
 
-// slotOrder ranks slot j of bucket c among the candidates b1 then b2.
-func slotOrder[V any](b1, b2, c *bucket[V], j int) int {
-	if c == b1 {
-		return j
+// slotOrder ranks slot j of bucket b among the slots of the candidates c.
+func slotOrder[V any](c *cands[V], b *bucket[V], j int) int {
+	for w, o := range c.b[:c.n] {
+		if o == b {
+			return w*bucketSlots + j
+		}
 	}
-	return bucketSlots + j
+	panic("concurrency: slot outside the key's candidate buckets")
 }

@@ -353,16 +353,19 @@ func TestTableDoesNotAllocate(t *testing.T) {
 
 // TestTableModel runs random sequences of Get, Release, Delete, Peek and
 // time steps against a map with a cap. The table is small enough (one
-// shard, at most two buckets) that every key can use every slot, so the
+// shard, at most three buckets) that every key can use every slot, so the
 // table must match the model exactly: no spurious overflow. Every entry
 // has its own slot number (Index).
 func TestTableModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		capacity := rapid.IntRange(1, 8).Draw(rt, "capacity")
+		capacity := rapid.IntRange(1, 6).Draw(rt, "capacity") // 3 buckets at most
 		policy := Overflow(rapid.IntRange(0, 1).Draw(rt, "policy"))
 		tb, err := NewTable[tstate](capacity, trecovered, WithOverflow(policy))
 		if err != nil {
 			rt.Fatal(err)
+		}
+		if len(tb.buckets) > tableWays {
+			rt.Fatalf("%d buckets: some key cannot use every slot", len(tb.buckets))
 		}
 		type entry struct {
 			hits, until int64
@@ -525,21 +528,31 @@ func TestTableLoad(t *testing.T) {
 	}
 }
 
-// TestBucketLayout: the keys fill the first line of a bucket, the pin
-// counts the second, and a bucket whose V is a multiple of 8 bytes is a
-// whole number of lines, so that every bucket's keys sit in one line.
+// TestBucketLayout: a bucket of 8-byte states (every rate state) is one
+// 64-byte line, keys and pins first, and a large table's buckets start on
+// a line, so that a present key's lookup, pin, decision and release touch
+// one line.
 func TestBucketLayout(t *testing.T) {
-	var b bucket[tstate]
-	if unsafe.Offsetof(b.pins) != bucketLine || unsafe.Offsetof(b.state) != 2*bucketLine {
+	var b bucket[GCRAState]
+	if unsafe.Offsetof(b.pins) != 8*bucketSlots || unsafe.Offsetof(b.state) != 40 {
 		t.Fatalf("pins at %d, state at %d", unsafe.Offsetof(b.pins), unsafe.Offsetof(b.state))
 	}
 	for name, size := range map[string]uintptr{
-		"tstate":    unsafe.Sizeof(b),
-		"GCRAState": unsafe.Sizeof(bucket[GCRAState]{}),
+		"GCRAState":          unsafe.Sizeof(bucket[GCRAState]{}),
+		"FixedWindowState":   unsafe.Sizeof(bucket[FixedWindowState]{}),
+		"SlidingWindowState": unsafe.Sizeof(bucket[SlidingWindowState]{}),
+		"SlidingLogState":    unsafe.Sizeof(bucket[SlidingLogState]{}),
 	} {
-		if size%bucketLine != 0 {
-			t.Errorf("bucket of %s: %d bytes, not whole lines", name, size)
+		if size != bucketLine {
+			t.Errorf("bucket of %s: %d bytes, not one line", name, size)
 		}
+	}
+	tb, err := NewTable[GCRAState](100_000, func(*GCRAState, int64) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := uintptr(unsafe.Pointer(&tb.buckets[0])) % bucketLine; a != 0 {
+		t.Errorf("a table of %d buckets starts %d bytes into a line", len(tb.buckets), a)
 	}
 }
 
@@ -548,14 +561,15 @@ func TestBucketLayout(t *testing.T) {
 // end with exactly one published copy.
 func TestTablePublishResolvesDuplicates(t *testing.T) {
 	const h = uint64(0x5eed)
+	var c cands[tstate]
 	setup := func() (*Table[tstate, *tstate], *tableShard[tstate], *bucket[tstate], *bucket[tstate]) {
-		tb := newTestTable(t, 16, WithShards(1)) // three buckets: b1 != b2
-		sh, i1, i2 := tb.locate(h)
-		b1, b2 := &sh.buckets[i1], &sh.buckets[i2]
-		if b1 == b2 {
+		tb := newTestTable(t, 16, WithShards(1)) // eight buckets: three distinct candidates
+		var sh *tableShard[tstate]
+		sh, c = tb.locate(h)
+		if c.n != tableWays || c.b[0] == c.b[1] || c.b[1] == c.b[2] || c.b[0] == c.b[2] {
 			t.Fatal("candidate buckets coincide")
 		}
-		return tb, sh, b1, b2
+		return tb, sh, c.b[0], c.b[1]
 	}
 	hold := func(sh *tableShard[tstate], b *bucket[tstate], i int) {
 		if !b.pins[i].CompareAndSwap(0, pinLocked) {
@@ -571,51 +585,51 @@ func TestTablePublishResolvesDuplicates(t *testing.T) {
 
 	// A copy already published, even in a later slot: give way.
 	tb, sh, b1, b2 := setup()
-	b2.keys[6].Store(h)
+	b2.keys[2].Store(h)
 	sh.count.Add(1)
 	hold(sh, b1, 2)
-	_, st := tb.publish(sh, b1, b2, b1, 2, h)
+	_, st := tb.publish(sh, &c, b1, 2, h)
 	givesWay("published later copy", sh, b1, 2, st)
 
 	// A copy held in an earlier slot: give way to it.
 	tb, sh, b1, b2 = setup()
 	hold(sh, b1, 0)
 	b1.keys[0].Store(h)
-	hold(sh, b2, 3)
-	_, st = tb.publish(sh, b1, b2, b2, 3, h)
-	givesWay("held earlier copy", sh, b2, 3, st)
+	hold(sh, b2, 1)
+	_, st = tb.publish(sh, &c, b2, 1, h)
+	givesWay("held earlier copy", sh, b2, 1, st)
 
 	// A copy held in a later slot: wait; if its holder gives way, publish.
 	tb, sh, b1, b2 = setup()
-	hold(sh, b2, 7)
-	b2.keys[7].Store(h)
+	hold(sh, b2, 2)
+	b2.keys[2].Store(h)
 	hold(sh, b1, 1)
 	done := make(chan probe)
 	go func() {
-		r, st := tb.publish(sh, b1, b2, b1, 1, h)
+		r, st := tb.publish(sh, &c, b1, 1, h)
 		if st == probeFound {
 			r.Release()
 		}
 		done <- st
 	}()
-	b2.keys[7].Store(0) // the later holder gives way
+	b2.keys[2].Store(0) // the later holder gives way
 	sh.count.Add(-1)
-	b2.pins[7].Add(-pinLocked)
+	b2.pins[2].Add(-pinLocked)
 	if st := <-done; st != probeFound || b1.keys[1].Load() != h || b1.pins[1].Load() != 0 || sh.count.Load() != 1 {
 		t.Fatalf("after the later copy gave way: status %v, key %x, pins %d, count %d", st, b1.keys[1].Load(), b1.pins[1].Load(), sh.count.Load())
 	}
 
 	// A copy held in a later slot that gets published instead: give way.
 	tb, sh, b1, b2 = setup()
-	hold(sh, b2, 4)
-	b2.keys[4].Store(h)
-	hold(sh, b1, 5)
+	hold(sh, b2, 0)
+	b2.keys[0].Store(h)
+	hold(sh, b1, 2)
 	go func() {
-		_, st := tb.publish(sh, b1, b2, b1, 5, h)
+		_, st := tb.publish(sh, &c, b1, 2, h)
 		done <- st
 	}()
-	b2.pins[4].Add(-pinLocked) // the later copy is published
-	givesWay("later copy published while waiting", sh, b1, 5, <-done)
+	b2.pins[0].Add(-pinLocked) // the later copy is published
+	givesWay("later copy published while waiting", sh, b1, 2, <-done)
 }
 
 // TestTableCapacityAboveMaximumIsAnError: a capacity above

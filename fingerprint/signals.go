@@ -202,8 +202,8 @@ func WithTiming(minSamples int, cv float64) TrackerOption {
 }
 
 // NewTracker returns a Tracker that holds state for at most capacity keys,
-// preallocating about 150 bytes per key of capacity (the table's slot and
-// 1.25 states). It returns an error for a non-positive capacity or a bad
+// preallocating about 180 bytes per key of capacity (the table's 1.5 slots
+// and states). It returns an error for a non-positive capacity or a bad
 // option.
 func NewTracker(capacity int, opts ...TrackerOption) (*Tracker, error) {
 	c := trackerConfig{idle: 10 * time.Minute, weights: DefaultWeights(), minSamples: 8, cv: 0.5}

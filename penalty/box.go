@@ -225,13 +225,13 @@ func WithLevelDecay(d time.Duration) Option {
 }
 
 // MaxCapacity is the largest capacity NewBox accepts, that of the table
-// it builds on (concurrency.MaxTableCapacity, 2^24 keys). At about 250
-// bytes per key that is about 4 GiB, preallocated: size a Box for the
+// it builds on (concurrency.MaxTableCapacity, 2^24 keys). At about 300
+// bytes per key that is about 5 GiB, preallocated: size a Box for the
 // clients it must remember, not for the address space.
 const MaxCapacity = concurrency.MaxTableCapacity
 
 // NewBox returns a Box that tracks at most capacity keys, preallocating
-// about 250 bytes per key of capacity (1.25 table slots, each with its
+// about 300 bytes per key of capacity (1.5 table slots, each with its
 // entry and history).
 // It returns an error, before allocating anything, for a capacity that is
 // not positive or is above MaxCapacity, or for an invalid option.

@@ -58,7 +58,7 @@ func TestReportTakesRatiosAndOverheadsPerRound(t *testing.T) {
 		{path: []string{"BenchmarkMiddleware", "peer"}, cpu: 2},
 	}
 	ns := func(r int, v float64) result {
-		return result{round: r, metrics: map[string]float64{"ns/op": v, "allocs/op": 1}}
+		return result{round: r, metrics: map[string]float64{"ns/op": v, "allocs/op": 1, "cpu-ns/op": v / 2}}
 	}
 	// Round 1 is slow for everyone: the overheads, taken per round, stay.
 	results := [][]result{
@@ -69,13 +69,13 @@ func TestReportTakesRatiosAndOverheadsPerRound(t *testing.T) {
 	got := report(cases, results, config{rounds: 3})
 	failed := append([][]result{}, results...)
 	failed[2] = []result{ns(0, 200), {round: 1, failed: true}, ns(2, 200)}
-	if f := report(cases, failed, config{rounds: 3}); !strings.Contains(f, "| peer (1 of 3 runs failed) | 200 (200-200) | 1 | 1.33 | 100 (100-100) | 2.00 |") {
+	if f := report(cases, failed, config{rounds: 3}); !strings.Contains(f, "| peer (1 of 3 runs failed) | 200 (200-200) | 1 | 1.33 | 100 (100-100), x 1.33 | 100 (100-100) | 2.00 |") {
 		t.Errorf("a failed run is not left out and counted:\n%s", f)
 	}
 	for _, want := range []string{
-		"| sluice * | 150 (150-250) | 1 | 1.00 | 50 (50-50) | 1.00 |",
-		"| peer | 200 (200-300) | 1 | 1.33 | 100 (100-100) | 2.00 |",
-		"| bare | 100 (100-200) | 1 | 0.67 | | |",
+		"| sluice * | 150 (150-250) | 1 | 1.00 | 75 (75-125), x 1.00 | 50 (50-50) | 1.00 |",
+		"| peer | 200 (200-300) | 1 | 1.33 | 100 (100-150), x 1.33 | 100 (100-100) | 2.00 |",
+		"| bare | 100 (100-200) | 1 | 0.67 | 50 (50-100), x 0.67 | | |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)

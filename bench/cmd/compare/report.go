@@ -182,7 +182,13 @@ func report(cases []benchCase, results [][]result, cfg config) string {
 			fmt.Fprintf(&b, "| %s | %s (%s-%s) | %s | %s |", name, num(med), num(lo), num(hi), num(allocs), ratio(med, baseMed))
 			for _, u := range units {
 				m, l, h := median(metric(results[i], u))
-				fmt.Fprintf(&b, " %s (%s-%s) |", num(m), num(l), num(h))
+				fmt.Fprintf(&b, " %s (%s-%s)", num(m), num(l), num(h))
+				if strings.HasSuffix(u, "ns/op") && base >= 0 {
+					// A time of another clock (CPU time): its own ratio.
+					bm, _, _ := median(metric(results[base], u))
+					fmt.Fprintf(&b, ", x %s", ratio(m, bm))
+				}
+				b.WriteString(" |")
 			}
 			if bare >= 0 {
 				if own := g.bare(cases, cases[i].bin); own < 0 || i == own {
