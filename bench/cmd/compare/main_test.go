@@ -67,6 +67,12 @@ func TestReportTakesRatiosAndOverheadsPerRound(t *testing.T) {
 		{ns(0, 200), ns(1, 300), ns(2, 200)},
 	}
 	got := report(cases, results, config{rounds: 3})
+	delete(results[0][0].metrics, "cpu-ns/op")
+	delete(results[0][1].metrics, "cpu-ns/op")
+	delete(results[0][2].metrics, "cpu-ns/op")
+	if got := report(cases, results, config{rounds: 3}); !strings.Contains(got, "| bare | 100 (100-200) | 1 | 0.67 | - | | |") {
+		t.Errorf("a metric a row lacks is not a dash:\n%s", got)
+	}
 	failed := append([][]result{}, results...)
 	failed[2] = []result{ns(0, 200), {round: 1, failed: true}, ns(2, 200)}
 	if f := report(cases, failed, config{rounds: 3}); !strings.Contains(f, "| peer (1 of 3 runs failed) | 200 (200-200) | 1 | 1.33 | 100 (100-100), x 1.33 | 100 (100-100) | 2.00 |") {

@@ -182,6 +182,10 @@ func report(cases []benchCase, results [][]result, cfg config) string {
 			fmt.Fprintf(&b, "| %s | %s (%s-%s) | %s | %s |", name, num(med), num(lo), num(hi), num(allocs), ratio(med, baseMed))
 			for _, u := range units {
 				m, l, h := median(metric(results[i], u))
+				if math.IsNaN(m) { // the row does not report u
+					b.WriteString(" - |")
+					continue
+				}
 				fmt.Fprintf(&b, " %s (%s-%s)", num(m), num(l), num(h))
 				if strings.HasSuffix(u, "ns/op") && base >= 0 {
 					// A time of another clock (CPU time): its own ratio.
