@@ -18,6 +18,8 @@ import (
 //     shard count (shard-local cached quota);
 //   - sluice-single: the same ShardedWindow with one shard, so every caller
 //     writes one word (the single-word baseline);
+//   - sluice-bucket: concurrency.ShardedBucket.AllowN (a token bucket
+//     split over the default shard count);
 //   - xtimerate: golang.org/x/time/rate Limiter.AllowN at a fixed time, with
 //     a burst so large it never runs dry.
 func BenchmarkGlobalCap(b *testing.B) {
@@ -41,6 +43,14 @@ func BenchmarkGlobalCap(b *testing.B) {
 			}
 			now := int64(time.Minute)
 			return func() bool { return w.AllowN(now, 1).Allowed() }
+		}},
+		{"sluice-bucket", func() func() bool {
+			bk, err := concurrency.NewShardedBucket(concurrency.Per(1_000_000_000, time.Second), limit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := int64(time.Minute)
+			return func() bool { return bk.AllowN(now, 1).Allowed() }
 		}},
 		{"xtimerate", func() func() bool {
 			l := rate.NewLimiter(rate.Limit(1e9), limit)

@@ -20,11 +20,11 @@
 //     client is serving a timeout, and rejects it at once if so (an
 //     over-limit rejection is a strike);
 //  2. charges the Global rate rules, in this process (a Global FixedWindow
-//     rule with a limit up to 2^31-1 on a concurrency.ShardedWindow, whose
-//     quota shard-local caches hand out, so that parallel requests do not
-//     all write one word: exact per window like the others, with a
-//     Remaining that is a lower bound; token buckets and sliding windows
-//     decide on one word);
+//     rule with a limit up to 2^31-1 on a concurrency.ShardedWindow, a
+//     Global TokenBucket rule with a burst of 128 and more on a
+//     concurrency.ShardedBucket, so that parallel requests do not all write
+//     one word: exact like the single word, with a Remaining that is a
+//     lower bound; sliding windows and logs decide on one word);
 //  3. takes the Global concurrency and adaptive permits, in this process,
 //     waiting up to a rule's MaxWait if it allows waiting;
 //  4. decides every per-key rule in one store call (store.Store; a Memory

@@ -89,6 +89,13 @@ func (r *bucketRate) Refund(now, n int64)                      { r.g.Refund(&r.s
 // new burst is forgiven beyond an empty bucket. Decisions that still run on
 // old's rule set after that are not carried over.
 func (r *bucketRate) adopt(old localRate, now int64) bool {
+	if o, ok := old.(*shardedBucketRate); ok {
+		// A burst lowered below what shards: the tokens the old one owes.
+		if owed := min(o.b.Burst()-o.b.Available(now), r.g.Burst()); owed > 0 {
+			r.g.AllowN(&r.state.s, now, owed)
+		}
+		return true
+	}
 	o, ok := old.(*bucketRate)
 	if !ok {
 		return false
@@ -102,6 +109,43 @@ func (r *bucketRate) adopt(old localRate, now int64) bool {
 	owed := (int64(peek.ResetAfter) + iv - 1) / iv
 	if owed = min(owed, r.g.Burst()); owed > 0 {
 		r.g.AllowN(&r.state.s, now, owed)
+	}
+	return true
+}
+
+// shardedBucketRate is a Global TokenBucket rule with a burst large enough
+// to shard (concurrency.ShardedBucket: at least 64 tokens a shard): its
+// shards are token buckets of their own on lines of their own, so that the
+// cores deciding at once do not all write one word. It is exact like the
+// single bucket (never more than burst + rate·T in any T); it may admit up
+// to shards-1 tokens less at an instant, and its Remaining is the caller's
+// shard's, a lower bound.
+type shardedBucketRate struct{ b *concurrency.ShardedBucket }
+
+func (r *shardedBucketRate) AllowN(now, n int64) concurrency.Decision { return r.b.AllowN(now, n) }
+func (r *shardedBucketRate) Refund(now, n int64)                      { r.b.Refund(now, n) }
+
+// adopt takes over old's bucket when rate, burst and shards are the same;
+// otherwise it takes from its fresh bucket the tokens old owes at now (its
+// burst less what its shards hold), at most its own burst. Decisions that
+// still run on old's rule set after that are not carried over.
+func (r *shardedBucketRate) adopt(old localRate, now int64) bool {
+	var owed int64
+	switch o := old.(type) {
+	case *shardedBucketRate:
+		if o.b.Interval() == r.b.Interval() && o.b.Burst() == r.b.Burst() && o.b.Shards() == r.b.Shards() {
+			r.b = o.b
+			return true
+		}
+		owed = o.b.Burst() - o.b.Available(now)
+	case *bucketRate:
+		p := o.AllowN(now, 0)
+		owed = p.Limit - p.Remaining
+	default:
+		return false
+	}
+	if owed = min(owed, r.b.Burst()); owed > 0 {
+		r.b.Take(now, owed)
 	}
 	return true
 }
@@ -182,6 +226,11 @@ func newLocalRate(r Rule) (localRate, error) {
 		g, err := concurrency.NewGCRA(r.Rate, r.Limit)
 		if err != nil {
 			return nil, err
+		}
+		// A burst too small to shard, or one whose shards' refill would
+		// overflow the supported span, stays one bucket.
+		if b, err := concurrency.NewShardedBucket(r.Rate, r.Limit); err == nil && b.Shards() > 1 {
+			return &shardedBucketRate{b}, nil
 		}
 		return &bucketRate{g: g, state: new(padded[concurrency.GCRAState])}, nil
 	case FixedWindow:

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
 )
 
 // TestGlobalFixedWindowSpreadsItsQuotaOverShards: a Global FixedWindow
@@ -29,20 +31,57 @@ func TestGlobalFixedWindowSpreadsItsQuotaOverShards(t *testing.T) {
 	}
 }
 
+// TestGlobalTokenBucketShardsALargeBurst: a Global TokenBucket rule whose
+// burst gives every shard 64 tokens decides on a ShardedBucket; a smaller
+// one keeps the single bucket, with its exact Remaining.
+func TestGlobalTokenBucketShardsALargeBurst(t *testing.T) {
+	for _, tc := range []struct {
+		burst   int64
+		sharded bool
+	}{{100, false}, {1 << 30, true}} {
+		c, _, _ := newTest(t, []Rule{{Name: "cap", Algorithm: TokenBucket, Limit: tc.burst, Rate: concurrency.Per(1, time.Millisecond)}})
+		rate := c.set.Load().rules[0].rate
+		if _, sharded := rate.(*shardedBucketRate); sharded != tc.sharded {
+			t.Errorf("burst %d: a %T, sharded %v, want %v", tc.burst, rate, sharded, tc.sharded)
+		}
+	}
+}
+
 // TestShardedGlobalCapIsExactUnderParallelDecisions: many goroutines
-// deciding at once on a sharded Global FixedWindow rule admit exactly its
-// limit in one window, and a later rule's rejection gives the window's
-// charge back (all or nothing), so the limit is still reached exactly.
+// deciding at once on a sharded Global rule (a fixed window, a token bucket
+// that does not refill during the test) admit exactly its limit, and a
+// later rule's rejection gives the charge back (all or nothing), so the
+// limit is still reached exactly.
 func TestShardedGlobalCapIsExactUnderParallelDecisions(t *testing.T) {
-	const limit, workers, tries = 500, 8, 200
+	for _, capRule := range []Rule{
+		{Name: "cap", Algorithm: FixedWindow, Limit: 500, Window: time.Hour},
+		{Name: "cap", Algorithm: TokenBucket, Limit: 1000, Rate: concurrency.Per(1, 24*time.Hour)},
+	} {
+		t.Run(capRule.Algorithm.String(), func(t *testing.T) { shardedCapIsExact(t, capRule) })
+	}
+}
+
+func shardedCapIsExact(t *testing.T, capRule Rule) {
+	limit := capRule.Limit
+	const workers = 8
+	tries := int(limit) * 2 / workers
 	c, _, _ := newTest(t, []Rule{
-		{Name: "cap", Algorithm: FixedWindow, Limit: limit, Window: time.Hour},
+		capRule,
 		// Every third attempt is rejected after the cap charged it.
 		{Name: "gate", Category: "gated", Algorithm: Concurrency, Limit: 1},
 	})
 	hold, _, err := c.Decide(context.Background(), Attempt{Category: "gated", Now: int64(time.Hour)})
 	if err != nil || !hold.Allowed {
 		t.Fatalf("the gate's one permit: %+v, %v", hold, err)
+	}
+	switch r := c.set.Load().rules[0].rate.(type) {
+	case *shardedBucketRate:
+	case calendarRate:
+		if _, ok := r.rate.(*shardedRate); !ok {
+			t.Fatalf("the cap decides on a %T", r.rate)
+		}
+	default:
+		t.Fatalf("the cap decides on a %T", r)
 	}
 	var admitted, gated atomic.Int64
 	var wg sync.WaitGroup
@@ -84,8 +123,8 @@ func TestReloadCarriesUsageAcrossTheShardedWindowBound(t *testing.T) {
 	rules := func(limit int64) []Rule {
 		return []Rule{{Name: "cap", Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour}}
 	}
-	now := int64(time.Hour)
-	c, _, _ := newTest(t, rules(10))
+	c, _, clk := newTest(t, rules(10))
+	now := clk.now() // Reload reads the Controller's clock
 	for range 6 {
 		if d := decideAt(t, c, Attempt{Now: now}); !d.Allowed {
 			t.Fatalf("first 6 of 10: %+v", d)
@@ -119,5 +158,42 @@ func TestReloadCarriesUsageAcrossTheShardedWindowBound(t *testing.T) {
 	}
 	if d := decideAt(t, c, Attempt{Now: now}); d.Allowed {
 		t.Fatal("raised to 9 after 9: admitted")
+	}
+}
+
+// TestReloadCarriesTheDebtOfAShardedTokenBucket: a Global TokenBucket rule
+// keeps the tokens it owes across Reloads that change its burst, between
+// sharded bursts and to one too small to shard and back.
+func TestReloadCarriesTheDebtOfAShardedTokenBucket(t *testing.T) {
+	perDay := concurrency.Per(1, 24*time.Hour) // no refill during the test
+	rules := func(burst int64) []Rule {
+		return []Rule{{Name: "cap", Algorithm: TokenBucket, Limit: burst, Rate: perDay}}
+	}
+	c, _, clk := newTest(t, rules(1000))
+	now := clk.now() // Reload reads the Controller's clock
+	for range 600 {
+		if d := decideAt(t, c, Attempt{Now: now}); !d.Allowed {
+			t.Fatalf("the first 600 of 1000: %+v", d)
+		}
+	}
+	available := func() int64 {
+		switch r := c.set.Load().rules[0].rate.(type) {
+		case *shardedBucketRate:
+			return r.b.Available(now)
+		default:
+			return r.AllowN(now, 0).Remaining
+		}
+	}
+	for _, step := range []struct{ burst, want int64 }{
+		{1200, 600}, // 600 owed carry over
+		{100, 0},    // one bucket: the debt beyond its burst is forgiven
+		{1000, 900}, // sharded again: owes the 100 of the single bucket
+	} {
+		if err := c.Reload(Config{Rules: rules(step.burst)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := available(); got != step.want {
+			t.Fatalf("burst %d: %d tokens available, want %d", step.burst, got, step.want)
+		}
 	}
 }
