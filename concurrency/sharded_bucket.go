@@ -60,10 +60,6 @@ type bucketShard struct {
 // the k-1 tokens out of reach stay below 1/64 of the burst.
 const minShardTokens = 64
 
-// maxGather bounds the shards a weighted request gathers from, so that
-// what it took can be given back from a fixed array.
-const maxGather = 64
-
 // NewShardedBucket returns a full ShardedBucket of burst tokens refilled
 // at rate. It returns NewGCRA's errors, and an error when the shard count
 // (WithShardCount) is not a power of two or a shard's burst takes longer
@@ -177,22 +173,17 @@ func (b *ShardedBucket) full(now int64) time.Duration {
 	return t
 }
 
-// gather takes n tokens from up to maxGather shards, what each holds, and
-// gives them back if they do not add up to n.
+// gather takes n tokens from the shards, what each holds, and gives them
+// back (Refund: to the shards that lack tokens, which include those it took
+// from) if they do not add up to n.
 func (b *ShardedBucket) gather(home uint64, now, n int64) (Decision, bool) {
-	var took [maxGather]struct {
-		shard uint64
-		n     int64
-	}
-	got, k := int64(0), 0
-	for i := uint64(0); i <= b.mask && k < maxGather && got < n; i++ {
+	got := int64(0)
+	for i := uint64(0); i <= b.mask && got < n; i++ {
 		j := (home + i) & b.mask
 		g := b.gcra(j)
 		have := g.AllowN(&b.shards[j].s, now, 0).Remaining
 		if want := min(have, n-got); want > 0 && g.AllowN(&b.shards[j].s, now, want).Allowed() {
-			took[k].shard, took[k].n = j, want
 			got += want
-			k++
 		}
 	}
 	if got == n {
@@ -200,9 +191,7 @@ func (b *ShardedBucket) gather(home uint64, now, n int64) (Decision, bool) {
 		d.Limit = b.burst
 		return d, true
 	}
-	for _, t := range took[:k] {
-		b.gcra(t.shard).Refund(&b.shards[t.shard].s, now, t.n)
-	}
+	b.Refund(now, got)
 	return Decision{}, false
 }
 

@@ -163,6 +163,23 @@ func TestShardedBucketNeverOverAdmits(t *testing.T) {
 	}
 }
 
+// TestShardedBucketGathersFromEveryShard: a request larger than any shard
+// holds is admitted from all of them, however many there are; one that
+// does not fit takes nothing.
+func TestShardedBucketGathersFromEveryShard(t *testing.T) {
+	b, err := NewShardedBucket(Per(1, time.Second), 1024, WithShardCount(256))
+	if err != nil || b.Shards() != 256 {
+		t.Fatalf("%v, %d shards", err, b.Shards())
+	}
+	now := int64(time.Hour)
+	if !b.AllowN(now, 1000).Allowed() || b.Available(now) != 24 {
+		t.Fatalf("1000 of 1024 over 256 shards: %d left", b.Available(now))
+	}
+	if b.AllowN(now, 25).Allowed() || b.Available(now) != 24 {
+		t.Fatalf("25 of 24: admitted, or %d left (want 24: a failed gather gives back)", b.Available(now))
+	}
+}
+
 func TestShardedBucketAvailableAndTake(t *testing.T) {
 	b, err := NewShardedBucket(Per(1, time.Second), 10, WithShardCount(4))
 	if err != nil {
