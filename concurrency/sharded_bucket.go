@@ -30,8 +30,10 @@ import (
 // twice that: a TokenBucket with extra steps); a count set with
 // WithShardCount is lowered only until every shard holds one token.
 //
-// Remaining and ResetAfter of an admission are the caller's shard's
-// (Remaining then a lower bound of the whole's); a rejection's RetryAfter
+// Remaining of an admission is an estimate: the caller's shard's times the
+// shard count (callers spread over the shards drain them alike; one
+// caller alone drains its own first, and the estimate then runs low).
+// ResetAfter is the caller's shard's. A rejection's RetryAfter
 // is the soonest that any shard holds n tokens, or, for a request no
 // single shard can hold, the time until every shard is full: never
 // earlier than the truth.
@@ -116,8 +118,7 @@ func (b *ShardedBucket) AllowN(now, n int64) Decision {
 		if n < 0 {
 			panic("concurrency: ShardedBucket.AllowN with negative n")
 		}
-		d := b.gcra(home).AllowN(&b.shards[home].s, now, 0)
-		d.Limit = b.burst
+		d := b.scaled(b.gcra(home).AllowN(&b.shards[home].s, now, 0))
 		if n > b.burst {
 			d.RetryAfter = Never
 		}
@@ -127,8 +128,7 @@ func (b *ShardedBucket) AllowN(now, n int64) Decision {
 	if g := b.gcra(home); n <= g.burst {
 		d := g.AllowN(&b.shards[home].s, now, n)
 		if d.Allowed() {
-			d.Limit = b.burst
-			return d
+			return b.scaled(d)
 		}
 		soonest = d.RetryAfter
 	}
@@ -146,8 +146,7 @@ func (b *ShardedBucket) slow(home uint64, now, n int64, soonest time.Duration) D
 		}
 		d := g.AllowN(&b.shards[j].s, now, n)
 		if d.Allowed() {
-			d.Limit = b.burst
-			return d
+			return b.scaled(d)
 		}
 		soonest = min(soonest, d.RetryAfter)
 	}
@@ -162,6 +161,13 @@ func (b *ShardedBucket) slow(home uint64, now, n int64, soonest time.Duration) D
 		soonest = max(1, b.full(now))
 	}
 	return Decision{Limit: b.burst, RetryAfter: soonest, ResetAfter: max(soonest, b.full(now))}
+}
+
+// scaled is a shard's decision as the whole bucket's: its Limit, and the
+// shard's Remaining times the shard count (at most the burst).
+func (b *ShardedBucket) scaled(d Decision) Decision {
+	d.Limit, d.Remaining = b.burst, min(b.burst, d.Remaining*int64(len(b.shards)))
+	return d
 }
 
 // full returns the time until every shard is full.
@@ -187,9 +193,7 @@ func (b *ShardedBucket) gather(home uint64, now, n int64) (Decision, bool) {
 		}
 	}
 	if got == n {
-		d := b.gcra(home).AllowN(&b.shards[home].s, now, 0)
-		d.Limit = b.burst
-		return d, true
+		return b.scaled(b.gcra(home).AllowN(&b.shards[home].s, now, 0)), true
 	}
 	b.Refund(now, got)
 	return Decision{}, false

@@ -118,8 +118,9 @@ func (r *bucketRate) adopt(old localRate, now int64) bool {
 // shards are token buckets of their own on lines of their own, so that the
 // cores deciding at once do not all write one word. It is exact like the
 // single bucket (never more than burst + rate·T in any T); it may admit up
-// to shards-1 tokens less at an instant, and its Remaining is the caller's
-// shard's, a lower bound.
+// to shards-1 tokens less at an instant, and its Remaining is an estimate
+// (the caller's shard's times the shard count), which the soft-limit
+// warning and the headers use.
 type shardedBucketRate struct{ b *concurrency.ShardedBucket }
 
 func (r *shardedBucketRate) AllowN(now, n int64) concurrency.Decision { return r.b.AllowN(now, n) }

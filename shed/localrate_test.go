@@ -44,6 +44,13 @@ func TestGlobalTokenBucketShardsALargeBurst(t *testing.T) {
 		if _, sharded := rate.(*shardedBucketRate); sharded != tc.sharded {
 			t.Errorf("burst %d: a %T, sharded %v, want %v", tc.burst, rate, sharded, tc.sharded)
 		}
+		// A few requests of a large burst are far from its soft limit:
+		// Remaining must speak for the whole bucket, not one shard.
+		for range 3 {
+			if d := decide(t, c, Attempt{}); !d.Allowed || d.Warning || d.Remaining < tc.burst*3/4 {
+				t.Fatalf("burst %d: %+v", tc.burst, d)
+			}
+		}
 	}
 }
 
