@@ -31,7 +31,12 @@
 //  1. asks the penalty box (WithPenalties: a penalty.Box) whether the
 //     client is serving a timeout, and rejects it at once if so (an
 //     over-limit rejection is a strike);
-//  2. charges the Global rate rules, in this process;
+//  2. charges the Global rate rules, in this process (a Global FixedWindow
+//     rule with a limit up to 2^31-1 on a concurrency.ShardedWindow, a
+//     Global TokenBucket rule with a burst of 128 and more on a
+//     concurrency.ShardedBucket, so that parallel requests do not all write
+//     one word: exact like the single word, with a Remaining that is a
+//     lower bound; sliding windows and logs decide on one word);
 //  3. takes the Global concurrency and adaptive permits, in this process,
 //     waiting up to a rule's MaxWait if it allows waiting;
 //  4. decides every per-key rule in one store call (store.Store; a Memory
