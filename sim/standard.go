@@ -90,7 +90,7 @@ func NewAdaptive(name string, seed uint64) (Controller, error) {
 	case "gradient2":
 		alg, err = adaptive.NewGradient2(adaptive.WithLimits(1, 1000), adaptive.WithInitialLimit(20))
 	case "sluice":
-		alg, err = adaptive.NewDefault(adaptive.WithLimits(4, 1000), adaptive.WithInitialLimit(20))
+		alg, err = adaptive.NewDefault(adaptive.WithLimits(4, 1000), adaptive.WithInitialLimit(20), adaptive.WithoutSchedulingSignal())
 	default:
 		return nil, fmt.Errorf("sim: unknown adaptive controller %q", name)
 	}
