@@ -19,8 +19,8 @@ import (
 //     admissions at random (it is a Shedder) while the mean time that
 //     ready goroutines waited to run (RuntimeSignals.SchedMean) is above
 //     the scheduling target (10ms; WithSchedulingTarget). The share let
-//     through moves by the square root of target/delay, down by at most a
-//     quarter and up by at most double per window, and never below 1/64.
+//     through moves by the square root of target/delay, down by at most
+//     half and up by at most double per window, and never below 1/64.
 //     This protects a CPU-bound server, where inflight never exceeds the
 //     cores, so no concurrency limit binds, and the queue is in the run
 //     queue and the sockets, before any middleware; the limit itself is
@@ -151,8 +151,8 @@ func (d *Default) updateShed(w Window) {
 		return
 	}
 	// Damped proportional control: the share let through moves by the
-	// square root of target/delay, down by at most a quarter and up by at
-	// most double (plus 1/64, to leave the floor) per window, so that it
+	// square root of target/delay, down by at most half and up by at most
+	// double (plus 1/64, to leave the floor) per window, so that it
 	// settles instead of swinging between a queue and an idle CPU: the
 	// delay of one window is that of work admitted windows ago.
 	lat := max(w.Runtime.SchedMean, time.Microsecond)
@@ -160,7 +160,7 @@ func (d *Default) updateShed(w Window) {
 	if step >= 1 {
 		d.admit = min(1, d.admit*min(2, step)+minAdmit)
 	} else {
-		d.admit = max(minAdmit, d.admit*max(0.75, step))
+		d.admit = max(minAdmit, d.admit*max(0.5, step))
 	}
 }
 

@@ -245,8 +245,8 @@ func WithSeed(seed uint64) Option {
 // WithRuntimeThresholds makes Default treat Go runtime signals (see
 // RuntimeSignals) as congestion when the scheduler latency exceeds sched,
 // the GC CPU fraction exceeds gc, or the heap exceeds heap of GOMEMLIMIT.
-// gc and heap are in (0, 1]. The signals are read only when the Limiter has
-// WithRuntimeSignals.
+// gc and heap are in (0, 1]. The Limiter reads the signals for Default
+// unless it has WithoutSchedulingSignal (then only with WithRuntimeSignals).
 func WithRuntimeThresholds(sched time.Duration, gc, heap float64) Option {
 	return mark(optRuntime, func(c *config) error {
 		if sched <= 0 {

@@ -78,7 +78,8 @@ var ControllerNames = []string{"none", "static_oracle", "static_wrong", "aimd", 
 // NewAdaptive returns a controller running the named algorithm ("aimd",
 // "vegas", "gradient2" or "sluice") in an adaptive.Limiter with default
 // windows, every algorithm with limits [1, 1000] (4 for sluice's minimum)
-// and an initial limit of 20.
+// and an initial limit of 20; sluice without the scheduling signal, which
+// virtual time cannot model (see the package doc).
 func NewAdaptive(name string, seed uint64) (Controller, error) {
 	var alg adaptive.Algorithm
 	var err error
