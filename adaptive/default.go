@@ -113,7 +113,7 @@ type Default struct {
 	epLimit, epX float64 // largest limit and throughput of the shrinking episode
 }
 
-var _ Algorithm = (*Default)(nil)
+var _ Shedder = (*Default)(nil)
 
 // NewDefault returns sluice's default algorithm. It accepts
 // WithInitialLimit, WithLimits, WithTolerance, WithMaxHealthyLatency,
