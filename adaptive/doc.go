@@ -38,9 +38,12 @@
 // target, on by default (WithoutSchedulingSignal turns it off; the signal
 // is the whole process's, so a CPU hog elsewhere in it sheds requests
 // too). On one core at 2x it held the p99 at 245ms where every peer and a
-// static limit of one answered at 0.9 to 1s. At 5x and 10x over HTTP/1.1
-// nobody, Default included, keeps such an endpoint useful (goodput 0.15
-// and 0.05 of capacity): a rejection costs the server about 140 µs of CPU
-// on a kept-alive connection and 190 µs on a new one, so the four or nine
-// rejections per admitted request take the core before any handler runs.
+// static limit of one answered at 0.9 to 1s; at 5x and 10x over HTTP/1.1,
+// in one run of three rounds, 207 and 171ms with goodput above the
+// calibrated capacity, where every other contender timed out. In another
+// run on the same (shared, busy) machine it fell to goodput 0.15 and 0.05
+// like everyone: a rejection costs the server about 140 µs of CPU on a
+// kept-alive connection and 190 µs on a new one, so four or nine
+// rejections per admitted request take most of a core before any handler
+// runs, and whatever else takes the core tips it over.
 package adaptive
