@@ -37,13 +37,13 @@
 // only shedding a share of the arrivals acts on it: Default's scheduling
 // target, on by default (WithoutSchedulingSignal turns it off; the signal
 // is the whole process's, so a CPU hog elsewhere in it sheds requests
-// too). On one core at 2x it held the p99 at 245ms where every peer and a
-// static limit of one answered at 0.9 to 1s; at 5x and 10x over HTTP/1.1,
-// in one run of three rounds, 207 and 171ms with goodput above the
-// calibrated capacity, where every other contender timed out. In another
-// run on the same (shared, busy) machine it fell to goodput 0.15 and 0.05
-// like everyone: a rejection costs the server about 140 µs of CPU on a
-// kept-alive connection and 190 µs on a new one, so four or nine
-// rejections per admitted request take most of a core before any handler
+// too). On one core over HTTP/1.1, over three runs of three rounds on a
+// shared, busy machine, the median at 5x was goodput 0.49 of capacity
+// with a p99 of 227ms, at 10x 0.58 with 731ms (the best run 207 and
+// 171ms, the worst 873 and 996ms), where every peer and a static limit of
+// one shed nothing and answered at 0.8 to 1s; at 2x, in the run with the
+// fairest calibration, it kept 0.80 with a p99 of 155ms. A rejection still costs the server 76 to 140 µs of CPU on a
+// kept-alive connection and 110 to 190 µs on a new one, so four or nine
+// rejections per admitted request take much of a core before any handler
 // runs, and whatever else takes the core tips it over.
 package adaptive
