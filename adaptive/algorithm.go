@@ -12,3 +12,21 @@ type Algorithm interface {
 	// Update folds one window into the state and returns the new limit.
 	Update(w Window) int
 }
+
+// Shedder is an Algorithm that also sheds a share of admissions whatever the
+// limit: the actuator for an overload that no concurrency limit binds, such
+// as a CPU-bound server whose inflight never exceeds its cores while its
+// queue grows in the Go run queue and the sockets, in front of the limited
+// code. A Limiter reads ShedFraction after each Update and sheds that share
+// of its admissions (ErrShed). Default is one.
+type Shedder interface {
+	Algorithm
+	// ShedFraction returns the share of admissions to shed, in [0, 1].
+	ShedFraction() float64
+}
+
+// runtimeUser is an Algorithm that asks its Limiter to read the Go
+// runtime's signals without WithRuntimeSignals.
+type runtimeUser interface {
+	usesRuntime() bool
+}

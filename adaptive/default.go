@@ -14,9 +14,20 @@ import (
 //     drop tolerance multiplies the limit by 1-fraction. Drops of work
 //     admitted before the latest decrease do not count again (see
 //     Window.StaleDrops).
-//   - Runtime signals: with WithRuntimeThresholds and a Limiter that reads
-//     them, scheduler latency, GC CPU fraction or heap near GOMEMLIMIT above
-//     their thresholds multiply the limit by 0.9.
+//   - Scheduling delay, the queue in front of the handler: Default asks
+//     its Limiter to read the Go runtime's signals and sheds a share of
+//     admissions at random (it is a Shedder) while the mean time that
+//     ready goroutines waited to run (RuntimeSignals.SchedMean) is above
+//     the scheduling target (10ms; WithSchedulingTarget). The share let
+//     through moves by the square root of target/delay, down by at most
+//     half and up by at most double per window, and never below 1/64.
+//     This protects a CPU-bound server, where inflight never exceeds the
+//     cores, so no concurrency limit binds, and the queue is in the run
+//     queue and the sockets, before any middleware; the limit itself is
+//     left to the rules below. WithoutSchedulingSignal turns it off.
+//   - Runtime thresholds: with WithRuntimeThresholds, scheduler latency,
+//     GC CPU fraction or heap near GOMEMLIMIT above their thresholds
+//     multiply the limit by 0.9.
 //   - Probing without pinning: when the baseline has not been confirmed for
 //     the baseline horizon, one window runs at 3/4 of the limit to drain any
 //     standing queue, its latency becomes the baseline if it is lower, and
@@ -60,9 +71,15 @@ import (
 // noise: capacity came back) sets it. It never drifts up by itself, only
 // through the drift detection.
 //
-// Defaults: initial 20, limits [4, 1000], tolerance 1.25, baseline horizon
-// 10s, drop tolerance 0.01, no ceiling, no runtime thresholds. The zero value
-// is not usable; call NewDefault. Not safe for concurrent use (see Algorithm).
+// It starts at its minimum limit and grows (slow start), so that its first
+// windows time the unqueued latency and the baseline is that, not the
+// latency of a queue that an initial limit above the true concurrency
+// would hold (an initial 20 for 8 slots kept a standing queue of 12).
+//
+// Defaults: initial limit = minimum limit, limits [4, 1000], tolerance
+// 1.25, baseline horizon 10s, drop tolerance 0.01, scheduling target 10ms,
+// no ceiling, no runtime thresholds. The zero value is not usable; call
+// NewDefault. Not safe for concurrent use (see Algorithm).
 type Default struct {
 	limit      float64
 	min, max   int
@@ -73,6 +90,10 @@ type Default struct {
 	schedMax   time.Duration
 	gcMax      float64
 	heapMax    float64
+	// schedTarget is the scheduling delay kept by shedding; zero: none.
+	schedTarget time.Duration
+	// admit is the share of admissions let through, in [minAdmit, 1].
+	admit float64
 
 	base      float64
 	baseAt    int64
@@ -92,21 +113,55 @@ type Default struct {
 	epLimit, epX float64 // largest limit and throughput of the shrinking episode
 }
 
-var _ Algorithm = (*Default)(nil)
+var _ Shedder = (*Default)(nil)
 
 // NewDefault returns sluice's default algorithm. It accepts
 // WithInitialLimit, WithLimits, WithTolerance, WithMaxHealthyLatency,
-// WithBaselineHorizon, WithDropTolerance and WithRuntimeThresholds.
+// WithBaselineHorizon, WithDropTolerance, WithRuntimeThresholds,
+// WithSchedulingTarget and WithoutSchedulingSignal.
 func NewDefault(opts ...Option) (*Default, error) {
-	c, err := build("Default", config{initial: 20, min: 4, max: 1000, tolerance: 1.25,
-		baselineHorizon: 10 * time.Second, dropTolerance: 0.01},
-		optInitial|optLimits|optTolerance|optMaxHealthy|optBaselineHorizon|optDropTolerance|optRuntime, opts)
+	c, err := build("Default", config{initial: 4, min: 4, max: 1000, tolerance: 1.25,
+		baselineHorizon: 10 * time.Second, dropTolerance: 0.01, schedTarget: 10 * time.Millisecond},
+		optInitial|optLimits|optTolerance|optMaxHealthy|optBaselineHorizon|optDropTolerance|optRuntime|optSchedTarget, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &Default{limit: float64(c.initial), min: c.min, max: c.max, tolerance: c.tolerance,
 		horizon: int64(c.baselineHorizon), maxHealthy: float64(c.maxHealthy), dropTol: c.dropTolerance,
-		schedMax: c.schedMax, gcMax: c.gcMax, heapMax: c.heapMax, slowStart: true, headroom: 0.75}, nil
+		schedMax: c.schedMax, gcMax: c.gcMax, heapMax: c.heapMax, schedTarget: c.schedTarget,
+		admit: 1, slowStart: true, headroom: 0.75}, nil
+}
+
+// minAdmit is the smallest share of admissions Default lets through: some
+// work must still finish, or no window would close to lift the shedding.
+const minAdmit = 1.0 / 64
+
+// ShedFraction returns the share of admissions to shed at random (see
+// Shedder), in [0, 1-1/64]: zero unless the scheduling delay is above the
+// scheduling target.
+func (d *Default) ShedFraction() float64 { return 1 - d.admit }
+
+// usesRuntime tells the Limiter to read the Go runtime's signals.
+func (d *Default) usesRuntime() bool { return d.schedTarget > 0 }
+
+// updateShed steps the share of admissions let through from the window's
+// scheduling delay (see the type's rules).
+func (d *Default) updateShed(w Window) {
+	if d.schedTarget <= 0 {
+		return
+	}
+	// Damped proportional control: the share let through moves by the
+	// square root of target/delay, down by at most half and up by at most
+	// double (plus 1/64, to leave the floor) per window, so that it
+	// settles instead of swinging between a queue and an idle CPU: the
+	// delay of one window is that of work admitted windows ago.
+	lat := max(w.Runtime.SchedMean, time.Microsecond)
+	step := math.Sqrt(float64(d.schedTarget) / float64(lat))
+	if step >= 1 {
+		d.admit = min(1, d.admit*min(2, step)+minAdmit)
+	} else {
+		d.admit = max(minAdmit, d.admit*max(0.5, step))
+	}
 }
 
 // Limit returns the current limit.
@@ -147,6 +202,7 @@ func (d *Default) Update(w Window) int {
 	if total == 0 {
 		return int(d.limit)
 	}
+	d.updateShed(w)
 	used := d.limit // the limit in force during this window
 	growing := d.streak
 	d.streak = 0

@@ -22,6 +22,16 @@ var ErrLimited = errors.New("adaptive: concurrency limit reached")
 // would be wasted, so it is rejected now.
 var ErrDeadline = errors.New("adaptive: deadline shorter than the predicted latency")
 
+// ErrShed is returned when the Algorithm sheds a share of admissions (see
+// Shedder) and this one is in it. It does not match ErrLimited: waiting
+// would not help, since the limit is not what is reached.
+var ErrShed = errors.New("adaptive: shed to keep the scheduling delay short")
+
+// weyl is the increment of the sequence that picks the admissions to shed:
+// 2^64 over the golden ratio, so that successive values spread evenly over
+// [0, 2^64) and any share of them falls below a threshold.
+const weyl = 0x9E3779B97F4A7C15
+
 // Class names a class of clients for SetPressure. Class 0 is the default.
 type Class uint8
 
@@ -55,7 +65,11 @@ type Request struct {
 // and records a sample. Samples are aggregated with atomics; when a window
 // closes (by age and sample count, see WithWindow and WithWindowSamples) the
 // goroutine that closes it steps the Algorithm under a lock that only window
-// boundaries take, and resizes the semaphore.
+// boundaries take, and resizes the semaphore. When the Algorithm is a
+// Shedder, the Limiter also sheds its share of admissions (ErrShed), picked
+// by a deterministic sequence that spreads them evenly; when it asks for
+// them (Default does), or with WithRuntimeSignals, the Limiter reads the Go
+// runtime's signals at each window boundary.
 //
 // Windows close only when an outcome is reported (there is no timer
 // goroutine): with no traffic the limit stays where it is. The admit and
@@ -87,6 +101,13 @@ type Limiter struct {
 	runtime *runtimeReader
 
 	pressure [256]atomic.Uint64 // float64 bits of each class's factor; 0 means 1
+
+	// shedBelow is the Shedder's share of admissions to shed, scaled to
+	// 2^64 (0: none); shedSeq picks them (a Weyl sequence, see weyl).
+	shedBelow atomic.Uint64
+	shedSeq   atomic.Uint64
+	shedCount atomic.Int64 // shed in the current window
+	shedder   Shedder
 
 	// q is the queue of the callers that wait in Acquire (FIFO unless
 	// WithQueue says otherwise): the queueing package's, over sem.
@@ -120,9 +141,11 @@ func NewLimiter(alg Algorithm, opts ...LimiterOption) (*Limiter, error) {
 	l := &Limiter{sem: sem, alg: alg, cfg: cfg}
 	l.tokens.New = func() any { return &tokenState{l: l} }
 	l.minNs.Store(math.MaxInt64)
-	if cfg.runtime {
+	if ru, ok := alg.(runtimeUser); cfg.runtime || (ok && ru.usesRuntime()) {
 		l.runtime = newRuntimeReader()
 	}
+	l.shedder, _ = alg.(Shedder)
+	l.setShed()
 	if l.q, err = queueing.New(sem, cfg.queue...); err != nil {
 		return nil, fmt.Errorf("adaptive: %w", err)
 	}
@@ -163,11 +186,19 @@ func (l *Limiter) TryAcquire() (Token, bool) {
 // TryAcquireAt admits r at now (monotonic nanoseconds) if its class's
 // pressure and the limit allow, and never blocks. It returns ErrDeadline when
 // r's deadline leaves less than the predicted service time (the latest
-// window's latency statistic), and ErrLimited when there is no room. On
-// success the Token must be reported exactly once. Safe for concurrent use.
+// window's latency statistic), ErrShed when the Algorithm sheds a share of
+// admissions (Shedder; never a request of a priority above Critical) and r
+// is in it, and ErrLimited when there is no room. On success the Token must
+// be reported exactly once. Safe for concurrent use.
 func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 	if r.Deadline != 0 && r.Deadline-now < l.rtt.Load() {
 		return Token{}, ErrDeadline
+	}
+	// One load when nothing is shed; else one add on a shared word, paid
+	// only during an overload.
+	if below := l.shedBelow.Load(); below != 0 && r.Priority <= 0 && l.shedSeq.Add(weyl) < below {
+		l.shedCount.Add(1)
+		return Token{}, ErrShed
 	}
 	if l.overPressure(r.Class) {
 		return Token{}, ErrLimited
@@ -335,6 +366,7 @@ func (l *Limiter) maybeClose(now int64) {
 	w.Count = int(count)
 	w.Drops = int(l.drops.Swap(0))
 	w.StaleDrops = int(l.staleDrops.Swap(0))
+	w.Shed = int(l.shedCount.Swap(0))
 	sum := l.sumNs.Swap(0)
 	minNs := l.minNs.Swap(math.MaxInt64)
 	w.MaxInflight = int(l.maxInflight.Swap(l.sem.Inflight()))
@@ -353,6 +385,28 @@ func (l *Limiter) maybeClose(now int64) {
 		l.decreasedAt.Store(now)
 	}
 	_ = l.sem.SetLimit(limit) // never fails for a positive limit
+	l.setShed()
+}
+
+// setShed publishes the Shedder's share of admissions to shed.
+func (l *Limiter) setShed() {
+	if l.shedder == nil {
+		return
+	}
+	var below uint64
+	switch f := l.shedder.ShedFraction(); {
+	case f >= 1:
+		below = math.MaxUint64
+	case f > 0: // NaN and negative shares shed nothing
+		below = uint64(math.Ldexp(f, 64))
+	}
+	l.shedBelow.Store(below)
+}
+
+// ShedFraction returns the share of admissions the Limiter sheds now (see
+// Shedder); zero for an Algorithm that is not a Shedder.
+func (l *Limiter) ShedFraction() float64 {
+	return math.Ldexp(float64(l.shedBelow.Load()), -64)
 }
 
 // Limit returns the limit in force.

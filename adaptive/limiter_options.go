@@ -66,6 +66,10 @@ func WithPercentile(p float64) LimiterOption {
 // GOMEMLIMIT) at each window boundary and hand them to the Algorithm in
 // Window.Runtime. The read costs microseconds, once per window.
 //
+// Default asks for them itself (for its scheduling target) unless it has
+// WithoutSchedulingSignal; the option is for the other algorithms and for
+// Default's WithRuntimeThresholds.
+//
 // Use it, with Default's WithRuntimeThresholds, for CPU-bound servers: when
 // requests queue for the CPU in front of the limited code (in the HTTP
 // server, in other goroutines), the latency of the limited work never

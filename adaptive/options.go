@@ -31,6 +31,7 @@ const (
 	optSeed
 	optRuntime
 	optDropTolerance
+	optSchedTarget
 )
 
 var optionNames = map[optionBit]string{
@@ -47,6 +48,7 @@ var optionNames = map[optionBit]string{
 	optSeed:            "WithSeed",
 	optRuntime:         "WithRuntimeThresholds",
 	optDropTolerance:   "WithDropTolerance",
+	optSchedTarget:     "WithSchedulingTarget",
 }
 
 type config struct {
@@ -66,6 +68,7 @@ type config struct {
 	gcMax           float64
 	heapMax         float64
 	dropTolerance   float64
+	schedTarget     time.Duration // zero: no shedding by scheduling delay
 }
 
 type optionFunc func(*config) error
@@ -93,7 +96,7 @@ func build(name string, defaults config, allowed optionBit, opts []Option) (conf
 		}
 	}
 	if bad := c.set &^ allowed; bad != 0 {
-		for bit := optionBit(1); bit <= optDropTolerance; bit <<= 1 {
+		for bit := optionBit(1); bit <= optSchedTarget; bit <<= 1 {
 			if bad&bit != 0 {
 				return c, fmt.Errorf("adaptive: %s does not use %s", name, optionNames[bit])
 			}
@@ -242,8 +245,8 @@ func WithSeed(seed uint64) Option {
 // WithRuntimeThresholds makes Default treat Go runtime signals (see
 // RuntimeSignals) as congestion when the scheduler latency exceeds sched,
 // the GC CPU fraction exceeds gc, or the heap exceeds heap of GOMEMLIMIT.
-// gc and heap are in (0, 1]. The signals are read only when the Limiter has
-// WithRuntimeSignals.
+// gc and heap are in (0, 1]. The Limiter reads the signals for Default
+// unless it has WithoutSchedulingSignal (then only with WithRuntimeSignals).
 func WithRuntimeThresholds(sched time.Duration, gc, heap float64) Option {
 	return mark(optRuntime, func(c *config) error {
 		if sched <= 0 {
@@ -265,6 +268,31 @@ func WithDropTolerance(f float64) Option {
 			return fmt.Errorf("adaptive: drop tolerance must be in [0, 1), got %v", f)
 		}
 		c.dropTolerance = f
+		return nil
+	})
+}
+
+// WithSchedulingTarget sets the scheduling delay that Default keeps the Go
+// scheduler under by shedding a share of admissions at random (see
+// Default); it must be positive. Default's default is 20ms.
+func WithSchedulingTarget(d time.Duration) Option {
+	return mark(optSchedTarget, func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("adaptive: scheduling target must be positive, got %v", d)
+		}
+		c.schedTarget = d
+		return nil
+	})
+}
+
+// WithoutSchedulingSignal turns off Default's shedding by scheduling delay
+// and its reading of the Go runtime, for simulations (the runtime is the
+// real process's, not the simulated one's) and for code that must decide
+// only from its own samples. WithRuntimeThresholds still applies where the
+// Limiter has WithRuntimeSignals.
+func WithoutSchedulingSignal() Option {
+	return mark(optSchedTarget, func(c *config) error {
+		c.schedTarget = 0
 		return nil
 	})
 }

@@ -49,17 +49,25 @@ func (r *runtimeReader) read() RuntimeSignals {
 		}
 		rank := n - n/100 // the 99th percentile
 		var cum uint64
+		var sum float64 // seconds, each wait at the middle of its bucket
 		for i, c := range h.Counts {
 			d := c - r.prevSched[i]
 			r.prevSched[i] = c
-			if n > 0 && cum < rank && cum+d >= rank {
-				if b := h.Buckets[i+1]; !math.IsInf(b, 0) {
-					s.SchedLatency = time.Duration(b * 1e9)
-				} else {
-					s.SchedLatency = time.Duration(h.Buckets[i] * 1e9)
-				}
+			lo, hi := h.Buckets[i], h.Buckets[i+1]
+			if math.IsInf(hi, 0) {
+				hi = lo
 			}
+			if math.IsInf(lo, 0) {
+				lo = hi
+			}
+			if n > 0 && cum < rank && cum+d >= rank {
+				s.SchedLatency = time.Duration(hi * 1e9)
+			}
+			sum += float64(d) * (lo + hi) / 2
 			cum += d
+		}
+		if n > 0 {
+			s.SchedMean = time.Duration(sum / float64(n) * 1e9)
 		}
 	}
 	gc, total := r.float(1), r.float(2)

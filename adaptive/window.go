@@ -16,6 +16,9 @@ type Window struct {
 	// decreased: that decrease already answered them (one reduction per
 	// round trip, as in TCP), so algorithms do not count them again.
 	StaleDrops int
+	// Shed is the number of admissions the Algorithm shed at random
+	// during the window (see Shedder).
+	Shed int
 	// RTT is the chosen latency statistic (a percentile, see WithPercentile)
 	// of the Success samples; zero when Count is zero.
 	RTT time.Duration
@@ -56,6 +59,12 @@ type RuntimeSignals struct {
 	// SchedLatency is the 99th percentile of the time goroutines waited to
 	// run since the previous window (runtime/metrics /sched/latencies:seconds).
 	SchedLatency time.Duration
+	// SchedMean is the mean of the same waits (each at the middle of its
+	// histogram bucket): with one P, how long the work that became ready
+	// waited behind the rest, the queue in front of the code that the
+	// Limiter's samples time. Less noisy than a tail over the few hundred
+	// waits of a window.
+	SchedMean time.Duration
 	// GCFraction is the fraction of CPU time spent in the garbage collector
 	// since the previous window, in [0, 1].
 	GCFraction float64

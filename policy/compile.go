@@ -42,6 +42,19 @@ func newLimiter(a AdaptiveSpec) (*adaptive.Limiter, error) {
 		err error
 	)
 	switch a.Algorithm {
+	case "default":
+		switch a.SchedulingTarget {
+		case "":
+		case "off":
+			opts = append(opts, adaptive.WithoutSchedulingSignal())
+		default:
+			d, err := parseDuration(a.SchedulingTarget) // validated by Parse
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, adaptive.WithSchedulingTarget(d))
+		}
+		alg, err = adaptive.NewDefault(opts...)
 	case "aimd":
 		alg, err = adaptive.NewAIMD(opts...)
 	case "vegas":

@@ -202,12 +202,19 @@ type RateSpec struct {
 }
 
 // AdaptiveSpec is the adaptive.Limiter of an adaptive rule: an algorithm
-// ("aimd", "vegas", "gradient2") and its limit range.
+// ("default", sluice's own adaptive.Default and the one to choose unless
+// there is a reason not to, or "aimd", "vegas", "gradient2") and its limit
+// range. SchedulingTarget, for "default" only, is the Go scheduling delay
+// above which it sheds a share of admissions (adaptive.WithSchedulingTarget,
+// a duration such as "10ms"; absent: the algorithm's default), or "off" to
+// decide from the rule's own latency samples alone
+// (adaptive.WithoutSchedulingSignal).
 type AdaptiveSpec struct {
-	Algorithm    string `json:"algorithm"`
-	InitialLimit int    `json:"initial_limit,omitempty"`
-	MinLimit     int    `json:"min_limit,omitempty"`
-	MaxLimit     int    `json:"max_limit,omitempty"`
+	Algorithm        string `json:"algorithm"`
+	InitialLimit     int    `json:"initial_limit,omitempty"`
+	MinLimit         int    `json:"min_limit,omitempty"`
+	MaxLimit         int    `json:"max_limit,omitempty"`
+	SchedulingTarget string `json:"scheduling_target,omitempty"`
 	// fair gives the limiter a fair-share queue: the rule's
 	// queue.fair_share, not a field of its own.
 	fair bool

@@ -423,9 +423,16 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 
 func (v *validator) adaptiveSpec(path string, a *AdaptiveSpec) {
 	switch a.Algorithm {
-	case "aimd", "vegas", "gradient2":
+	case "default", "aimd", "vegas", "gradient2":
 	default:
-		v.failf(path+".algorithm", "must be aimd, vegas or gradient2, got %q", a.Algorithm)
+		v.failf(path+".algorithm", "must be default, aimd, vegas or gradient2, got %q", a.Algorithm)
+	}
+	switch t := a.SchedulingTarget; {
+	case t == "":
+	case a.Algorithm != "default":
+		v.failf(path+".scheduling_target", "applies only to the default algorithm, not %q", a.Algorithm)
+	case t != "off" && v.duration(path+".scheduling_target", t) == 0:
+		v.failf(path+".scheduling_target", "must be a positive duration or \"off\", got %q", t)
 	}
 	if a.InitialLimit < 0 || a.MinLimit < 0 || a.MaxLimit < 0 {
 		v.failf(path, "limits must not be negative")

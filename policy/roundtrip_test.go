@@ -3,6 +3,7 @@ package policy_test
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +189,45 @@ func TestAdaptiveRule(t *testing.T) {
 	defer c.Close()
 	if got := c.Stats().Rules[0].Limit; got != 20 {
 		t.Fatalf("adaptive limit %d, want the initial 20", got)
+	}
+}
+
+// A policy file chooses sluice's default algorithm and its scheduling
+// signal; the signal means nothing to the other algorithms, and a bad
+// value is an error.
+func TestAdaptiveDefaultAlgorithm(t *testing.T) {
+	doc := func(spec string) []byte {
+		return []byte(`{"version": 1, "rules": [
+  {"name": "adaptive", "identity": "global", "algorithm": "adaptive", "adaptive": ` + spec + `}]}`)
+	}
+	for _, spec := range []string{
+		`{"algorithm": "default"}`,
+		`{"algorithm": "default", "scheduling_target": "25ms", "min_limit": 2, "max_limit": 64}`,
+		`{"algorithm": "default", "scheduling_target": "off"}`,
+	} {
+		p, err := policy.Parse("a.json", doc(spec))
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		rules, err := p.Rules()
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		if rules[0].Limiter == nil {
+			t.Fatalf("%s: no limiter", spec)
+		}
+	}
+	for _, spec := range []string{
+		`{"algorithm": "gradient2", "scheduling_target": "10ms"}`,
+		`{"algorithm": "default", "scheduling_target": "0s"}`,
+		`{"algorithm": "default", "scheduling_target": "-5ms"}`,
+		`{"algorithm": "default", "scheduling_target": "soon"}`,
+		`{"algorithm": "bbr"}`,
+	} {
+		if _, err := policy.Parse("a.json", doc(spec)); err == nil {
+			t.Errorf("%s accepted", spec)
+		} else if !strings.Contains(err.Error(), "adaptive") {
+			t.Errorf("%s: error %q does not name the field", spec, err)
+		}
 	}
 }

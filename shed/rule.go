@@ -79,8 +79,10 @@ const (
 	// process for a Global rule, expiring store leases (LeaseTTL) per key.
 	Concurrency = Algorithm(store.Concurrency)
 	// Adaptive holds at most the limit of an adaptive.Limiter at once; the
-	// limit follows the latency and drops that Token.Done reports. Global
-	// only.
+	// limit follows the latency and drops that Token.Done reports. With
+	// adaptive.Default it also sheds a share of the requests while the Go
+	// scheduling delay is high (adaptive.Shedder: a CPU-bound server that
+	// no limit binds). Global only.
 	Adaptive = Concurrency + 1
 )
 

@@ -20,6 +20,15 @@
 // drives it through TryAcquireAt and Token.DoneAt with virtual time, so the
 // code measured is the code shipped.
 //
+// What virtual time cannot model: CPU contention. A simulated request holds
+// a worker, not a CPU, and no goroutine waits to be scheduled, so the Go
+// runtime's signals (the scheduling delay that adaptive.Default sheds by on
+// a CPU-bound server) are the simulator process's own, not the simulated
+// server's. The standard "sluice" controller therefore runs Default with
+// adaptive.WithoutSchedulingSignal, and with the initial limit of 20 that
+// every algorithm gets here. How Default protects a CPU-bound endpoint is
+// measured out of process, by bench's cmd/overload.
+//
 // The queueing disciplines (NewQueue, StandardQueue: fifo, lifo, codel,
 // adaptive_lifo_codel, priority) make requests wait in front of a fixed
 // limit. Their admission, reserve, CoDel and length cut-off are the

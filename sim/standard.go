@@ -78,7 +78,8 @@ var ControllerNames = []string{"none", "static_oracle", "static_wrong", "aimd", 
 // NewAdaptive returns a controller running the named algorithm ("aimd",
 // "vegas", "gradient2" or "sluice") in an adaptive.Limiter with default
 // windows, every algorithm with limits [1, 1000] (4 for sluice's minimum)
-// and an initial limit of 20.
+// and an initial limit of 20; sluice without the scheduling signal, which
+// virtual time cannot model (see the package doc).
 func NewAdaptive(name string, seed uint64) (Controller, error) {
 	var alg adaptive.Algorithm
 	var err error
@@ -90,7 +91,7 @@ func NewAdaptive(name string, seed uint64) (Controller, error) {
 	case "gradient2":
 		alg, err = adaptive.NewGradient2(adaptive.WithLimits(1, 1000), adaptive.WithInitialLimit(20))
 	case "sluice":
-		alg, err = adaptive.NewDefault(adaptive.WithLimits(4, 1000), adaptive.WithInitialLimit(20))
+		alg, err = adaptive.NewDefault(adaptive.WithLimits(4, 1000), adaptive.WithInitialLimit(20), adaptive.WithoutSchedulingSignal())
 	default:
 		return nil, fmt.Errorf("sim: unknown adaptive controller %q", name)
 	}

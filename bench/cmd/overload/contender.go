@@ -18,6 +18,10 @@ import (
 // order of the table.
 var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice"}
 
+// defaultContenders are those of the default run: the references, the
+// peers and sluice's Default (sluice's other algorithms through -contenders).
+var defaultContenders = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "sluice"}
+
 // rejectName is the protection of the rejection-cost run: sluice's
 // middleware with an adaptive rule whose only permit is held, so every
 // request is shed by the same path an overloaded Default sheds by.

@@ -60,8 +60,8 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
 	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop")
-	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 5,10; the full sweep is 1,2,5,10)")
-	contenders := fs.String("contenders", strings.Join(contenderNames, ","), "comma-separated contenders")
+	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop)")
+	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders, of "+strings.Join(contenderNames, ","))
 	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
 	warmup := fs.Duration("warmup", time.Second, "start of each cell left out of its figures (drop: when the work doubles); at least the deadline, or requests cannot time out in the window")
 	deadline := fs.Duration("deadline", time.Second, "client deadline of each request")

@@ -172,15 +172,17 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 // scenarios builds the scenarios of cfg; rounds is the calibrated sha256
 // rounds of cfg.cpuWork.
 func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
-	hard := []float64{5, 10}
+	// The two endpoint kinds get the whole sweep; mixed and drop the
+	// overloads only, so that the default run stays under ten minutes.
+	sweep, hard := []float64{1, 2, 5, 10}, []float64{5, 10}
 	var out []scenario
 	for _, name := range cfg.scenarios {
 		var sc scenario
 		switch name {
 		case "io":
-			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, static: cfg.slots, closed: 4 * cfg.slots, multiples: hard}
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, static: cfg.slots, closed: 4 * cfg.slots, multiples: sweep}
 		case "cpu":
-			sc = scenario{name: name, rounds: rounds, static: cfg.procs, closed: 16 * cfg.procs, multiples: hard}
+			sc = scenario{name: name, rounds: rounds, static: cfg.procs, closed: 16 * cfg.procs, multiples: sweep}
 		case "mixed":
 			// Little's law: procs CPUs each busy cpuWork of every cpuWork+wait.
 			static := cfg.procs * int(math.Ceil(float64(cfg.cpuWork+cfg.wait)/float64(cfg.cpuWork)))
@@ -198,17 +200,29 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 	return out, nil
 }
 
+// capacityTries is how many closed-loop measurements the capacity is the
+// best of: on a shared machine another process's burst only ever lowers a
+// measurement, and one low capacity would make every multiple of a
+// scenario a fraction of what it says.
+const capacityTries = 3
+
 // capacityOf measures the closed-loop throughput of sc's endpoint with no
-// protection: the 1x of its load.
+// protection, the best of capacityTries: the 1x of its load.
 func (r *runner) capacityOf(ctx context.Context, sc scenario) (float64, error) {
-	lr, _, err := r.runCell(ctx, cellSpec{sc: sc, contender: "none", closed: sc.closed, duration: r.cfg.calibrate, from: r.cfg.calibrate / 4, seed: r.cfg.seed})
-	if err != nil {
-		return 0, err
+	var best float64
+	for range capacityTries {
+		lr, _, err := r.runCell(ctx, cellSpec{sc: sc, contender: "none", closed: sc.closed, duration: r.cfg.calibrate, from: r.cfg.calibrate / 4, seed: r.cfg.seed})
+		if err != nil {
+			return 0, err
+		}
+		if lr.WindowS > 0 {
+			best = max(best, float64(lr.Good)/lr.WindowS)
+		}
 	}
-	if lr.Good == 0 {
+	if best == 0 {
 		return 0, fmt.Errorf("overload: %s answered nothing in calibration", sc.name)
 	}
-	return float64(lr.Good) / lr.WindowS, nil
+	return best, nil
 }
 
 // calibrateRoundsChild asks a pinned server process how many sha256 rounds

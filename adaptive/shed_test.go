@@ -1,0 +1,237 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// ioWindow is a window of an I/O-bound service with slots workers of
+// service time each, driven at limit L by more demand than it serves: L
+// requests inflight, a queue of L-slots in front of the slots.
+func ioWindow(at int, L, slots int, service time.Duration) Window {
+	lat := service * time.Duration(max(L, slots)) / time.Duration(slots)
+	served := min(L, slots)
+	count := int(int64(served) * int64(100*ms) / int64(service))
+	start := int64(at) * int64(100*ms)
+	return Window{Start: start, End: start + int64(100*ms), Count: count,
+		RTT: lat, MinRTT: lat, MeanRTT: lat, MaxInflight: L}
+}
+
+// The I/O case of the out-of-process benchmark, as a recorded sequence: 8
+// slots of 20ms under 5x the demand. Default starts at its minimum, so its
+// first windows see the unqueued latency, and settles within the tolerance
+// of it: no standing queue of twice the slots, as an initial limit above
+// the true concurrency gave (limit 20-22 for 8 slots, p99 79ms).
+func TestDefaultStartsLowAndSettlesNearTheTrueConcurrency(t *testing.T) {
+	for _, slots := range []int{8, 32} {
+		d, err := NewDefault()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Limit() != 4 {
+			t.Fatalf("initial limit %d, want 4 (the minimum)", d.Limit())
+		}
+		var limits []int
+		for i := range 100 {
+			limits = append(limits, d.Update(ioWindow(i, d.Limit(), slots, 20*ms)))
+		}
+		if d.Baseline() != 20*ms {
+			t.Errorf("%d slots: baseline %v, want the unqueued 20ms", slots, d.Baseline())
+		}
+		for _, L := range limits[50:] {
+			if L < slots || float64(L) > 1.5*float64(slots) {
+				t.Fatalf("%d slots: limit %d after settling (trace %v), want in [%d, %d]",
+					slots, L, limits, slots, slots*3/2)
+			}
+		}
+	}
+}
+
+// cpuWindow is a window of a CPU-bound handler on one core: in-handler
+// latency flat at 1ms and one request inflight, whatever the queue in
+// front of it; sched is the mean scheduling delay; arrived of which
+// count completed and shed were shed.
+func cpuWindow(at int, count, shed int, sched time.Duration) Window {
+	start := int64(at) * int64(100*ms)
+	return Window{Start: start, End: start + int64(100*ms), Count: count, Shed: shed,
+		RTT: ms, MinRTT: ms, MeanRTT: ms, MaxInflight: 1,
+		Runtime: RuntimeSignals{SchedLatency: 4 * sched, SchedMean: sched}}
+}
+
+// The CPU case as a recorded sequence: the latency the Limiter times stays
+// flat at 1ms with one request inflight (no concurrency limit can bind)
+// while the time work waits to be scheduled grows. Default must shed a
+// growing share, leave the concurrency limit alone (it is not the
+// actuator), and let the whole load in again once the delay is gone.
+func TestDefaultShedsWhileSchedulingDelayGrowsAndHandlerLatencyIsFlat(t *testing.T) {
+	d, err := NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := d.Limit()
+	prev := d.ShedFraction()
+	if prev != 0 {
+		t.Fatalf("shed %v before any window", prev)
+	}
+	for i, sched := range []time.Duration{12 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms} {
+		// The CPU completes 100 of 1000 arrivals: what is not shed queues.
+		arrived := 1000
+		shed := int(d.ShedFraction() * float64(arrived))
+		d.Update(cpuWindow(i, 100, shed, sched))
+		if got := d.ShedFraction(); got <= prev {
+			t.Fatalf("window %d, delay %v: shed %v, not above %v", i, sched, got, prev)
+		}
+		prev = d.ShedFraction()
+	}
+	if d.Limit() != limit {
+		t.Fatalf("the concurrency limit moved %d -> %d on a signal it cannot act on", limit, d.Limit())
+	}
+	// The overload ends: the delay falls under the target. Within ten
+	// windows (one second at the Limiter's default windows) the whole load
+	// is admitted again, even from the floor.
+	d.admit = minAdmit
+	for i := range 10 {
+		d.Update(cpuWindow(10+i, 100, 0, ms))
+	}
+	if got := d.ShedFraction(); got != 0 {
+		t.Fatalf("shed %v ten windows after the delay fell", got)
+	}
+}
+
+func TestDefaultWithoutSchedulingSignalNeverSheds(t *testing.T) {
+	d, err := NewDefault(WithoutSchedulingSignal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.usesRuntime() {
+		t.Fatal("asks the Limiter for runtime signals")
+	}
+	for i := range 10 {
+		d.Update(cpuWindow(i, 100, 0, time.Second))
+	}
+	if got := d.ShedFraction(); got != 0 {
+		t.Fatalf("shed %v without the scheduling signal", got)
+	}
+	if _, err := NewDefault(WithSchedulingTarget(0)); err == nil {
+		t.Fatal("a zero scheduling target accepted")
+	}
+	if _, err := NewGradient2(WithSchedulingTarget(ms)); err == nil {
+		t.Fatal("Gradient2 accepted a scheduling target it does not use")
+	}
+}
+
+// share is a Shedder with a set share.
+type share struct {
+	fixed
+	f float64
+}
+
+func (s *share) ShedFraction() float64 { return s.f }
+
+func TestLimiterShedsTheShedderShare(t *testing.T) {
+	for _, f := range []float64{0, 0.1, 0.5, 0.9, 1} {
+		alg := &share{fixed: fixed{limit: 1 << 20}, f: f}
+		l, err := NewLimiter(alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.ShedFraction(); math.Abs(got-f) > 1e-9 {
+			t.Fatalf("ShedFraction %v, want %v", got, f)
+		}
+		const n = 10_000
+		shed := 0
+		var toks []Token
+		for range n {
+			tok, err := l.TryAcquireAt(1, Request{})
+			switch {
+			case errors.Is(err, ErrShed):
+				if errors.Is(err, ErrLimited) {
+					t.Fatal("ErrShed matches ErrLimited: callers would wait")
+				}
+				shed++
+			case err != nil:
+				t.Fatal(err)
+			default:
+				toks = append(toks, tok)
+			}
+		}
+		// The Weyl sequence spreads evenly: within 1% of the share.
+		if math.Abs(float64(shed)/n-f) > 0.01 {
+			t.Errorf("share %v: shed %d of %d", f, shed, n)
+		}
+		// A priority above Critical is never shed; Acquire does not wait
+		// on a shed.
+		if tok, err := l.TryAcquireAt(1, Request{Priority: 1}); err != nil {
+			t.Errorf("share %v: CriticalPlus refused: %v", f, err)
+		} else {
+			toks = append(toks, tok)
+		}
+		if f == 1 {
+			if _, err := l.Acquire(context.Background(), Request{}); !errors.Is(err, ErrShed) {
+				t.Errorf("Acquire with everything shed: %v, want ErrShed", err)
+			}
+		}
+		for _, tok := range toks {
+			tok.DoneAt(2, Ignore)
+		}
+		mustQuiet(t, l)
+	}
+}
+
+func TestWindowCountsTheShed(t *testing.T) {
+	alg := &share{fixed: fixed{limit: 100}, f: 0.5}
+	l, err := NewLimiter(alg, WithWindowSamples(1, 1), WithWindow(time.Nanosecond, time.Nanosecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, _ := l.TryAcquireAt(1, Request{})
+	open.DoneAt(2, Success) // opens the window
+	var tok Token
+	shed := 0
+	for range 100 {
+		if tk, err := l.TryAcquireAt(3, Request{}); err == nil {
+			if tok.s != nil {
+				tk.DoneAt(3, Ignore)
+				continue
+			}
+			tok = tk
+		} else {
+			shed++
+		}
+	}
+	tok.DoneAt(4, Success)
+	if len(alg.windows) != 1 || alg.windows[0].Shed != shed {
+		t.Fatalf("windows %+v, want one with Shed %d", alg.windows, shed)
+	}
+	mustQuiet(t, l)
+}
+
+// Whatever the windows, the share Default lets through stays in [1/64, 1]
+// (some work always finishes, so a window always closes to lift the
+// shedding) and moves by at most half down and double up per window.
+func TestDefaultShedShareStaysBounded(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		d, err := NewDefault()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rapid.IntRange(1, 50).Draw(t, "windows") {
+			w := cpuWindow(i, rapid.IntRange(0, 1000).Draw(t, "count"), rapid.IntRange(0, 1000).Draw(t, "shed"),
+				time.Duration(rapid.Int64Range(0, int64(10*time.Second)).Draw(t, "sched")))
+			before := 1 - d.ShedFraction()
+			d.Update(w)
+			f := d.ShedFraction()
+			if f < 0 || f > 1-minAdmit+1e-12 || math.IsNaN(f) {
+				t.Fatalf("shed share %v", f)
+			}
+			if after := 1 - f; after < 0.5*before-1e-12 && after > minAdmit || after > 2*before+minAdmit+1e-12 {
+				t.Fatalf("share let through moved %v -> %v in one window", before, after)
+			}
+		}
+	})
+}
