@@ -1,0 +1,118 @@
+package concurrency
+
+import "time"
+
+// MaxReserveWait is the longest wait ReserveN accepts: 2^59 ns (about 18
+// years), the span bound of every rate primitive, so that now plus a wait
+// plus a bucket's span never overflows.
+const MaxReserveWait = time.Duration(maxRateSpan)
+
+// Reservation is the outcome of a decision that may admit into the future
+// (GCRA.ReserveN): the Decision, and how long the caller must wait before
+// the admitted work may start. It is a plain value; keep it to Cancel the
+// reservation if the work never starts.
+type Reservation struct {
+	// Decision is the decision as seen at now. When it is Allowed, the
+	// request holds the instant now+Wait: it was charged as if admitted
+	// then. Otherwise nothing was charged and RetryAfter is the exact wait
+	// after which the same request would be admitted at once (Never when
+	// it never can).
+	Decision Decision
+	// Wait is how long after now the admitted work may start: zero when it
+	// may start at once, and for a rejection.
+	Wait time.Duration
+	// end is the state the reservation left (a GCRA's arrival time), and
+	// cost what it took in that state's units: what Cancel needs to undo
+	// exactly this reservation and nothing else.
+	end, cost int64
+}
+
+// Allowed reports whether the request was admitted, at once or after Wait.
+func (r Reservation) Allowed() bool { return r.Decision.Allowed() }
+
+// checkReserve panics on waits ReserveN cannot honour: a caller's bug, as a
+// negative n is.
+func checkReserve(minWait, maxWait time.Duration) {
+	if minWait < 0 || minWait > maxWait || maxWait > MaxReserveWait {
+		panic("concurrency: ReserveN needs 0 <= minWait <= maxWait <= MaxReserveWait")
+	}
+}
+
+// ReserveN admits n tokens at the earliest instant t in
+// [now+minWait, now+maxWait] at which the bucket holds them, charging s as
+// if they were taken at t, and returns the Reservation (Wait = t - now).
+// GCRA knows that instant exactly, so the reservation is exact: every
+// admission, immediate or reserved, keeps the guarantee of GCRA at the
+// instant it holds, under any interleaving. Reserved requests are served in
+// the order they reserved, each at its own slot: N reservations of one token
+// at a rate of one per interval hold slots one interval apart.
+//
+// When no such instant exists nothing is charged; the Decision's RetryAfter
+// is AllowN's (the wait until the same request would be admitted at once),
+// Never for n above the burst. minWait lets several limits of one request
+// agree on a start: a limit decided after another that reserved an instant
+// asks for no earlier one. ReserveN never blocks and does not allocate; it
+// panics when n is not positive or the waits are not
+// 0 <= minWait <= maxWait <= MaxReserveWait.
+//
+// While reservations are pending (the bucket owes tokens beyond empty),
+// AllowN rejects, and Refund gives nothing back (see Refund): whoever
+// reserved keeps the slot it was promised.
+func (g *GCRA) ReserveN(s *GCRAState, now, n int64, minWait, maxWait time.Duration) Reservation {
+	checkReserve(minWait, maxWait)
+	if n <= 0 || n > g.burst {
+		if n <= 0 {
+			panic("concurrency: GCRA.ReserveN with n <= 0")
+		}
+		return Reservation{Decision: g.outOfRange(s, now, n)}
+	}
+	cost := n * g.interval
+	from, until := now+int64(minWait), now+int64(maxWait)
+	for {
+		tat := s.tat.Load()
+		next := max(tat, from) + cost
+		// The request fits at t when next-tau <= t: the first such t at or
+		// after from is its slot.
+		at := max(from, next-g.tau)
+		if at > until {
+			return Reservation{Decision: g.limited(tat, now, max(tat, now)+cost-g.tau)}
+		}
+		// One CAS on the arrival time, as in AllowN: a reservation and an
+		// immediate admission order themselves by it, so slots never
+		// overlap however the callers interleave.
+		if s.tat.CompareAndSwap(tat, next) {
+			return Reservation{Decision: g.view(next, now), Wait: time.Duration(at - now), end: next, cost: cost}
+		}
+	}
+}
+
+// Cancel gives back the tokens of a reservation whose work will not run (its
+// context ended while it waited, or a later limit of the same request
+// rejected), at now. An immediate admission (Wait 0) is given back as Refund
+// does. A reserved one is undone exactly when nothing was admitted or
+// reserved after it (the state is as the reservation left it); otherwise its
+// slot stays unused: later reservations keep theirs, and moving them would
+// make one start early, so the bucket admits less by that slot, never more.
+// Cancel of a rejected reservation does nothing. It never blocks.
+func (g *GCRA) Cancel(s *GCRAState, now int64, r Reservation) {
+	if !r.Allowed() || r.cost == 0 {
+		return
+	}
+	if r.Wait == 0 {
+		g.Refund(s, now, r.cost/g.interval)
+		return
+	}
+	// Compared against end, the CAS cannot undo anyone else's slot: an
+	// admission after this reservation moved the arrival time past end, and
+	// while it is pending Refund cannot move it back.
+	s.tat.CompareAndSwap(r.end, max(r.end-r.cost, now))
+}
+
+// ReserveN admits n tokens at the earliest instant within the waits at which
+// the bucket holds them; see GCRA.ReserveN.
+func (b *TokenBucket) ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation {
+	return b.gcra.ReserveN(&b.state, now, n, minWait, maxWait)
+}
+
+// Cancel gives back a reservation whose work will not run; see GCRA.Cancel.
+func (b *TokenBucket) Cancel(now int64, r Reservation) { b.gcra.Cancel(&b.state, now, r) }
