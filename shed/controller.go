@@ -25,11 +25,14 @@ type rule struct {
 	dry    bool
 	softAt int64 // used units from which the soft-limit warning shows
 	rate   localRate
-	sem    *concurrency.Semaphore
-	queue  *queueing.Queue
-	lanes  [nPriorities]queueing.Lane // queue's, by Priority.lane
-	lim    *adaptive.Limiter
-	id     store.LimitID
+	// waits bounds the requests waiting for the slots a Global rate rule
+	// with MaxWait reserved; nil for a rule that does not wait.
+	waits *waiters
+	sem   *concurrency.Semaphore
+	queue *queueing.Queue
+	lanes [nPriorities]queueing.Lane // queue's, by Priority.lane
+	lim   *adaptive.Limiter
+	id    store.LimitID
 	// cgnatID is the store limit of the rule's keys in carrier-grade NAT
 	// ranges, at the parameters scaled by its CGNAT factor; 0 for none.
 	cgnatID store.LimitID

@@ -55,6 +55,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost, a.charged = now, cost, cost
+	a.wait, a.deadlineRead = 0, false
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 	if a.ask.Tightened && c.suspicion != nil {
@@ -84,7 +85,12 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	// 2. Global rate rules, in this process.
 	for _, i := range p.rates {
 		r := &a.set.rules[i]
-		rd := r.rate.AllowN(now, cost)
+		var rd concurrency.Decision
+		if r.waits == nil {
+			rd = r.rate.AllowN(now, cost)
+		} else {
+			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
+		}
 		if !rd.Allowed() {
 			if r.dry {
 				c.markDry(a, d, r.Name, r.kind)
@@ -102,30 +108,29 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		}
 	}
 
-	// 3. Global concurrency and adaptive limits, in this process.
-	for _, i := range p.concs {
-		r := &a.set.rules[i]
-		ok, hint, err := c.acquire(ctx, a, r, i)
-		if err != nil {
-			c.rollback(a, d)
-			*d = Decision{rule: -1}
+	// 3. Global concurrency and adaptive limits, in this process; for an
+	// attempt that waits for a reserved rate slot, after the wait, so that
+	// it holds no permit while it waits.
+	if a.wait == 0 {
+		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
-		}
-		if !ok {
-			if r.dry {
-				c.markDry(a, d, r.Name, r.kind)
-				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
-				continue
-			}
-			c.rollback(a, d)
-			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
-			return nil
 		}
 	}
 
 	// 4. Per-key rules, in one store call.
 	if len(p.stored) > 0 {
 		if ok, err := c.decideStore(ctx, a, p, d); !ok {
+			return err
+		}
+	}
+
+	if a.wait > 0 {
+		if !c.awaitSlot(ctx, a) {
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return ctx.Err()
+		}
+		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
 	}
@@ -146,6 +151,33 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.active = true // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
 	return nil
+}
+
+// decideConcs takes the permits of p's Global concurrency and adaptive
+// rules. It reports false, with the rejection in d (or the error of a
+// context that ended while it waited), when one of them rejects a; what a
+// held is given back then.
+func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
+	for _, i := range p.concs {
+		r := &a.set.rules[i]
+		ok, hint, err := c.acquire(ctx, a, r, i)
+		if err != nil {
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return false, err
+		}
+		if !ok {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // decideStore decides the per-key rules of p in one store call (more only

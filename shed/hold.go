@@ -95,7 +95,9 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req a
 // concurrency permits released.
 func (c *Controller) rollback(a *ticket, d *Decision) {
 	for _, i := range a.rated {
-		a.set.rules[i].rate.Refund(a.now, a.cost)
+		if !c.cancelReserved(a, i) {
+			a.set.rules[i].rate.Refund(a.now, a.cost)
+		}
 		if d.rule == i {
 			d.Remaining = min(d.Limit, d.Remaining+a.cost)
 		}

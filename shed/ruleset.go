@@ -251,6 +251,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err != nil {
 			return r.errorf("%w", err)
 		}
+		if r.reserves() {
+			dst.waits = &waiters{max: r.maxWaiters()}
+		}
 	default:
 		spec := r.spec()
 		if err := spec.Validate(); err != nil {

@@ -53,6 +53,9 @@ const (
 	rRefunded
 	rRefundsLost
 	rOverspent
+	rWaited
+	rWaitNs
+	rWaitCancelled
 	nPerRule
 )
 
@@ -198,6 +201,12 @@ type RuleStats struct {
 	// WithActualCost) the rule could not charge, or give back, any more:
 	// the quota was spent by then (or the store failed).
 	Overspent uint64
+	// Waited counts attempts that waited for the slot a rate rule with
+	// MaxWait reserved for them and then ran, WaitTime their total wait;
+	// WaitCancelled those whose context ended while they waited (their
+	// reservation was cancelled).
+	Waited, WaitCancelled uint64
+	WaitTime              time.Duration
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -245,7 +254,8 @@ func (c *Controller) Stats() Stats {
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
-			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent), Limit: r.Limit}
+			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent),
+			Waited: ru(rWaited), WaitCancelled: ru(rWaitCancelled), WaitTime: time.Duration(r.ctr.sum(rWaitNs)), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()

@@ -3,6 +3,7 @@ package shed
 import (
 	"net/netip"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -46,12 +47,20 @@ type ticket struct {
 
 	// Held until done: Global rate rules charged (given back on a later
 	// rejection), Global concurrency permits, adaptive tokens, leases.
-	rated     []int
-	sems      []int
-	tokens    []adaptive.Token
-	adaptives []int // the rules of tokens
-	leases    []store.Lease
-	active    bool
+	rated []int
+	// reserved are the rated rules that reserved a later slot, and wait
+	// the latest of those slots, after now: the attempt starts then (see
+	// reserve.go). deadline is how long its context leaves, read once
+	// (deadlineRead) by the first rule that may wait.
+	reserved     []reserved
+	wait         time.Duration
+	deadline     time.Duration
+	deadlineRead bool
+	sems         []int
+	tokens       []adaptive.Token
+	adaptives    []int // the rules of tokens
+	leases       []store.Lease
+	active       bool
 
 	w    statusWriter // the middleware's
 	slab headerSlab   // the middleware's header values

@@ -1,0 +1,147 @@
+package shed
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// Short waits on rate rules. A token-bucket rule with MaxWait does not
+// reject a request that the bucket would admit within MaxWait: it reserves
+// the request's exact slot (concurrency.GCRA.ReserveN, charged now as if
+// admitted then) and the request waits for it. The wait ends early only
+// when the request's context does; the reservation is then cancelled. A
+// request whose deadline falls before its slot is rejected at once, with
+// Retry-After, and reserves nothing; so is one that finds the rule's
+// waiters at their bound (Rule.QueueLength).
+
+// reserver is the rate of a Global rate rule that can reserve.
+type reserver interface {
+	reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
+	cancel(now int64, r concurrency.Reservation)
+}
+
+func (r *bucketRate) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+	return r.g.ReserveN(&r.state.s, now, n, minWait, maxWait)
+}
+
+func (r *bucketRate) cancel(now int64, rv concurrency.Reservation) { r.g.Cancel(&r.state.s, now, rv) }
+
+// waiters bounds the requests waiting for one rule's reserved slots. A
+// rule kept across a Reload keeps it, so that the bound holds across it.
+type waiters struct {
+	n   atomic.Int64
+	max int64
+}
+
+// enter takes a waiter's place, reporting false when all are taken.
+func (w *waiters) enter() bool {
+	if w.n.Add(1) > w.max {
+		w.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (w *waiters) leave() { w.n.Add(-1) }
+
+// reserved is a Global rate rule's reservation that a ticket holds.
+type reserved struct {
+	rule int
+	r    concurrency.Reservation
+}
+
+// decideRate decides Global rate rule i for a: at once when the bucket has
+// room, else, for a rule with MaxWait, a reservation within it (and within
+// the request's deadline) that starts no earlier than the slot a reserved
+// on an earlier rule. A rule whose MaxWait is shorter than that is decided
+// at once, as a rule without MaxWait is.
+func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) concurrency.Decision {
+	if r.waits == nil || r.dry || a.wait > r.MaxWait {
+		return r.rate.AllowN(a.now, a.cost)
+	}
+	if a.wait == 0 {
+		if rd := r.rate.AllowN(a.now, a.cost); rd.Allowed() {
+			return rd
+		}
+	}
+	maxWait := min(r.MaxWait, a.deadlineLeft(ctx))
+	if maxWait <= a.wait || !r.waits.enter() {
+		// No time left before the deadline, or no room to wait: the
+		// bucket's answer at once, with its exact Retry-After.
+		return r.rate.AllowN(a.now, a.cost)
+	}
+	rv := r.rate.(reserver).reserve(a.now, a.cost, a.wait, maxWait)
+	if !rv.Allowed() || rv.Wait == 0 {
+		r.waits.leave()
+		return rv.Decision
+	}
+	a.reserved = append(a.reserved, reserved{rule: i, r: rv})
+	a.wait = max(a.wait, rv.Wait)
+	return rv.Decision
+}
+
+// deadlineLeft returns how long a's context leaves from a.now: the longest
+// wait a slot may need (MaxReserveWait when there is no deadline, zero when
+// it has passed). It reads the clock once per attempt, only for rules that
+// wait.
+func (a *ticket) deadlineLeft(ctx context.Context) time.Duration {
+	if !a.deadlineRead {
+		a.deadlineRead, a.deadline = true, concurrency.MaxReserveWait
+		if dl, ok := ctx.Deadline(); ok {
+			a.deadline = max(0, min(time.Until(dl), concurrency.MaxReserveWait))
+		}
+	}
+	return a.deadline
+}
+
+// awaitSlot waits until the slot every rule reserved for a has come (a.wait
+// after a.now), and reports false, having given back nothing, when ctx
+// ended first: the caller rolls back, cancelling the reservations.
+func (c *Controller) awaitSlot(ctx context.Context, a *ticket) bool {
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		for _, h := range a.reserved {
+			a.set.rules[h.rule].ctr.add(a.shard, rWaitCancelled, 1)
+		}
+		return false
+	}
+	for _, h := range a.reserved {
+		r := &a.set.rules[h.rule]
+		r.ctr.add(a.shard, rWaited, 1)
+		r.ctr.add(a.shard, rWaitNs, int64(h.r.Wait))
+		r.waits.leave()
+		if c.obs != nil {
+			c.obs.ObserveQueueWait(r.Name, h.r.Wait, true)
+		}
+	}
+	a.reserved = a.reserved[:0]
+	return true
+}
+
+// cancelReserved gives back the reservations a holds, at now: the request
+// will not run (a later rule rejected it, or its context ended while it
+// waited). It reports which rules reserved, for rollback to skip their
+// plain refund.
+func (c *Controller) cancelReserved(a *ticket, i int) bool {
+	for k, h := range a.reserved {
+		if h.rule != i {
+			continue
+		}
+		r := &a.set.rules[i]
+		r.rate.(reserver).cancel(a.now, h.r)
+		r.waits.leave()
+		if c.obs != nil {
+			c.obs.ObserveQueueWait(r.Name, h.r.Wait, false)
+		}
+		a.reserved[k] = a.reserved[len(a.reserved)-1]
+		a.reserved = a.reserved[:len(a.reserved)-1]
+		return true
+	}
+	return false
+}

@@ -1,0 +1,209 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// calls is a Global token bucket of 10 a second with no burst, whose
+// requests may wait up to maxWait for their turn.
+func calls(maxWait time.Duration) Rule {
+	return Rule{Name: "calls", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(10, time.Second), MaxWait: maxWait}
+}
+
+func newReserving(t *testing.T, rules ...Rule) *Controller {
+	t.Helper()
+	c, err := New(rules, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestReserveFiftyWaitersGetSlotsApart: 50 requests arriving together at a
+// bucket of 10 a second with room for one are all admitted, at slots exactly
+// 100 ms apart (virtual time), none early, and counted as waits.
+func TestReserveFiftyWaitersGetSlotsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, calls(5*time.Second))
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				d, tok, err := c.Decide(context.Background(), Attempt{})
+				if err != nil || !d.Allowed {
+					t.Errorf("%+v %v", d, err)
+					return
+				}
+				mu.Lock()
+				at = append(at, time.Since(start))
+				mu.Unlock()
+				tok.Done(Success)
+			})
+		}
+		wg.Wait()
+		slices.Sort(at)
+		for k, got := range at {
+			if want := time.Duration(k) * 100 * time.Millisecond; got != want {
+				t.Fatalf("admission %d at %v, want %v (all: %v)", k, got, want, at)
+			}
+		}
+		if len(at) != 50 {
+			t.Fatalf("%d admitted, want 50", len(at))
+		}
+		rs := c.Stats().Rules[0]
+		if rs.Allowed != 50 || rs.Waited != 49 || rs.WaitTime != 49*50/2*100*time.Millisecond || rs.WaitCancelled != 0 {
+			t.Fatalf("%+v", rs)
+		}
+	})
+}
+
+// TestReserveDeadlineBeforeSlot: a request whose deadline falls before its
+// slot is rejected at once with the exact Retry-After, and reserves nothing.
+func TestReserveDeadlineBeforeSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, calls(time.Second))
+		_, tok, _ := c.Decide(context.Background(), Attempt{})
+		tok.Done(Success)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		d, _, err := c.Decide(ctx, Attempt{})
+		if err != nil || d.Allowed || d.Kind != Shedding || d.RetryAfter != 100*time.Millisecond || time.Since(start) != 0 {
+			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
+		}
+		// Nothing was reserved: the next request gets the 100 ms slot.
+		d, tok, err = c.Decide(context.Background(), Attempt{})
+		if err != nil || !d.Allowed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
+		}
+		tok.Done(Success)
+	})
+}
+
+// TestReserveCancelledWhenContextEnds: a waiter whose context ends before
+// its slot gets the context's error, holds nothing, and its slot goes to the
+// next request.
+func TestReserveCancelledWhenContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, calls(time.Second))
+		_, tok, _ := c.Decide(context.Background(), Attempt{})
+		tok.Done(Success)
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error)
+		go func() {
+			_, _, err := c.Decide(ctx, Attempt{})
+			errc <- err
+		}()
+		synctest.Wait() // waiting for the 100 ms slot
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v", err)
+		}
+		d, tok, err := c.Decide(context.Background(), Attempt{})
+		if err != nil || !d.Allowed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("%+v %v after %v: the cancelled slot was not given back", d, err, time.Since(start))
+		}
+		tok.Done(Success)
+		s := c.Stats()
+		if rs := s.Rules[0]; rs.WaitCancelled != 1 || rs.Waited != 1 || s.Inflight != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
+
+// TestReserveWaitersBounded: with QueueLength 2, a third waiter is decided
+// as if the rule did not wait: rejected at once, with the exact Retry-After.
+func TestReserveWaitersBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := calls(time.Second)
+		r.QueueLength = 2
+		c := newReserving(t, r)
+		_, tok, _ := c.Decide(context.Background(), Attempt{})
+		tok.Done(Success)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if d, tok, err := c.Decide(context.Background(), Attempt{}); err == nil && d.Allowed {
+					tok.Done(Success)
+				} else {
+					t.Errorf("%+v %v", d, err)
+				}
+			})
+		}
+		synctest.Wait() // two waiting, for 100 ms and 200 ms
+		d, _, err := c.Decide(context.Background(), Attempt{})
+		if err != nil || d.Allowed || d.RetryAfter != 300*time.Millisecond {
+			t.Fatalf("%+v %v", d, err)
+		}
+		wg.Wait()
+	})
+}
+
+// TestReserveRolledBackOnLaterRejection: all or nothing: a request that
+// reserved a slot on a Global bucket and is then rejected by a per-key rule
+// gives the slot back; a Global concurrency permit is taken only after the
+// wait, so a waiter holds none.
+func TestReserveRolledBackOnLaterRejection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, calls(time.Second),
+			Rule{Name: "per-ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour},
+			Rule{Name: "cap", Algorithm: Concurrency, Limit: 1})
+		a := Attempt{IP: netip.MustParseAddr("192.0.2.1")}
+		b := Attempt{IP: netip.MustParseAddr("192.0.2.2")}
+		start := time.Now()
+		_, tok, _ := c.Decide(context.Background(), a)
+		// a again: a slot at 100 ms on calls, then rejected by per-ip.
+		if d, _, err := c.Decide(context.Background(), a); err != nil || d.Allowed || d.Rule != "per-ip" || time.Since(start) != 0 {
+			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
+		}
+		// b waits for the 100 ms slot while a's first request holds the
+		// permit, which it returns meanwhile.
+		done := make(chan Decision)
+		go func() {
+			d, tok, _ := c.Decide(context.Background(), b)
+			if d.Allowed {
+				tok.Done(Success)
+			}
+			done <- d
+		}()
+		synctest.Wait()
+		if s := c.Stats(); s.Rules[2].Inflight != 1 {
+			t.Fatalf("a waiter holds a permit: %+v", s.Rules[2])
+		}
+		tok.Done(Success)
+		if d := <-done; !d.Allowed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("%+v after %v", d, time.Since(start))
+		}
+		if s := c.Stats(); s.Inflight != 0 || s.Rules[2].Inflight != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
+
+// TestReserveRuleValidation: MaxWait applies to token buckets, not to
+// windows; a queue length to a waiting bucket only; and it is bounded.
+func TestReserveRuleValidation(t *testing.T) {
+	for name, r := range map[string]Rule{
+		"window":     {Name: "w", Algorithm: FixedWindow, Limit: 1, Window: time.Second, MaxWait: time.Millisecond},
+		"queue":      {Name: "q", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), QueueLength: 3},
+		"huge":       {Name: "h", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), MaxWait: concurrency.MaxReserveWait + 1},
+		"discipline": {Name: "d", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), MaxWait: time.Second, Queue: Queue{Reserve: 0.5}},
+	} {
+		if _, err := New([]Rule{r}, quiet()); err == nil {
+			t.Errorf("%s: accepted %+v", name, r)
+		}
+	}
+}
