@@ -595,13 +595,13 @@ func TestRateStateSizes(t *testing.T) {
 // reservation tests below run on every implementation whose subject is one.
 type rateReserver interface {
 	ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation
-	Cancel(now int64, r Reservation)
+	Cancel(now, n int64, r Reservation)
 }
 
 func (x *gcraSubject) ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation {
 	return x.g.ReserveN(x.s, now, n, minWait, maxWait)
 }
-func (x *gcraSubject) Cancel(now int64, r Reservation) { x.g.Cancel(x.s, now, r) }
+func (x *gcraSubject) Cancel(now, n int64, r Reservation) { x.g.Cancel(x.s, now, n, r) }
 
 // reservers returns the implementations that reserve, each with a fresh
 // subject maker.
@@ -700,7 +700,7 @@ func TestReserveBound(t *testing.T) {
 						}
 						i := rapid.IntRange(0, len(log)-1).Draw(t, "i")
 						if h := log[i]; h.r.Wait > 0 && h.at.at > now { // not started yet
-							s.(rateReserver).Cancel(now, h.r)
+							s.(rateReserver).Cancel(now, h.at.n, h.r)
 							log = slices.Delete(log, i, i+1)
 						}
 					},
@@ -745,16 +745,16 @@ func TestReserveCancel(t *testing.T) {
 			for range 3 { // slots at 0, 100 ms, 200 ms
 				held = append(held, s.ReserveN(now, 1, 0, time.Second))
 			}
-			s.Cancel(now, held[1]) // others reserved behind it: its slot stays unused
+			s.Cancel(now, 1, held[1]) // others reserved behind it: its slot stays unused
 			if r := s.ReserveN(now, 1, 0, time.Second); r.Wait != 3*iv {
 				t.Fatalf("after cancelling a middle slot: a wait of %v, want %v", r.Wait, 3*iv)
 			} else {
-				s.Cancel(now, r) // the latest: its slot comes back
+				s.Cancel(now, 1, r) // the latest: its slot comes back
 			}
 			if r := s.ReserveN(now, 1, 0, time.Second); r.Wait != 3*iv {
 				t.Fatalf("after cancelling the latest slot: a wait of %v, want %v", r.Wait, 3*iv)
 			}
-			s.Cancel(now, Reservation{}) // a rejection holds nothing
+			s.Cancel(now, 1, Reservation{Decision: Decision{RetryAfter: time.Second}}) // a rejection holds nothing
 			if r := s.ReserveN(now, 1, 0, time.Second); r.Wait != 4*iv {
 				t.Fatalf("after cancelling nothing: a wait of %v, want %v", r.Wait, 4*iv)
 			}
@@ -797,7 +797,7 @@ func TestReserveConcurrent(t *testing.T) {
 						if rv.Wait > 0 {
 							reserved.Add(1)
 							if r.IntN(5) == 0 {
-								res.Cancel(now, rv) // gave up before its slot
+								res.Cancel(now, n, rv) // gave up before its slot
 								continue
 							}
 						}

@@ -21,10 +21,12 @@ type Reservation struct {
 	// Wait is how long after now the admitted work may start: zero when it
 	// may start at once, and for a rejection.
 	Wait time.Duration
-	// end is the state the reservation left (a GCRA's arrival time), and
-	// cost what it took in that state's units: what Cancel needs to undo
-	// exactly this reservation and nothing else.
-	end, cost int64
+	// End is the state the reservation left (a GCRA's arrival time, on the
+	// clock of the now it was decided at): Cancel undoes the reservation
+	// only while the state still reads End, so that it never undoes anyone
+	// else's admission. A store that keeps the state elsewhere keeps End
+	// with the decision to cancel it the same way.
+	End int64
 }
 
 // Allowed reports whether the request was admitted, at once or after Wait.
@@ -81,31 +83,35 @@ func (g *GCRA) ReserveN(s *GCRAState, now, n int64, minWait, maxWait time.Durati
 		// immediate admission order themselves by it, so slots never
 		// overlap however the callers interleave.
 		if s.tat.CompareAndSwap(tat, next) {
-			return Reservation{Decision: g.view(next, now), Wait: time.Duration(at - now), end: next, cost: cost}
+			return Reservation{Decision: g.view(next, now), Wait: time.Duration(at - now), End: next}
 		}
 	}
 }
 
-// Cancel gives back the tokens of a reservation whose work will not run (its
-// context ended while it waited, or a later limit of the same request
+// Cancel gives back the n tokens of reservation r, whose work will not run
+// (its context ended while it waited, or a later limit of the same request
 // rejected), at now. An immediate admission (Wait 0) is given back as Refund
 // does. A reserved one is undone exactly when nothing was admitted or
-// reserved after it (the state is as the reservation left it); otherwise its
-// slot stays unused: later reservations keep theirs, and moving them would
-// make one start early, so the bucket admits less by that slot, never more.
-// Cancel of a rejected reservation does nothing. It never blocks.
-func (g *GCRA) Cancel(s *GCRAState, now int64, r Reservation) {
-	if !r.Allowed() || r.cost == 0 {
+// reserved after it (the state still reads r.End); otherwise its slot stays
+// unused: later reservations keep theirs, and moving them would make one
+// start early, so the bucket admits less by that slot, never more. Cancel
+// of a rejected reservation does nothing. It never blocks; a negative n
+// panics.
+func (g *GCRA) Cancel(s *GCRAState, now, n int64, r Reservation) {
+	if n < 0 {
+		panic("concurrency: GCRA.Cancel with negative n")
+	}
+	if !r.Allowed() || n == 0 {
 		return
 	}
 	if r.Wait == 0 {
-		g.Refund(s, now, r.cost/g.interval)
+		g.Refund(s, now, n)
 		return
 	}
-	// Compared against end, the CAS cannot undo anyone else's slot: an
-	// admission after this reservation moved the arrival time past end, and
+	// Compared against End, the CAS cannot undo anyone else's slot: an
+	// admission after this reservation moved the arrival time past End, and
 	// while it is pending Refund cannot move it back.
-	s.tat.CompareAndSwap(r.end, max(r.end-r.cost, now))
+	s.tat.CompareAndSwap(r.End, max(r.End-min(n, g.burst)*g.interval, now))
 }
 
 // ReserveN admits n tokens at the earliest instant within the waits at which
@@ -115,4 +121,4 @@ func (b *TokenBucket) ReserveN(now, n int64, minWait, maxWait time.Duration) Res
 }
 
 // Cancel gives back a reservation whose work will not run; see GCRA.Cancel.
-func (b *TokenBucket) Cancel(now int64, r Reservation) { b.gcra.Cancel(&b.state, now, r) }
+func (b *TokenBucket) Cancel(now, n int64, r Reservation) { b.gcra.Cancel(&b.state, now, n, r) }

@@ -20,14 +20,16 @@ import (
 // reserver is the rate of a Global rate rule that can reserve.
 type reserver interface {
 	reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
-	cancel(now int64, r concurrency.Reservation)
+	cancel(now, n int64, r concurrency.Reservation)
 }
 
 func (r *bucketRate) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
 	return r.g.ReserveN(&r.state.s, now, n, minWait, maxWait)
 }
 
-func (r *bucketRate) cancel(now int64, rv concurrency.Reservation) { r.g.Cancel(&r.state.s, now, rv) }
+func (r *bucketRate) cancel(now, n int64, rv concurrency.Reservation) {
+	r.g.Cancel(&r.state.s, now, n, rv)
+}
 
 // waiters bounds the requests waiting for one rule's reserved slots. A
 // rule kept across a Reload keeps it, so that the bound holds across it.
@@ -134,7 +136,7 @@ func (c *Controller) cancelReserved(a *ticket, i int) bool {
 			continue
 		}
 		r := &a.set.rules[i]
-		r.rate.(reserver).cancel(a.now, h.r)
+		r.rate.(reserver).cancel(a.now, a.cost, h.r)
 		r.waits.leave()
 		if c.obs != nil {
 			c.obs.ObserveQueueWait(r.Name, h.r.Wait, false)
