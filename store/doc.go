@@ -15,6 +15,13 @@
 // limit's parameters in place, keeping every key's usage: a reload that
 // raises a quota from 3 to 4 leaves a tenant that used 3 exactly 1 more.
 //
+// A token bucket hit may wait (Hit.MaxWait): when it does not fit now but
+// fits within its max wait, the store reserves the exact instant it fits,
+// charged now as if admitted then, and Result.Wait tells the caller how
+// long to wait before the work starts; Refunder.Refund cancels a
+// reservation whose work will not run. Memory and redisstore reserve;
+// pgstore refuses a max wait (errors.ErrUnsupported).
+//
 // Concurrency limits hand out Leases: a permit held until Release, or until
 // its TTL passes, so that a crashed holder cannot leak permits forever.
 //

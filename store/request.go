@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
 )
@@ -30,6 +31,17 @@ type Hit struct {
 	// negative is an error. A cost above the limit is rejected with
 	// concurrency.ReasonExceedsCapacity.
 	Cost int64
+	// MaxWait lets a TokenBucket hit that does not fit now reserve the
+	// exact instant at which it fits, if that comes within MaxWait: the
+	// bucket is charged now as if admitted then (concurrency.GCRA.ReserveN),
+	// and HitResult.Wait says how long the caller must wait before the work
+	// starts. A hit decided after one that reserved asks for no earlier
+	// instant (all hits of a request start together, at Result.Wait); one
+	// whose MaxWait is shorter than that is decided at once, as without
+	// MaxWait. Zero means no waiting; it must not be negative nor above
+	// concurrency.MaxReserveWait, and a store returns an error for a
+	// MaxWait on another algorithm, or one it cannot honour.
+	MaxWait time.Duration
 }
 
 // Request is the set of limits one request must pass, decided together by
@@ -74,6 +86,9 @@ func (r *Request) Check() error {
 		if h.Cost < 0 {
 			return fmt.Errorf("store: hit %d has a negative cost %d", i, h.Cost)
 		}
+		if h.MaxWait < 0 || h.MaxWait > concurrency.MaxReserveWait {
+			return fmt.Errorf("store: hit %d has a max wait %v outside [0, %v]", i, h.MaxWait, concurrency.MaxReserveWait)
+		}
 	}
 	return nil
 }
@@ -117,6 +132,13 @@ type HitResult struct {
 	// (concurrency.OverflowReject; RetryAfter is then a hint, the longest an
 	// untouched key takes to recover). A network store never sets it.
 	Overflow bool
+	// Wait is how long after Result.Now the hit's admission holds: the
+	// slot a hit with MaxWait reserved; zero for an admission at once.
+	// Reserved is the state the reservation left
+	// (concurrency.Reservation.End, in the store's own units), kept so that
+	// Refund cancels exactly this reservation; zero when Wait is.
+	Wait     time.Duration
+	Reserved int64
 }
 
 // Result is the outcome of a Request.
@@ -138,6 +160,10 @@ type Result struct {
 	// for Memory, the server's time for a network store. Lease expiries
 	// are on this clock.
 	Now int64
+	// Wait is the longest Wait of the hits: an admitted request must not
+	// start before Now+Wait. Whoever gives up before then gives the
+	// reservations back with Refunder.Refund.
+	Wait time.Duration
 	// Hits are the per-hit outcomes, Hits[:N].
 	Hits [MaxHits]HitResult
 }

@@ -45,6 +45,10 @@
 // a ticker. Reset forgets a key (an operator's pardon, a quota given back),
 // and Usage reads a key's use of its current window without charging it.
 //
+// Decide refuses a hit with a max wait (store.Hit.MaxWait: a token bucket
+// reservation) with an error matching errors.ErrUnsupported: the SQL
+// function decides at once only. Put rules that wait on Memory or Redis.
+//
 // # Failures
 //
 // Every call runs under a per-call deadline (WithTimeout) and is never

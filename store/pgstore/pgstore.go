@@ -204,6 +204,13 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
 			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
 		}
+		if h.MaxWait > 0 {
+			// Its SQL function decides at once; a reservation would need
+			// the slot and the state it left in the reply, which it has
+			// no room for yet. Refuse rather than ignore the wait.
+			return fmt.Errorf("store: pgstore cannot reserve (hit %d has a max wait of %v): %w",
+				i, h.MaxWait, errors.ErrUnsupported)
+		}
 		l := ls[h.Limit-1]
 		lim[i] = l
 		names[i], keys[i], kinds[i], costs[i] = l.spec.Name, []byte(h.Key), l.kind, h.Cost

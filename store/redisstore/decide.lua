@@ -14,7 +14,10 @@
 --   The parameter is the emission interval in ns (token bucket), the
 --   window in µs (windows) or the lease TTL in µs (concurrency). Shift (µs)
 --   and months place the windows of the fixed and sliding windows on their
---   calendar, as store.WindowClock does (0 and 0 for the others).
+--   calendar, as store.WindowClock does (0 and 0 for the others). For a
+--   token bucket the shift is its max wait in ns instead (0: none), and in
+--   a refund the state a reservation left ("u:r", 0 for an admission at
+--   once).
 --
 -- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
 -- 2^53 for 285 years, so exact in Lua's doubles, with room for the lease
@@ -25,7 +28,9 @@
 --
 -- Reply: {sec, usec, evaluated, then per evaluated hit: allowed, reason,
 -- remaining, retry_after, reset_after, lease_id}. Durations are ns for the
--- token bucket and µs otherwise; retry_after -1 is "never".
+-- token bucket and µs otherwise; retry_after -1 is "never". A token bucket
+-- hit admitted with a wait (a reservation) has its wait as retry_after and
+-- the state it left ("u:r") as lease_id.
 -- Nothing is written unless every hit is admitted.
 
 local time = redis.call('TIME')
@@ -60,9 +65,21 @@ local cache = {}
 local out = {time[1], time[2], 0}
 local commits = {}
 
+-- wait is the latest slot a hit of this request reserved, in ns after t:
+-- the hits after it ask for no earlier one (store.Hit.MaxWait).
+local wait = 0
+
+-- stateOf formats a token bucket state of debt ns after t.
+local function stateOf(debt)
+  local us = idiv(debt, 1000)
+  return string.format('%.0f:%.0f', t + us, debt - us * 1000)
+end
+
 -- Token bucket (GCRA). State: a string "u:r", the theoretical arrival
--- time in µs and its ns remainder.
-local function gcra(key, cost, limit, interval)
+-- time in µs and its ns remainder. maxwait > 0 lets a hit that does not fit
+-- now reserve the first instant, from wait on, at which it fits, if that
+-- comes within maxwait (concurrency.GCRA.ReserveN).
+local function gcra(key, cost, limit, interval, maxwait)
   local st = cache[key]
   if not st then
     local v = redis.call('GET', key)
@@ -86,15 +103,34 @@ local function gcra(key, cost, limit, interval)
     return 0, 2, rem, -1, reset, 0
   end
   local nxt = st.debt + cost * interval
+  if maxwait > 0 and wait <= maxwait then
+    -- The first instant from wait on at which the hit fits: its slot.
+    local resv = math.max(st.debt, wait) + cost * interval
+    local at = math.max(wait, resv - tau)
+    if at <= maxwait then
+      st.debt = resv
+      commits[key] = function()
+        redis.call('SET', key, stateOf(st.debt), 'PX', ceildiv(2 * st.debt, 1000000) + 1)
+      end
+      local rem = view(resv)
+      if at > 0 then
+        wait = at
+        return 1, 0, rem, at, resv, stateOf(resv)
+      end
+      return 1, 0, rem, 0, resv, 0
+    end
+    -- Beyond maxwait (so the debt is at least wait, and resv is nxt): the
+    -- wait until it fits at once.
+    local rem, reset = view(st.debt)
+    return 0, 1, rem, nxt - tau, reset, 0
+  end
   if nxt - tau > 0 then
     local rem, reset = view(st.debt)
     return 0, 1, rem, nxt - tau, reset, 0
   end
   st.debt = nxt
   commits[key] = function()
-    local us = idiv(st.debt, 1000)
-    redis.call('SET', key, string.format('%.0f:%.0f', t + us, st.debt - us * 1000),
-      'PX', ceildiv(2 * st.debt, 1000000) + 1)
+    redis.call('SET', key, stateOf(st.debt), 'PX', ceildiv(2 * st.debt, 1000000) + 1)
   end
   local rem = view(nxt)
   return 1, 0, rem, 0, nxt, 0
@@ -409,13 +445,21 @@ end
 
 -- refund gives back cost on the state of one hit of an admitted decision,
 -- at the time it charges now (tw for windows). Writes keep each key's TTL.
-local function refund(alg, key, cost, p, tw)
+local function refund(alg, key, cost, p, tw, limit, reserved)
   if alg == 1 then -- token bucket: the debt, in ns, shrinks
     local v = redis.call('GET', key)
     if not v then return end
     local u, r = string.match(v, '^(%d+):(%d+)$')
-    local debt = math.max(0, (tonumber(u) - t) * 1000 + tonumber(r) - cost * p)
-    redis.call('SET', key, string.format('%.0f:%.0f', t + math.floor(debt / 1000), debt % 1000), 'KEEPTTL')
+    local debt = (tonumber(u) - t) * 1000 + tonumber(r)
+    if reserved ~= '0' then
+      -- A reservation (concurrency.GCRA.Cancel): undone only while the
+      -- state is as it left it, else its slot stays unused.
+      if v ~= reserved then return end
+    elseif debt > limit * p then
+      return -- reservations pending: nothing comes back (GCRA.Refund)
+    end
+    debt = math.max(0, debt - math.min(cost, limit) * p)
+    redis.call('SET', key, stateOf(debt), 'KEEPTTL')
   elseif alg == 2 or alg == 3 then -- windows: the count of the window that holds it
     local v = redis.call('HMGET', key, 'i', 'c')
     local i, c = tonumber(v[1]), tonumber(v[2])
@@ -441,7 +485,7 @@ if refunding then
     if cost > 0 and alg ~= 5 then
       local tw = t
       if alg == 2 or alg == 3 then tw = windowClock(tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), p) end
-      refund(alg, KEYS[2 * h - 1], cost, p, tw)
+      refund(alg, KEYS[2 * h - 1], cost, p, tw, tonumber(ARGV[b + 3]), ARGV[b + 5])
     end
   end
   return out
@@ -457,7 +501,7 @@ for h = 1, n do
   local key = KEYS[2 * h - 1]
   local ok, reason, rem, retry, reset, id
   if alg == 1 then
-    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p)
+    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p, tonumber(ARGV[b + 5]))
   elseif alg == 2 or alg == 3 then
     local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local tw = windowClock(shift, months, p)

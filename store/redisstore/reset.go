@@ -66,7 +66,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 		return fmt.Errorf("store: Refund of a decision that did not admit these %d hits", req.N)
 	}
 	var lim [store.MaxHits]*limit
-	keys, args, err := s.scriptArgs(req, -req.N, &lim)
+	keys, args, err := s.scriptArgs(req, -req.N, res, &lim)
 	if err != nil {
 		return err
 	}
