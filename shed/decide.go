@@ -2,11 +2,13 @@ package shed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
 )
 
 // shedHint is the Retry-After of a rejection that has no exact figure (a
@@ -55,7 +57,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost, a.charged = now, cost, cost
-	a.wait, a.deadlineRead = 0, false
+	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 	if a.ask.Tightened && c.suspicion != nil {
@@ -111,7 +113,8 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	// 3. Global concurrency and adaptive limits, in this process; for an
 	// attempt that waits for a reserved rate slot, after the wait, so that
 	// it holds no permit while it waits.
-	if a.wait == 0 {
+	late := a.wait > 0 || storeMayWait(a, p)
+	if !late {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
@@ -124,12 +127,12 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		}
 	}
 
-	if a.wait > 0 {
-		if !c.awaitSlot(ctx, a) {
-			c.rollback(a, d)
-			*d = Decision{rule: -1}
-			return ctx.Err()
-		}
+	if a.wait > 0 && !c.awaitSlot(ctx, a) {
+		c.rollback(a, d)
+		*d = Decision{rule: -1}
+		return ctx.Err()
+	}
+	if late {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
@@ -148,7 +151,8 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		d.Rule = a.set.rules[d.rule].Name
 	}
 	// a.rated stays: the charges a Count rule may give back when done.
-	a.active = true // counted by done as admitted: inflight is admitted - finished
+	a.stored = false // nothing to roll back any more
+	a.active = true  // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
 	return nil
 }
@@ -215,9 +219,18 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			}
 		}
 		a.req.Add(id, key, a.cost)
+		if r.waits != nil && a.req.N <= store.MaxHits {
+			c.storeMaxWait(ctx, a, r)
+		}
 	}
 	for a.req.N > 0 {
 		err := c.store.Decide(ctx, &a.req, &a.res)
+		if a.waitsStored {
+			c.storeWaiters(a, err == nil && a.res.Allowed)
+			if errors.Is(err, errors.ErrUnsupported) {
+				continue // a store that cannot reserve: decide at once
+			}
+		}
 		if err != nil {
 			return c.storeFailed(ctx, a, d, err)
 		}
@@ -251,6 +264,7 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			a.req.N--
 			continue
 		}
+		a.stored, a.wait = true, max(a.wait, a.res.Wait)
 		for j := range a.res.N {
 			i := a.hitRule[j]
 			hr := &a.res.Hits[j]

@@ -103,6 +103,9 @@ func (c *Controller) rollback(a *ticket, d *Decision) {
 		}
 	}
 	a.rated = a.rated[:0]
+	if a.stored {
+		c.undoStore(a) // admitted by the store, then rejected after a wait
+	}
 	c.release(a, adaptive.Ignore)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Short waits on rate rules. A token-bucket rule with MaxWait does not
@@ -99,6 +100,56 @@ func (a *ticket) deadlineLeft(ctx context.Context) time.Duration {
 	return a.deadline
 }
 
+// storeMayWait reports whether a per-key rule of p may make a wait for its
+// slot: then a's concurrency permits are taken after the store call (and
+// the wait), so that a waiter holds none.
+func storeMayWait(a *ticket, p *plan) bool {
+	for _, i := range p.stored {
+		if a.set.rules[i].waits != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// storeMaxWait lets the hit just added for per-key rule r reserve (within
+// MaxWait and the deadline) when a waiter's place is free.
+func (c *Controller) storeMaxWait(ctx context.Context, a *ticket, r *rule) {
+	if r.dry {
+		return
+	}
+	if mw := min(r.MaxWait, a.deadlineLeft(ctx)); mw > 0 && r.waits.enter() {
+		a.req.Hits[a.req.N-1].MaxWait = mw
+		a.waitsStored = true
+	}
+}
+
+// storeWaiters gives back the waiters' places of the hits of a.req that do
+// not wait: all of them unless the store admitted the request (kept), and
+// then those admitted at once.
+func (c *Controller) storeWaiters(a *ticket, kept bool) {
+	for j := range a.req.Hits[:min(a.req.N, store.MaxHits)] {
+		if a.req.Hits[j].MaxWait > 0 && !(kept && a.res.Hits[j].Wait > 0) {
+			a.req.Hits[j].MaxWait = 0
+			a.set.rules[a.hitRule[j]].waits.leave()
+		}
+	}
+	a.waitsStored = kept
+}
+
+// storeWaits calls f with each hit of a.req that reserved a slot, and its
+// rule.
+func (a *ticket) storeWaits(f func(r *rule, hr *store.HitResult)) {
+	if !a.waitsStored {
+		return
+	}
+	for j := range a.req.Hits[:a.req.N] {
+		if a.req.Hits[j].MaxWait > 0 && a.res.Hits[j].Wait > 0 {
+			f(&a.set.rules[a.hitRule[j]], &a.res.Hits[j])
+		}
+	}
+}
+
 // awaitSlot waits until the slot every rule reserved for a has come (a.wait
 // after a.now), and reports false, having given back nothing, when ctx
 // ended first: the caller rolls back, cancelling the reservations.
@@ -111,19 +162,70 @@ func (c *Controller) awaitSlot(ctx context.Context, a *ticket) bool {
 		for _, h := range a.reserved {
 			a.set.rules[h.rule].ctr.add(a.shard, rWaitCancelled, 1)
 		}
+		a.storeWaits(func(r *rule, _ *store.HitResult) { r.ctr.add(a.shard, rWaitCancelled, 1) })
 		return false
 	}
-	for _, h := range a.reserved {
-		r := &a.set.rules[h.rule]
+	waited := func(r *rule, wait time.Duration) {
 		r.ctr.add(a.shard, rWaited, 1)
-		r.ctr.add(a.shard, rWaitNs, int64(h.r.Wait))
+		r.ctr.add(a.shard, rWaitNs, int64(wait))
 		r.waits.leave()
 		if c.obs != nil {
-			c.obs.ObserveQueueWait(r.Name, h.r.Wait, true)
+			c.obs.ObserveQueueWait(r.Name, wait, true)
 		}
 	}
+	for _, h := range a.reserved {
+		waited(&a.set.rules[h.rule], h.r.Wait)
+	}
 	a.reserved = a.reserved[:0]
+	a.storeWaits(func(r *rule, hr *store.HitResult) {
+		waited(r, hr.Wait)
+		// The slot has come: from here on the charge is an admission's,
+		// refunded (Rule.Count, a rollback) as one.
+		hr.Wait, hr.Reserved = 0, 0
+	})
+	a.waitsStored = false
+	// The attempt starts at its slot: what it holds from here on is given
+	// back at that time or later, on the Controller's clock, never at the
+	// decision's now (a refund there would find the slots still pending).
+	a.now += int64(a.wait)
 	return true
+}
+
+// undoStore gives back what the store charged for a, which is rejected
+// after the store admitted it (its context ended while it waited, or a
+// concurrency rule rejected it after the wait): reservations are
+// cancelled, other charges refunded (store.Refunder; a store that cannot
+// refund keeps them, counted in RuleStats.RefundsLost). Leases are
+// released with a's other permits.
+func (c *Controller) undoStore(a *ticket) {
+	a.stored = false
+	a.storeWaits(func(r *rule, hr *store.HitResult) {
+		r.waits.leave()
+		if c.obs != nil {
+			c.obs.ObserveQueueWait(r.Name, hr.Wait, false)
+		}
+	})
+	a.waitsStored = false
+	n := 0
+	for j := range a.req.N {
+		// Not admitted after all: decideStore counted it.
+		a.set.rules[a.hitRule[j]].ctr.add(a.shard, rAllowed, -1)
+		if a.set.rules[a.hitRule[j]].Algorithm == Concurrency {
+			continue
+		}
+		a.req.Hits[n], a.res.Hits[n], a.hitRule[n] = a.req.Hits[j], a.res.Hits[j], a.hitRule[j]
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	a.req.N, a.res.N, a.req.Now = n, n, a.now // after a wait, its end (see awaitSlot)
+	rf, ok := c.store.(store.Refunder)
+	if !ok || rf.Refund(context.Background(), &a.req, &a.res) != nil {
+		for _, i := range a.hitRule[:n] {
+			a.set.rules[i].ctr.add(a.shard, rRefundsLost, 1)
+		}
+	}
 }
 
 // cancelReserved gives back the reservations a holds, at now: the request

@@ -3,6 +3,7 @@ package shed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
 )
 
 // calls is a Global token bucket of 10 a second with no burst, whose
@@ -206,4 +208,132 @@ func TestReserveRuleValidation(t *testing.T) {
 			t.Errorf("%s: accepted %+v", name, r)
 		}
 	}
+}
+
+// perIP is a per-IP token bucket of 10 a second with no burst whose
+// requests may wait up to a second.
+func perIP() Rule {
+	return Rule{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1,
+		Rate: concurrency.Per(10, time.Second), MaxWait: time.Second}
+}
+
+// TestReservePerKeyRule: a per-key token bucket with MaxWait reserves in
+// the store: a client's second request waits for its slot, another client
+// does not; a waiter whose context ends gives its slot back.
+func TestReservePerKeyRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, perIP())
+		a := Attempt{IP: netip.MustParseAddr("192.0.2.1")}
+		start := time.Now()
+		for k := range 3 {
+			d, tok, err := c.Decide(context.Background(), a)
+			if err != nil || !d.Allowed || time.Since(start) != time.Duration(k)*100*time.Millisecond {
+				t.Fatalf("request %d: %+v %v after %v", k, d, err, time.Since(start))
+			}
+			tok.Done(Success)
+		}
+		start = time.Now()
+		if d, tok, _ := c.Decide(context.Background(), Attempt{IP: netip.MustParseAddr("192.0.2.2")}); !d.Allowed || time.Since(start) != 0 {
+			t.Fatalf("another client waited: %+v after %v", d, time.Since(start))
+		} else {
+			tok.Done(Success)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error)
+		go func() {
+			_, _, err := c.Decide(ctx, a)
+			errc <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v", err)
+		}
+		if d, tok, _ := c.Decide(context.Background(), a); !d.Allowed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("the cancelled slot was not given back: %+v after %v", d, time.Since(start))
+		} else {
+			tok.Done(Success)
+		}
+		s := c.Stats()
+		if rs := s.Rules[0]; rs.Allowed != 5 || rs.Waited != 3 || rs.WaitCancelled != 1 || rs.WaitTime != 300*time.Millisecond || s.Inflight != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
+
+// TestReserveRefundedWhenRejectedAfterTheWait: a Global concurrency rule
+// decides after the wait; when it rejects, the store's charge is given
+// back (all or nothing), so the client's next request is not held up by it.
+func TestReserveRefundedWhenRejectedAfterTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, perIP(), Rule{Name: "cap", Algorithm: Concurrency, Limit: 1})
+		a := Attempt{IP: netip.MustParseAddr("192.0.2.1")}
+		start := time.Now()
+		_, tok, _ := c.Decide(context.Background(), a)
+		d, _, err := c.Decide(context.Background(), a) // waits 100 ms, then finds the permit taken
+		if err != nil || d.Allowed || d.Rule != "cap" || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
+		}
+		tok.Done(Success)
+		if d, tok, _ := c.Decide(context.Background(), a); !d.Allowed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("the rejected request's charge stayed: %+v after %v", d, time.Since(start))
+		} else {
+			tok.Done(Success)
+		}
+		if rs := c.Stats().Rules[0]; rs.RefundsLost != 0 || rs.Waited != 1 {
+			t.Fatalf("%+v", rs)
+		}
+	})
+}
+
+// noReserve is a store that cannot reserve, as pgstore.
+type noReserve struct{ *store.Memory }
+
+func (s noReserve) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	for _, h := range req.Hits[:req.N] {
+		if h.MaxWait > 0 {
+			return fmt.Errorf("store: cannot reserve: %w", errors.ErrUnsupported)
+		}
+	}
+	return s.Memory.Decide(ctx, req, res)
+}
+
+// TestReserveOnAStoreThatCannot: on a store that refuses a max wait, the
+// rule decides at once rather than failing.
+func TestReserveOnAStoreThatCannot(t *testing.T) {
+	c, err := New([]Rule{perIP()}, quiet(), WithStore(noReserve{store.NewMemory()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := Attempt{IP: netip.MustParseAddr("192.0.2.1"), Now: 1 << 40}
+	if d, _, _ := c.Decide(context.Background(), a); !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	if d, _, _ := c.Decide(context.Background(), a); d.Allowed || d.RetryAfter != 100*time.Millisecond || d.Kind != OverLimit {
+		t.Fatalf("%+v", d)
+	}
+	if s := c.Stats(); s.FailedOpen != 0 || s.StoreErrors != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// TestReserveGlobalRefundedWhenRejectedAfterTheWait: the same for a Global
+// bucket: its charge, taken at the slot, is given back at the slot.
+func TestReserveGlobalRefundedWhenRejectedAfterTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, calls(time.Second), Rule{Name: "cap", Algorithm: Concurrency, Limit: 1})
+		start := time.Now()
+		_, tok, _ := c.Decide(context.Background(), Attempt{})
+		d, _, err := c.Decide(context.Background(), Attempt{})
+		if err != nil || d.Allowed || d.Rule != "cap" || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
+		}
+		tok.Done(Success)
+		if d, tok, _ := c.Decide(context.Background(), Attempt{}); !d.Allowed || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("the rejected request's charge stayed: %+v after %v", d, time.Since(start))
+		} else {
+			tok.Done(Success)
+		}
+	})
 }

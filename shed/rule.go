@@ -316,7 +316,7 @@ func (r *Rule) validate() error {
 	} else if r.Limiter != nil {
 		return r.errorf("a Limiter applies only to %v, not %v", Adaptive, r.Algorithm)
 	}
-	waits := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive) || r.reserves() && r.local()
+	waits := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive) || r.reserves()
 	switch {
 	case r.MaxWait < 0:
 		return r.errorf("max wait must not be negative, got %v", r.MaxWait)

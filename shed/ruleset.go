@@ -259,6 +259,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err := spec.Validate(); err != nil {
 			return r.errorf("%w", err)
 		}
+		if r.reserves() {
+			dst.waits = &waiters{max: r.maxWaiters()}
+		}
 		switch {
 		case keep != nil:
 			dst.id, dst.storeName = keep.id, keep.storeName

@@ -56,11 +56,15 @@ type ticket struct {
 	wait         time.Duration
 	deadline     time.Duration
 	deadlineRead bool
-	sems         []int
-	tokens       []adaptive.Token
-	adaptives    []int // the rules of tokens
-	leases       []store.Lease
-	active       bool
+	// stored says that the store admitted a.req (into a.res) and the
+	// decision may still roll back (a rejection after a wait);
+	// waitsStored that some hit of a.req took a waiter's place.
+	stored, waitsStored bool
+	sems                []int
+	tokens              []adaptive.Token
+	adaptives           []int // the rules of tokens
+	leases              []store.Lease
+	active              bool
 
 	w    statusWriter // the middleware's
 	slab headerSlab   // the middleware's header values
