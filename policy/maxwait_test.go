@@ -8,7 +8,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
-// TestMaxWaitOnARateRule: a global token bucket may let requests wait for
+// TestMaxWaitOnARateRule: a token bucket may let requests wait for
 // their reserved turn, bounded in waiters; a max_wait on a rule that cannot
 // wait, or a queue_length without one, is an error at its line.
 func TestMaxWaitOnARateRule(t *testing.T) {
@@ -16,11 +16,16 @@ func TestMaxWaitOnARateRule(t *testing.T) {
   "version": 1,
   "rules": [
     {"name": "internal", "identity": "global", "algorithm": "token_bucket", "limit": 1,
-     "rate": {"count": 10, "per": "1s"}, "max_wait": "200ms", "queue_length": 64}
+     "rate": {"count": 10, "per": "1s"}, "max_wait": "200ms", "queue_length": 64},
+    {"name": "per-tenant", "identity": "tenant", "algorithm": "token_bucket", "limit": 5,
+     "rate": {"count": 50, "per": "1s"}, "max_wait": "100ms"}
   ]
 }`
 	rules := rulesOf(t, doc)
 	if r := rules[0]; r.MaxWait != 200*time.Millisecond || r.QueueLength != 64 {
+		t.Fatalf("%+v", r)
+	}
+	if r := rules[1]; r.MaxWait != 100*time.Millisecond || r.QueueLength != 0 {
 		t.Fatalf("%+v", r)
 	}
 	for name, c := range map[string]struct{ from, to, want string }{

@@ -46,7 +46,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 	case shed.TokenBucket:
 		r.Limit = rapid.Int64Range(1, 100_000).Draw(t, "burst")
 		r.Rate = concurrency.Per(rapid.Int64Range(1, 1000).Draw(t, "count"), dur("per", 1e12))
-		if r.Identity == shed.Global && rapid.Bool().Draw(t, "waits") {
+		if rapid.Bool().Draw(t, "waits") {
 			r.MaxWait = dur("max-wait", int64(time.Hour))
 			r.QueueLength = rapid.IntRange(0, 1000).Draw(t, "queue")
 		}
