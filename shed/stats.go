@@ -204,13 +204,14 @@ type RuleStats struct {
 	// Waited counts attempts that waited for the slot a rate rule with
 	// MaxWait reserved for them and then ran, WaitTime their total wait;
 	// WaitCancelled those whose context ended while they waited (their
-	// reservation was cancelled).
+	// reservation was cancelled). MaxWait repeats the rule's.
 	Waited, WaitCancelled uint64
-	WaitTime              time.Duration
+	WaitTime, MaxWait     time.Duration
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
-	// rule, and Waiting the requests queued for one.
+	// rule, and Waiting the requests queued for one, or waiting for the
+	// slots a TokenBucket rule with MaxWait reserved.
 	Inflight int64
 	Waiting  int
 	// Table is the store's key table of a per-key rule (keys held,
@@ -255,7 +256,7 @@ func (c *Controller) Stats() Stats {
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
 			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent),
-			Waited: ru(rWaited), WaitCancelled: ru(rWaitCancelled), WaitTime: time.Duration(r.ctr.sum(rWaitNs)), Limit: r.Limit}
+			Waited: ru(rWaited), WaitCancelled: ru(rWaitCancelled), WaitTime: time.Duration(r.ctr.sum(rWaitNs)), MaxWait: r.MaxWait, Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
@@ -266,6 +267,9 @@ func (c *Controller) Stats() Stats {
 			}
 		case r.id != 0 && ts != nil:
 			rs.Table = ts.TableStats(r.id)
+		}
+		if r.waits != nil {
+			rs.Waiting = int(r.waits.n.Load()) // waiting for reserved rate slots
 		}
 		s.Rules[i] = rs
 	}
