@@ -603,6 +603,11 @@ func (x *gcraSubject) ReserveN(now, n int64, minWait, maxWait time.Duration) Res
 }
 func (x *gcraSubject) Cancel(now, n int64, r Reservation) { x.g.Cancel(x.s, now, n, r) }
 
+func (x *fixedSubject) ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation {
+	return x.f.ReserveN(x.s, now, n, minWait, maxWait)
+}
+func (x *fixedSubject) Cancel(now, n int64, r Reservation) { x.f.Cancel(x.s, now, n, r) }
+
 // reservers returns the implementations that reserve, each with a fresh
 // subject maker.
 func reservers(t *testing.T) []rateImpl {
@@ -620,14 +625,15 @@ func reservers(t *testing.T) []rateImpl {
 }
 
 // TestReserveSlotsApart: 50 requests reserving at the same instant on a
-// limit of 10 a second with room for 1 hold slots exactly 100 ms apart: the
-// first at once, the last 4.9 s on; none earlier, and one more finds no slot
-// within its max wait.
+// limit of 10 a second with room for 1 (a bucket of 1, or 1 per window of
+// 100 ms, at a window's start) hold slots exactly 100 ms apart: the first at
+// once, the last 4.9 s on; none earlier, and one more finds no slot within
+// its max wait.
 func TestReserveSlotsApart(t *testing.T) {
 	for _, impl := range reservers(t) {
 		t.Run(impl.name, func(t *testing.T) {
 			s := mustRateSubject(t, impl, 1, 100*time.Millisecond).(rateReserver)
-			const now = int64(1) << 62
+			const now = int64(1) << 62 / int64(100*time.Millisecond) * int64(100*time.Millisecond)
 			const maxWait = 49 * 100 * time.Millisecond
 			for k := range 50 {
 				r := s.ReserveN(now, 1, 0, maxWait)
@@ -740,7 +746,7 @@ func TestReserveCancel(t *testing.T) {
 	for _, impl := range reservers(t) {
 		t.Run(impl.name, func(t *testing.T) {
 			s := mustRateSubject(t, impl, 1, iv).(rateReserver)
-			const now = int64(1) << 62
+			const now = int64(1) << 62 / int64(iv) * int64(iv) // a window's start
 			var held []Reservation
 			for range 3 { // slots at 0, 100 ms, 200 ms
 				held = append(held, s.ReserveN(now, 1, 0, time.Second))

@@ -122,3 +122,77 @@ func (b *TokenBucket) ReserveN(now, n int64, minWait, maxWait time.Duration) Res
 
 // Cancel gives back a reservation whose work will not run; see GCRA.Cancel.
 func (b *TokenBucket) Cancel(now, n int64, r Reservation) { b.gcra.Cancel(&b.state, now, n, r) }
+
+// ReserveN admits n at the earliest instant t in [now+minWait,
+// now+maxWait] at which the window holding t has room for them: at once in
+// the window of now+minWait, or at the start of a later window. The state
+// holds one window, so a reservation reaches at most the window after the
+// one it counts (the one after a full window); every window still counts
+// at most limit, exactly. The Reservation's End is the window it counts
+// in. Like GCRA.ReserveN it never blocks, does not allocate and panics on
+// n <= 0 or waits outside 0 <= minWait <= maxWait <= MaxReserveWait; n
+// above the limit is rejected with RetryAfter Never. A reservation that
+// lands in a later window than now's makes AllowN at now reject until
+// then: the windows before it are full, or were skipped for it (minWait
+// past a boundary), which only admits less.
+func (f *FixedWindow) ReserveN(s *FixedWindowState, now, n int64, minWait, maxWait time.Duration) Reservation {
+	checkReserve(minWait, maxWait)
+	if n <= 0 {
+		panic("concurrency: FixedWindow.ReserveN with n <= 0")
+	}
+	from, until := now+int64(minWait), now+int64(maxWait)
+	for {
+		old := s.w.Load()
+		idx, cnt := int64(old>>f.shift), int64(old&f.mask)
+		at := from
+		switch first := f.index.div(from); {
+		case n > f.limit:
+			return Reservation{Decision: f.AllowN(s, now, n)} // Never, charging nothing
+		case idx < first:
+			idx, cnt = first, 0 // a fresh window
+		case idx > first:
+			at = idx * f.window // a later window counts already: its start
+		}
+		if cnt+n > f.limit {
+			idx, cnt, at = idx+1, 0, (idx+1)*f.window
+		}
+		if at > until {
+			// The request does not fit before until, nor (from <= until) at
+			// now: AllowN rejects it, charging nothing, with its wait.
+			return Reservation{Decision: f.AllowN(s, now, n)}
+		}
+		if s.w.CompareAndSwap(old, uint64(idx)<<f.shift|uint64(cnt+n)) {
+			d := f.decision(idx, cnt+n, idx > f.index.div(now), now)
+			return Reservation{Decision: d, Wait: time.Duration(at - now), End: idx}
+		}
+	}
+}
+
+// Cancel gives back the n admissions of reservation r, whose work will not
+// run, at now. An admission at once (Wait 0) is given back as Refund does.
+// A reserved one is undone exactly while the state still counts its window
+// (r.End): the window's count is its admissions, so any one of them may
+// leave and another take its place. Cancel of a rejected reservation does
+// nothing; a negative n panics.
+func (f *FixedWindow) Cancel(s *FixedWindowState, now, n int64, r Reservation) {
+	if n < 0 {
+		panic("concurrency: FixedWindow.Cancel with negative n")
+	}
+	if !r.Allowed() || n == 0 {
+		return
+	}
+	if r.Wait == 0 {
+		f.Refund(s, now, n)
+		return
+	}
+	for {
+		old := s.w.Load()
+		idx, cnt := int64(old>>f.shift), int64(old&f.mask)
+		if idx != r.End || cnt == 0 {
+			return
+		}
+		if s.w.CompareAndSwap(old, uint64(idx)<<f.shift|uint64(cnt-min(n, cnt))) {
+			return
+		}
+	}
+}
