@@ -172,8 +172,12 @@ func (f *FixedWindow) ReserveN(s *FixedWindowState, now, n int64, minWait, maxWa
 // run, at now. An admission at once (Wait 0) is given back as Refund does.
 // A reserved one is undone exactly while the state still counts its window
 // (r.End): the window's count is its admissions, so any one of them may
-// leave and another take its place. Cancel of a rejected reservation does
-// nothing; a negative n panics.
+// leave and another take its place. When that leaves a window that has not
+// begun empty, the state goes back to the window before, counted full:
+// reservations moved on from it because it was (for them) full, so later
+// ones land there again rather than a window later, and nothing more is
+// admitted in it. Cancel of a rejected reservation does nothing; a negative
+// n panics.
 func (f *FixedWindow) Cancel(s *FixedWindowState, now, n int64, r Reservation) {
 	if n < 0 {
 		panic("concurrency: FixedWindow.Cancel with negative n")
@@ -191,7 +195,11 @@ func (f *FixedWindow) Cancel(s *FixedWindowState, now, n int64, r Reservation) {
 		if idx != r.End || cnt == 0 {
 			return
 		}
-		if s.w.CompareAndSwap(old, uint64(idx)<<f.shift|uint64(cnt-min(n, cnt))) {
+		w := uint64(idx)<<f.shift | uint64(cnt-min(n, cnt))
+		if cnt <= n && f.index.div(now) < idx {
+			w = uint64(idx-1)<<f.shift | uint64(f.limit) // idx > div(now) >= 0
+		}
+		if s.w.CompareAndSwap(old, w) {
 			return
 		}
 	}

@@ -192,8 +192,8 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, id)
 		}
 		if hits[i].MaxWait > 0 {
-			if alg := ls[hits[i].Limit-1].registered().Algorithm; alg != TokenBucket {
-				return fmt.Errorf("store: hit %d: a max wait applies only to %v limits, not %v", i, TokenBucket, alg)
+			if err := CheckReserve(ls[hits[i].Limit-1].registered()); err != nil {
+				return fmt.Errorf("store: hit %d: %w", i, err)
 			}
 		}
 	}

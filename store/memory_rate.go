@@ -110,7 +110,9 @@ func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, wait time.Duration, out
 		return
 	}
 	if h.MaxWait > 0 && h.Cost > 0 && wait <= h.MaxWait {
-		// Decide checked the algorithm: only token buckets get here.
+		// Decide checked the limit (CheckReserve): a token bucket, or a
+		// fixed window of a fixed length, whose window clock is a shift of
+		// the time, so that waits on it are real ones.
 		rv := any(r.algo).(reserveAlgo[S]).ReserveN(st, now, h.Cost, wait, h.MaxWait)
 		out.Decision = rv.Decision
 		if rv.Allowed() && rv.Wait > 0 {

@@ -31,17 +31,36 @@ type Hit struct {
 	// negative is an error. A cost above the limit is rejected with
 	// concurrency.ReasonExceedsCapacity.
 	Cost int64
-	// MaxWait lets a TokenBucket hit that does not fit now reserve the
-	// exact instant at which it fits, if that comes within MaxWait: the
-	// bucket is charged now as if admitted then (concurrency.GCRA.ReserveN),
-	// and HitResult.Wait says how long the caller must wait before the work
-	// starts. A hit decided after one that reserved asks for no earlier
+	// MaxWait lets a hit that does not fit now reserve the exact instant
+	// at which it fits, if that comes within MaxWait: the limit is charged
+	// now as if the hit were admitted then (concurrency.GCRA.ReserveN, and
+	// FixedWindow.ReserveN: the start of a later window), and
+	// HitResult.Wait says how long the caller must wait before the work
+	// starts. Only TokenBucket limits and FixedWindow limits of a fixed
+	// length (no calendar months) reserve (CheckReserve). A hit decided after one that reserved asks for no earlier
 	// instant (all hits of a request start together, at Result.Wait); one
 	// whose MaxWait is shorter than that is decided at once, as without
 	// MaxWait. Zero means no waiting; it must not be negative nor above
 	// concurrency.MaxReserveWait, and a store returns an error for a
-	// MaxWait on another algorithm, or one it cannot honour.
+	// MaxWait on a limit that cannot reserve, or one it cannot honour.
 	MaxWait time.Duration
+}
+
+// CheckReserve reports whether a hit on the limit of spec may carry a
+// MaxWait: a TokenBucket, or a FixedWindow of a fixed length (a window of
+// calendar months has no fixed start to reserve at on every store alike).
+// The error starts with "store: ".
+func CheckReserve(spec Spec) error {
+	switch {
+	case spec.Algorithm == TokenBucket:
+	case spec.Algorithm == FixedWindow && spec.Calendar.Months == 0:
+	case spec.Algorithm == FixedWindow:
+		return fmt.Errorf("store: limit %q: a max wait does not apply to windows of calendar months", spec.Name)
+	default:
+		return fmt.Errorf("store: limit %q: a max wait applies only to %v and %v limits, not %v",
+			spec.Name, TokenBucket, FixedWindow, spec.Algorithm)
+	}
+	return nil
 }
 
 // Request is the set of limits one request must pass, decided together by

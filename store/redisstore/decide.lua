@@ -8,16 +8,17 @@
 -- metadata of a concurrency hit (the sliding log's and the rate limits'
 -- scripts repeat the first key there).
 -- ARGV[1]: the number of hits (negative: a refund of that many, see
--- refund below); then six values per hit:
+-- refund below); then seven values per hit:
 --   algorithm (1 token bucket, 2 fixed window, 3 sliding window,
---   4 sliding log, 5 concurrency), cost, limit, parameter, shift, months.
---   The parameter is the emission interval in ns (token bucket), the
+--   4 sliding log, 5 concurrency), cost, limit, parameter, shift, months,
+--   wait. The parameter is the emission interval in ns (token bucket), the
 --   window in µs (windows) or the lease TTL in µs (concurrency). Shift (µs)
 --   and months place the windows of the fixed and sliding windows on their
---   calendar, as store.WindowClock does (0 and 0 for the others). For a
---   token bucket the shift is its max wait in ns instead (0: none), and in
---   a refund the state a reservation left ("u:r", 0 for an admission at
---   once).
+--   calendar, as store.WindowClock does (0 and 0 for the others). Wait is
+--   the hit's max wait in ns when deciding (0: none; token buckets and
+--   fixed windows of a fixed length only), and in a refund what its
+--   reservation left: a bucket's state "u:r" or a fixed window's index
+--   ("-" for an admission at once).
 --
 -- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
 -- 2^53 for 285 years, so exact in Lua's doubles, with room for the lease
@@ -29,8 +30,9 @@
 -- Reply: {sec, usec, evaluated, then per evaluated hit: allowed, reason,
 -- remaining, retry_after, reset_after, lease_id}. Durations are ns for the
 -- token bucket and µs otherwise; retry_after -1 is "never". A token bucket
--- hit admitted with a wait (a reservation) has its wait as retry_after and
--- the state it left ("u:r") as lease_id.
+-- or fixed window hit admitted with a wait (a reservation) has its wait as
+-- retry_after and what it left as lease_id (a bucket's state "u:r", a fixed
+-- window's index).
 -- Nothing is written unless every hit is admitted.
 
 local time = redis.call('TIME')
@@ -197,8 +199,11 @@ local function realWait(tw, d, shift, months, w)
 end
 
 -- Fixed window. State: hash i (window index) and c (count). t is the
--- window clock's time.
-local function fixed(key, cost, limit, w, t)
+-- window clock's time. maxwait > 0 (ns) lets a hit that does not fit
+-- reserve the start of a later window, from wait on, within maxwait
+-- (concurrency.FixedWindow.ReserveN); the calendar is then of a fixed
+-- length, so waits on the window clock are real ones.
+local function fixed(key, cost, limit, w, t, maxwait)
   local st = cache[key]
   if not st then
     local v = redis.call('HMGET', key, 'i', 'c')
@@ -213,6 +218,27 @@ local function fixed(key, cost, limit, w, t)
     if not back then rem = math.max(0, limit - c) end -- c > limit after a lowered Update
     if c > 0 then reset = (idx + 1) * w - t elseif back then reset = idx * w - t end
     return rem, reset
+  end
+  if maxwait > 0 and wait <= maxwait and cost > 0 and cost <= limit then
+    local from = t + ceildiv(wait, 1000)
+    local first, i, c = idiv(from, w), st.i, st.c
+    local at = from
+    if i < first then i, c = first, 0 elseif i > first then at = i * w end
+    if c + cost > limit then i, c, at = i + 1, 0, (i + 1) * w end
+    if (at - t) * 1000 <= maxwait then
+      st.i, st.c = i, c + cost
+      commits[key] = function()
+        redis.call('HSET', key, 'i', st.i, 'c', st.c)
+        redis.call('PEXPIRE', key, ceildiv((st.i + 2) * w - t, 1000) + 1)
+      end
+      idx, cnt, back = st.i, st.c, st.i > cur
+      local rem, reset = decision(cnt)
+      if at > t then
+        wait = math.max(wait, (at - t) * 1000)
+        return 1, 0, rem, at - t, reset, st.i
+      end
+      return 1, 0, rem, 0, reset, 0
+    end
   end
   if cost > 0 and (cost > limit or back or cnt + cost > limit) then
     local rem, reset = decision(cnt)
@@ -451,7 +477,7 @@ local function refund(alg, key, cost, p, tw, limit, reserved)
     if not v then return end
     local u, r = string.match(v, '^(%d+):(%d+)$')
     local debt = (tonumber(u) - t) * 1000 + tonumber(r)
-    if reserved ~= '0' then
+    if reserved ~= '-' then
       -- A reservation (concurrency.GCRA.Cancel): undone only while the
       -- state is as it left it, else its slot stays unused.
       if v ~= reserved then return end
@@ -465,6 +491,19 @@ local function refund(alg, key, cost, p, tw, limit, reserved)
     local i, c = tonumber(v[1]), tonumber(v[2])
     if not i then return end
     local cur = idiv(tw, p)
+    if alg == 2 and reserved ~= '-' then
+      -- A reservation (concurrency.FixedWindow.Cancel): undone while the
+      -- state counts its window; a window not begun that it leaves empty
+      -- goes back to the one before, counted full.
+      local r = tonumber(reserved)
+      if i ~= r or c == 0 then return end
+      if c <= cost and cur < i then
+        redis.call('HSET', key, 'i', i - 1, 'c', limit)
+      else
+        redis.call('HSET', key, 'c', math.max(0, c - cost))
+      end
+      return
+    end
     if i == cur or (alg == 3 and i + 1 == cur) then
       redis.call('HSET', key, 'c', math.max(0, c - cost))
     end
@@ -480,12 +519,12 @@ end
 
 if refunding then
   for h = 1, n do
-    local b = 1 + (h - 1) * 6
+    local b = 1 + (h - 1) * 7
     local alg, cost, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
     if cost > 0 and alg ~= 5 then
       local tw = t
       if alg == 2 or alg == 3 then tw = windowClock(tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), p) end
-      refund(alg, KEYS[2 * h - 1], cost, p, tw, tonumber(ARGV[b + 3]), ARGV[b + 5])
+      refund(alg, KEYS[2 * h - 1], cost, p, tw, tonumber(ARGV[b + 3]), ARGV[b + 7])
     end
   end
   return out
@@ -493,7 +532,7 @@ end
 
 local all = true
 for h = 1, n do
-  local b = 1 + (h - 1) * 6
+  local b = 1 + (h - 1) * 7
   local alg = tonumber(ARGV[b + 1])
   local cost = tonumber(ARGV[b + 2])
   local limit = tonumber(ARGV[b + 3])
@@ -501,12 +540,12 @@ for h = 1, n do
   local key = KEYS[2 * h - 1]
   local ok, reason, rem, retry, reset, id
   if alg == 1 then
-    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p, tonumber(ARGV[b + 5]))
+    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p, tonumber(ARGV[b + 7]))
   elseif alg == 2 or alg == 3 then
     local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local tw = windowClock(shift, months, p)
     if alg == 2 then
-      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw)
+      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw, tonumber(ARGV[b + 7]))
     else
       ok, reason, rem, retry, reset, id = sliding(key, cost, limit, p, tw)
     end

@@ -255,9 +255,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 
 // scriptArgs returns the keys and arguments of the decide script for req's
 // hits, its first argument n (req.N to decide, -req.N to refund res), and
-// the limits of the hits in lim. A token bucket's shift argument carries
-// its hit's max wait (deciding) or the state its reservation left
-// (refunding; 0 for none).
+// the limits of the hits in lim. Each hit's wait argument is its max wait
+// (deciding) or what its reservation left (refunding; "-" for none).
 func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[store.MaxHits]*limit) ([]string, []any, error) {
 	if err := s.checkTags(req); err != nil {
 		return nil, nil, err
@@ -265,7 +264,7 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 	ls := s.load()
 	hits := req.Hits[:req.N]
 	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 1+6*req.N)
+	args := make([]any, 0, 1+7*req.N)
 	args = append(args, n)
 	for i := range hits {
 		h := &hits[i]
@@ -274,21 +273,23 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 		}
 		l := ls[h.Limit-1]
 		lim[i] = l
+		if h.MaxWait > 0 {
+			if err := store.CheckReserve(l.spec); err != nil {
+				return nil, nil, fmt.Errorf("store: hit %d: %w", i, err)
+			}
+		}
 		k, m := s.keys(l, h.Key)
 		keys = append(keys, k, m)
-		shift := l.args[3]
-		switch {
-		case h.MaxWait > 0 && l.spec.Algorithm != store.TokenBucket:
-			return nil, nil, fmt.Errorf("store: hit %d: a max wait applies only to %v limits, not %v",
-				i, store.TokenBucket, l.spec.Algorithm)
-		case l.spec.Algorithm != store.TokenBucket:
-		case res == nil:
-			shift = int64(h.MaxWait)
-		case res.Hits[i].Wait > 0:
-			r := res.Hits[i].Reserved
-			shift = strconv.FormatInt(r/1000, 10) + ":" + strconv.FormatInt(r%1000, 10)
+		var wait any = int64(h.MaxWait)
+		if res != nil {
+			wait = "-"
+			if r := res.Hits[i].Reserved; res.Hits[i].Wait > 0 && l.spec.Algorithm == store.TokenBucket {
+				wait = strconv.FormatInt(r/1000, 10) + ":" + strconv.FormatInt(r%1000, 10)
+			} else if res.Hits[i].Wait > 0 {
+				wait = strconv.FormatInt(r, 10) // a fixed window's index
+			}
 		}
-		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], shift, l.args[4])
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4], wait)
 	}
 	return keys, args, nil
 }
@@ -306,22 +307,27 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 	res.Now, res.N, res.Decider, res.Allowed, res.Wait = now, int(n), 0, true, 0
 	for i := range res.N {
 		l, h := lim[i], &req.Hits[i]
+		bucket := l.spec.Algorithm == store.TokenBucket
 		var f [6]int64
 		for j := range f {
-			if f[j], err = replyInt(vals, 3+6*i+j); err != nil && (j != 5 || l.spec.Algorithm != store.TokenBucket) {
+			if f[j], err = replyInt(vals, 3+6*i+j); err != nil && (j != 5 || !bucket) {
 				return err
 			}
 		}
 		var wait time.Duration
 		var reserved int64
-		if l.spec.Algorithm == store.TokenBucket && f[0] == 1 && f[3] > 0 {
+		switch {
+		case f[0] == 1 && f[3] > 0 && bucket:
 			// A reservation: its wait, and the state it left ("u:r").
 			if reserved, err = replyState(vals, 3+6*i+5); err != nil {
 				return err
 			}
 			wait, f[3], f[5] = time.Duration(f[3]), 0, 0
-		} else if err != nil {
+		case err != nil:
 			return err
+		case f[0] == 1 && f[3] > 0 && l.spec.Algorithm == store.FixedWindow:
+			// A reservation: its wait, and the window it counts in.
+			wait, reserved, f[3], f[5] = time.Duration(f[3])*l.unit, f[5], 0, 0
 		}
 		d := concurrency.Decision{
 			Limit:      l.spec.Limit,

@@ -8,21 +8,22 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// testReserve: a token bucket hit with MaxWait that does not fit now
-// reserves the exact instant it fits (slots one emission interval apart,
-// the wait reported per hit and for the request); one that would wait
+// testReserve: a token bucket or fixed window hit with MaxWait that does
+// not fit now reserves the exact instant it fits (slots one emission
+// interval, or one window, apart, the wait reported per hit and for the
+// request); one that would wait
 // longer than MaxWait is rejected with the wait until it fits at once; a
 // later hit's rejection gives the reservation back; Refund cancels the
 // latest reservation exactly and leaves an earlier one's slot unused; a
-// hit decided after a reserving one starts no earlier; a max wait on
-// another algorithm is an error. A store that cannot reserve returns an
+// hit decided after a reserving one starts no earlier; a max wait on a
+// sliding window is an error. A store that cannot reserve returns an
 // error matching errors.ErrUnsupported, and the test is skipped.
-func testReserve(h *harness) {
+func testReserve(h *harness, alg store.Algorithm) {
 	const iv = 10 * time.Second
-	bucket := h.spec(store.TokenBucket, 1, iv) // 1 token, one per 10 s
-	id := h.register(bucket)
-	other := h.register(h.spec(store.TokenBucket, 1, iv))
+	id := h.register(h.spec(alg, 1, iv)) // 1 token, one per 10 s; or 1 per window of 10 s
+	other := h.register(h.spec(alg, 1, iv))
 	window := h.register(h.spec(store.FixedWindow, 1, time.Hour))
+	sliding := h.register(h.spec(store.SlidingWindow, 1, time.Hour))
 	// reserve decides hits, each with its max wait.
 	reserve := func(hits ...store.Hit) (*store.Result, error) {
 		h.t.Helper()
@@ -57,6 +58,9 @@ func testReserve(h *harness) {
 	if !first.Allowed || first.Wait != 0 || first.Hits[0].Wait != 0 {
 		h.t.Fatalf("a full bucket: %+v", first)
 	}
+	// base is where the slots start: a bucket's next token comes one
+	// interval on, a window's next one at its start, up to one window on.
+	var base time.Duration
 	var slots []*store.Result
 	for k := 1; k <= 3; k++ {
 		res, err := reserve(store.Hit{Limit: id, Key: "k", Cost: 1, MaxWait: time.Minute})
@@ -66,19 +70,24 @@ func testReserve(h *harness) {
 		if !res.Allowed {
 			h.t.Fatalf("reservation %d within its max wait: rejected %+v", k, res.Decision())
 		}
-		near("reservation wait", res.Hits[0].Wait, time.Duration(k)*iv)
-		near("request wait", res.Wait, time.Duration(k)*iv)
+		if k == 1 {
+			if base = res.Hits[0].Wait - iv; base > 0 || base <= -iv {
+				h.t.Fatalf("the first reservation waits %v, want up to %v", res.Hits[0].Wait, iv)
+			}
+		}
+		near("reservation wait", res.Hits[0].Wait, base+time.Duration(k)*iv)
+		near("request wait", res.Wait, base+time.Duration(k)*iv)
 		slots = append(slots, res)
 	}
-	// The next slot is 40 s away: beyond a max wait of 35 s.
-	res, err := reserve(store.Hit{Limit: id, Key: "k", Cost: 1, MaxWait: 35 * time.Second})
+	// The next slot is 40 s on from base: beyond a max wait of 35 s.
+	res, err := reserve(store.Hit{Limit: id, Key: "k", Cost: 1, MaxWait: base + 35*time.Second})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	if res.Allowed || res.Wait != 0 {
 		h.t.Fatalf("beyond the max wait: %+v", res)
 	}
-	near("retry after", res.Decision().RetryAfter, 4*iv)
+	near("retry after", res.Decision().RetryAfter, base+4*iv)
 	// All or nothing: a later hit's rejection gives the reservation back.
 	h.decide(store.Hit{Limit: window, Key: "k", Cost: 1})
 	res, err = reserve(store.Hit{Limit: id, Key: "k", Cost: 1, MaxWait: time.Minute}, store.Hit{Limit: window, Key: "k", Cost: 1})
@@ -112,9 +121,9 @@ func testReserve(h *harness) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	want := 4 * iv // the rejected request reserved nothing
+	want := base + 4*iv // the rejected request reserved nothing
 	if refunds {
-		want = 3 * iv // the latest came back, the middle one did not
+		want = base + 3*iv // the latest came back, the middle one did not
 	}
 	if !res.Allowed {
 		h.t.Fatalf("after the cancellations: rejected %+v", res.Decision())
@@ -131,9 +140,9 @@ func testReserve(h *harness) {
 		h.t.Fatalf("layered: %+v", res)
 	}
 	near("layered", res.Wait, want+iv)
-	if _, err := reserve(store.Hit{Limit: window, Key: "w", Cost: 1, MaxWait: time.Second}); err == nil ||
+	if _, err := reserve(store.Hit{Limit: sliding, Key: "w", Cost: 1, MaxWait: time.Second}); err == nil ||
 		errors.Is(err, errors.ErrUnsupported) {
-		h.t.Fatalf("a max wait on a fixed window: %v", err)
+		h.t.Fatalf("a max wait on a sliding window: %v", err)
 	}
 	if _, err := reserve(store.Hit{Limit: id, Key: "n", Cost: 1, MaxWait: -1}); err == nil {
 		h.t.Fatal("a negative max wait: no error")
