@@ -18,7 +18,9 @@ func TestMaxWaitOnARateRule(t *testing.T) {
     {"name": "internal", "identity": "global", "algorithm": "token_bucket", "limit": 1,
      "rate": {"count": 10, "per": "1s"}, "max_wait": "200ms", "queue_length": 64},
     {"name": "per-tenant", "identity": "tenant", "algorithm": "token_bucket", "limit": 5,
-     "rate": {"count": 50, "per": "1s"}, "max_wait": "100ms"}
+     "rate": {"count": 50, "per": "1s"}, "max_wait": "100ms"},
+    {"name": "per-second", "identity": "ip", "algorithm": "fixed_window", "limit": 20,
+     "window": "1s", "max_wait": "200ms"}
   ]
 }`
 	rules := rulesOf(t, doc)
@@ -28,10 +30,16 @@ func TestMaxWaitOnARateRule(t *testing.T) {
 	if r := rules[1]; r.MaxWait != 100*time.Millisecond || r.QueueLength != 0 {
 		t.Fatalf("%+v", r)
 	}
+	if r := rules[2]; r.MaxWait != 200*time.Millisecond {
+		t.Fatalf("%+v", r)
+	}
 	for name, c := range map[string]struct{ from, to, want string }{
-		"window": {`"algorithm": "token_bucket", "limit": 1,
-     "rate": {"count": 10, "per": "1s"}`, `"algorithm": "fixed_window", "limit": 1,
+		"sliding window": {`"algorithm": "token_bucket", "limit": 1,
+     "rate": {"count": 10, "per": "1s"}`, `"algorithm": "sliding_window", "limit": 1,
      "window": "1s"`, "t.json:5: rules[0].max_wait: applies only"},
+		"months": {`"algorithm": "token_bucket", "limit": 1,
+     "rate": {"count": 10, "per": "1s"}`, `"algorithm": "fixed_window", "limit": 1,
+     "calendar": {"months": 1}`, "t.json:5: rules[0].max_wait: applies only"},
 		"queue without wait": {`"max_wait": "200ms", `, ``, "t.json:5: rules[0].queue_length: applies only"},
 		"too long":           {`"200ms"`, `"7000d"`, "t.json:5: rules[0].max_wait: must be at most"},
 	} {

@@ -59,6 +59,10 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		if r.Calendar.Months = rapid.IntRange(-12, 12).Draw(t, "months"); r.Calendar.Months <= 0 {
 			r.Calendar.Months = 0 // a window of a length, half the time
 			r.Window = dur("window", span) + time.Millisecond
+			if r.Algorithm == shed.FixedWindow && rapid.Bool().Draw(t, "window-waits") {
+				r.MaxWait = dur("window-max-wait", int64(time.Hour))
+				r.QueueLength = rapid.IntRange(0, 1000).Draw(t, "window-queue")
+			}
 		}
 	case shed.Concurrency:
 		r.Limit = rapid.Int64Range(1, 1<<20).Draw(t, "limit")

@@ -363,7 +363,7 @@ func TestValidation(t *testing.T) {
 		"soft NaN":     with(func(r *Rule) { r.SoftLimit = nan() }),
 		"soft > 1":     with(func(r *Rule) { r.SoftLimit = 1.5 }),
 		"wait on window": with(func(r *Rule) {
-			r.Algorithm, r.Rate, r.Window, r.MaxWait = FixedWindow, concurrency.Rate{}, time.Second, time.Second
+			r.Algorithm, r.Rate, r.Window, r.MaxWait = SlidingWindow, concurrency.Rate{}, time.Second, time.Second
 		}),
 		"bad failure":    with(func(r *Rule) { r.Failure = 7 }),
 		"global failure": with(func(r *Rule) { r.Identity, r.Failure = Global, FailClosed }),

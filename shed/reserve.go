@@ -9,10 +9,11 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// Short waits on rate rules. A token-bucket rule with MaxWait does not
-// reject a request that the bucket would admit within MaxWait: it reserves
-// the request's exact slot (concurrency.GCRA.ReserveN, charged now as if
-// admitted then) and the request waits for it. The wait ends early only
+// Short waits on rate rules. A token-bucket or fixed-window rule with
+// MaxWait does not reject a request that it would admit within MaxWait: it
+// reserves the request's exact slot (concurrency.GCRA.ReserveN, charged now
+// as if admitted then; for a window, the start of a later one) and the
+// request waits for it. The wait ends early only
 // when the request's context does; the reservation is then cancelled. A
 // request whose deadline falls before its slot is rejected at once, with
 // Retry-After, and reserves nothing; so is one that finds the rule's
@@ -30,6 +31,36 @@ func (r *bucketRate) reserve(now, n int64, minWait, maxWait time.Duration) concu
 
 func (r *bucketRate) cancel(now, n int64, rv concurrency.Reservation) {
 	r.g.Cancel(&r.state.s, now, n, rv)
+}
+
+// reserveAlgo is a window configuration that can reserve (a fixed window).
+type reserveAlgo[S any] interface {
+	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
+	Cancel(s *S, now, n int64, r concurrency.Reservation)
+}
+
+// reserve and cancel of a window rate are its algorithm's: Rule.reserves
+// lets only a fixed window get here.
+func (r *stateRate[S, A]) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+	return any(r.algo).(reserveAlgo[S]).ReserveN(&r.state.s, now, n, minWait, maxWait)
+}
+
+func (r *stateRate[S, A]) cancel(now, n int64, rv concurrency.Reservation) {
+	any(r.algo).(reserveAlgo[S]).Cancel(&r.state.s, now, n, rv)
+}
+
+// reserve runs on the calendar's window clock; for windows of a fixed
+// length (the only ones that reserve) it is the time shifted, so waits on
+// it are real ones.
+func (c calendarRate) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+	at := c.clock.At(now)
+	rv := c.rate.(reserver).reserve(at, n, minWait, maxWait)
+	rv.Decision = c.clock.Decision(now, at, rv.Decision)
+	return rv
+}
+
+func (c calendarRate) cancel(now, n int64, rv concurrency.Reservation) {
+	c.rate.(reserver).cancel(c.clock.At(now), n, rv)
 }
 
 // waiters bounds the requests waiting for one rule's reserved slots. A

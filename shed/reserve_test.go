@@ -195,11 +195,13 @@ func TestReserveRolledBackOnLaterRejection(t *testing.T) {
 	})
 }
 
-// TestReserveRuleValidation: MaxWait applies to token buckets, not to
-// windows; a queue length to a waiting bucket only; and it is bounded.
+// TestReserveRuleValidation: MaxWait applies to token buckets and fixed
+// windows of a fixed length, not to sliding windows nor calendar months; a
+// queue length to a waiting rule only; and it is bounded.
 func TestReserveRuleValidation(t *testing.T) {
 	for name, r := range map[string]Rule{
-		"window":     {Name: "w", Algorithm: FixedWindow, Limit: 1, Window: time.Second, MaxWait: time.Millisecond},
+		"sliding":    {Name: "w", Algorithm: SlidingWindow, Limit: 1, Window: time.Second, MaxWait: time.Millisecond},
+		"months":     {Name: "m", Algorithm: FixedWindow, Limit: 1, Calendar: store.Calendar{Months: 1}, MaxWait: time.Millisecond},
 		"queue":      {Name: "q", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), QueueLength: 3},
 		"huge":       {Name: "h", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), MaxWait: concurrency.MaxReserveWait + 1},
 		"discipline": {Name: "d", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), MaxWait: time.Second, Queue: Queue{Reserve: 0.5}},
@@ -336,4 +338,43 @@ func TestReserveGlobalRefundedWhenRejectedAfterTheWait(t *testing.T) {
 			tok.Done(Success)
 		}
 	})
+}
+
+// TestReserveFixedWindow: a fixed window rule with MaxWait admits the
+// requests that do not fit its window at the start of the next ones, the
+// limit in each: Global and per key alike.
+func TestReserveFixedWindow(t *testing.T) {
+	for _, id := range []Identity{Global, IP} {
+		t.Run(id.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newReserving(t, Rule{Name: "w", Identity: id, Algorithm: FixedWindow, Limit: 2,
+					Window: 100 * time.Millisecond, MaxWait: time.Second})
+				// Start on a window's start: the bubble's clock starts at
+				// midnight UTC, a multiple of the window.
+				start := time.Now()
+				var mu sync.Mutex
+				var at []time.Duration
+				var wg sync.WaitGroup
+				for range 5 {
+					wg.Go(func() {
+						d, tok, err := c.Decide(context.Background(), Attempt{IP: netip.MustParseAddr("192.0.2.1")})
+						if err != nil || !d.Allowed {
+							t.Errorf("%+v %v", d, err)
+							return
+						}
+						mu.Lock()
+						at = append(at, time.Since(start))
+						mu.Unlock()
+						tok.Done(Success)
+					})
+				}
+				wg.Wait()
+				slices.Sort(at)
+				want := []time.Duration{0, 0, 100 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+				if !slices.Equal(at, want) {
+					t.Fatalf("admitted at %v, want %v", at, want)
+				}
+			})
+		})
+	}
 }

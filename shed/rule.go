@@ -212,17 +212,18 @@ type Rule struct {
 	Limiter *adaptive.Limiter
 	// MaxWait lets a request wait up to MaxWait instead of being rejected
 	// at once: for a Global Concurrency or Adaptive rule's permit, or for
-	// its turn on a TokenBucket rule (Global or per key), whose exact
-	// slot is reserved (the bucket is charged now as if the request were
-	// admitted then; see concurrency.GCRA.ReserveN) and who then waits
-	// until it comes, or until its context ends, which cancels the
-	// reservation. A request whose context deadline falls before its slot
+	// its turn on a TokenBucket rule or a FixedWindow rule of a fixed
+	// length (Global or per key), whose exact slot is reserved (the limit
+	// is charged now as if the request were admitted then: the bucket's
+	// next token, the start of a later window; see
+	// concurrency.GCRA.ReserveN) and who then waits until it comes, or
+	// until its context ends, which cancels the reservation. A request whose context deadline falls before its slot
 	// is rejected at once, with Retry-After, and reserves nothing. Zero
 	// means no waiting. Short waits (NGINX's limit_req delay) suit calls
 	// between internal services, which would rather be slowed than fail.
 	MaxWait time.Duration
 	// QueueLength bounds how many requests wait at once for a Global
-	// Concurrency rule or a TokenBucket rule with MaxWait (a request that
+	// Concurrency rule or a rate rule with MaxWait (a request that
 	// finds them all waiting is decided as if MaxWait were zero); zero
 	// means queueing.DefaultMaxLength (1024).
 	QueueLength int
@@ -249,8 +250,11 @@ type Rule struct {
 }
 
 // reserves reports whether the rule waits for reserved rate slots: a
-// TokenBucket rule with MaxWait.
-func (r *Rule) reserves() bool { return r.Algorithm == TokenBucket && r.MaxWait > 0 }
+// TokenBucket rule, or a FixedWindow rule of a fixed length, with MaxWait
+// (store.CheckReserve).
+func (r *Rule) reserves() bool {
+	return r.MaxWait > 0 && r.Algorithm.rate() && store.CheckReserve(r.spec()) == nil
+}
 
 // maxWaiters returns the bound on the requests waiting for the rule.
 func (r *Rule) maxWaiters() int64 {
@@ -323,11 +327,12 @@ func (r *Rule) validate() error {
 	case r.MaxWait > concurrency.MaxReserveWait:
 		return r.errorf("max wait must be at most %v, got %v", concurrency.MaxReserveWait, r.MaxWait)
 	case r.MaxWait > 0 && !waits:
-		return r.errorf("max wait applies only to Global %v and %v rules and to %v rules", Concurrency, Adaptive, TokenBucket)
+		return r.errorf("max wait applies only to Global %v and %v rules and to %v and %v rules of a fixed length",
+			Concurrency, Adaptive, TokenBucket, FixedWindow)
 	case r.QueueLength < 0:
 		return r.errorf("queue length must not be negative, got %d", r.QueueLength)
-	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency && r.Algorithm != TokenBucket):
-		return r.errorf("a queue length applies only to a Global %v rule or a %v rule with a max wait", Concurrency, TokenBucket)
+	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency && !r.reserves()):
+		return r.errorf("a queue length applies only to a Global %v rule or a rate rule with a max wait", Concurrency)
 	case r.Queue != (Queue{}) && (r.MaxWait == 0 || r.Algorithm != Concurrency):
 		return r.errorf("a queue discipline applies only to a Global %v rule with a max wait", Concurrency)
 	case r.Queue.Order > queueing.AdaptiveLIFO:

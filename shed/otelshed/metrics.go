@@ -182,7 +182,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.ruleInflight, r.Inflight, byRule)
 			o.ObserveInt64(in.ruleWaiting, int64(r.Waiting), byRule)
 		}
-		if r.MaxWait > 0 && r.Algorithm == shed.TokenBucket { // a rule that reserves
+		if r.MaxWait > 0 && (r.Algorithm == shed.TokenBucket || r.Algorithm == shed.FixedWindow) { // a rule that reserves
 			o.ObserveInt64(in.ruleRateWaits, count(r.Waited), m.with(name, keyOutcome.String("waited")))
 			o.ObserveInt64(in.ruleRateWaits, count(r.WaitCancelled), m.with(name, keyOutcome.String("cancelled")))
 			o.ObserveFloat64(in.ruleRateWaitTime, r.WaitTime.Seconds(), byRule)

@@ -114,7 +114,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 			e.gauge(descRuleInflight, float64(r.Inflight), r.Name)
 			e.gauge(descRuleWaiting, float64(r.Waiting), r.Name)
 		}
-		if r.MaxWait > 0 && r.Algorithm == shed.TokenBucket { // a rule that reserves
+		if r.MaxWait > 0 && (r.Algorithm == shed.TokenBucket || r.Algorithm == shed.FixedWindow) { // a rule that reserves
 			e.counter(descRuleRateWaits, r.Waited, r.Name, "waited")
 			e.counter(descRuleRateWaits, r.WaitCancelled, r.Name, "cancelled")
 			e.send(descRuleRateWaitSeconds, prometheus.CounterValue, r.WaitTime.Seconds(), r.Name)
