@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
@@ -377,4 +378,29 @@ func TestReserveFixedWindow(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestReserveThroughTheMiddleware: the middleware waits on the request's
+// context: a second request within the max wait is served 100 ms later, and
+// one whose deadline falls before its slot is shed at once with
+// Retry-After.
+func TestReserveThroughTheMiddleware(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newReserving(t, calls(time.Second))
+		h := c.Middleware(http.HandlerFunc(ok))
+		start := time.Now()
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || time.Since(start) != 0 {
+			t.Fatalf("first: %d after %v", w.Code, time.Since(start))
+		}
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("second: %d after %v", w.Code, time.Since(start))
+		}
+		start = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		w := send(h, "192.0.2.1", func(r *http.Request) { *r = *r.WithContext(ctx) })
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" || time.Since(start) != 0 {
+			t.Fatalf("past its deadline: %d %v after %v", w.Code, w.Header(), time.Since(start))
+		}
+	})
 }
