@@ -826,3 +826,19 @@ func TestReserveConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveDoesNotAllocate: a reservation and its cancellation allocate
+// nothing.
+func TestReserveDoesNotAllocate(t *testing.T) {
+	for _, impl := range reservers(t) {
+		s := mustRateSubject(t, impl, 3, time.Second).(rateReserver)
+		now := int64(1) << 62
+		if a := testing.AllocsPerRun(1000, func() {
+			now += int64(time.Millisecond)
+			r := s.ReserveN(now, 1, 0, 10*time.Second)
+			s.Cancel(now, 1, r)
+		}); a != 0 {
+			t.Errorf("%s: reserve + cancel allocates %v per run", impl.name, a)
+		}
+	}
+}
