@@ -127,10 +127,15 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		}
 	}
 
-	if a.wait > 0 && !c.awaitSlot(ctx, a) {
-		c.rollback(a, d)
-		*d = Decision{rule: -1}
-		return ctx.Err()
+	if a.wait > 0 {
+		if !c.awaitSlot(ctx, a) {
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return ctx.Err()
+		}
+		// The headers speak from the slot on: the same reset instant, a
+		// wait less away.
+		d.Reset, d.wall = max(0, d.Reset-a.wait), d.wall+int64(a.wait)
 	}
 	if late {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {

@@ -86,9 +86,11 @@ func TestReserveDeadlineBeforeSlot(t *testing.T) {
 		if err != nil || d.Allowed || d.Kind != Shedding || d.RetryAfter != 100*time.Millisecond || time.Since(start) != 0 {
 			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
 		}
-		// Nothing was reserved: the next request gets the 100 ms slot.
+		// Nothing was reserved: the next request gets the 100 ms slot, and
+		// its decision speaks from then (the bucket is full again 100 ms
+		// after it).
 		d, tok, err = c.Decide(context.Background(), Attempt{})
-		if err != nil || !d.Allowed || time.Since(start) != 100*time.Millisecond {
+		if err != nil || !d.Allowed || time.Since(start) != 100*time.Millisecond || d.Reset != 100*time.Millisecond {
 			t.Fatalf("%+v %v after %v", d, err, time.Since(start))
 		}
 		tok.Done(Success)
@@ -392,8 +394,9 @@ func TestReserveThroughTheMiddleware(t *testing.T) {
 		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || time.Since(start) != 0 {
 			t.Fatalf("first: %d after %v", w.Code, time.Since(start))
 		}
-		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || time.Since(start) != 100*time.Millisecond {
-			t.Fatalf("second: %d after %v", w.Code, time.Since(start))
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || time.Since(start) != 100*time.Millisecond ||
+			w.Header().Get("RateLimit") != `"calls";r=0;t=1` {
+			t.Fatalf("second: %d %v after %v", w.Code, w.Header(), time.Since(start))
 		}
 		start = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
