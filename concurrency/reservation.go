@@ -90,13 +90,13 @@ func (g *GCRA) ReserveN(s *GCRAState, now, n int64, minWait, maxWait time.Durati
 
 // Cancel gives back the n tokens of reservation r, whose work will not run
 // (its context ended while it waited, or a later limit of the same request
-// rejected), at now. An immediate admission (Wait 0) is given back as Refund
-// does. A reserved one is undone exactly when nothing was admitted or
-// reserved after it (the state still reads r.End); otherwise its slot stays
-// unused: later reservations keep theirs, and moving them would make one
-// start early, so the bucket admits less by that slot, never more. Cancel
-// of a rejected reservation does nothing. It never blocks; a negative n
-// panics.
+// rejected), at now. It undoes r exactly when nothing was admitted or
+// reserved after it (the state still reads r.End). Otherwise an admission
+// at once (Wait 0) is given back as Refund does, and a reserved one's slot
+// stays unused: later reservations keep theirs, and moving them would make
+// one start early, so the bucket admits less by that slot, never more.
+// Cancel of a rejected reservation does nothing. It never blocks; a
+// negative n panics.
 func (g *GCRA) Cancel(s *GCRAState, now, n int64, r Reservation) {
 	if n < 0 {
 		panic("concurrency: GCRA.Cancel with negative n")
@@ -104,14 +104,14 @@ func (g *GCRA) Cancel(s *GCRAState, now, n int64, r Reservation) {
 	if !r.Allowed() || n == 0 {
 		return
 	}
-	if r.Wait == 0 {
-		g.Refund(s, now, n)
-		return
-	}
 	// Compared against End, the CAS cannot undo anyone else's slot: an
 	// admission after this reservation moved the arrival time past End, and
 	// while it is pending Refund cannot move it back.
-	s.tat.CompareAndSwap(r.End, max(r.End-min(n, g.burst)*g.interval, now))
+	if r.End == 0 || !s.tat.CompareAndSwap(r.End, max(r.End-min(n, g.burst)*g.interval, now)) {
+		if r.Wait == 0 {
+			g.Refund(s, now, n)
+		}
+	}
 }
 
 // ReserveN admits n tokens at the earliest instant within the waits at which

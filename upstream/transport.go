@@ -326,32 +326,21 @@ func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (se
 			continue
 		}
 		// Token-bucket mode: reserve the first instant at or after from at
-		// which the bucket holds a token. Charging the bucket at a future
-		// instant makes the turns exact and first come, first served.
-		at := from
-		if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed() {
-			if d.Reason() != concurrency.ReasonLimited {
-				k.mu.Unlock()
-				return 0, waited, fmt.Errorf("upstream: bucket cannot grant a request: %v", d.Reason())
-			}
-			at = from + int64(d.RetryAfter)
-			if err := t.check(b, now, at); err != nil {
-				k.mu.Unlock()
-				return 0, waited, err
-			}
-			if d := t.gcra.AllowN(&k.bucket, at, 1); !d.Allowed() {
-				// Under k.mu nobody charged the bucket in between.
-				k.mu.Unlock()
-				panic("upstream: reserved token refused")
-			}
-			k.reservation++
-		} else {
-			k.reservation++
-			if err := t.check(b, now, at); err != nil {
-				t.refundLocked(k, k.reservation, now)
-				k.mu.Unlock()
-				return 0, waited, err
-			}
+		// which the bucket holds a token (GCRA.ReserveN: charged now as if
+		// taken then, which makes the turns exact and first come, first
+		// served), and cancel it when that instant is too late.
+		rv := t.gcra.ReserveN(&k.bucket, from, 1, 0, concurrency.MaxReserveWait)
+		if !rv.Allowed() {
+			k.mu.Unlock()
+			return 0, waited, fmt.Errorf("upstream: bucket cannot grant a request: %v", rv.Decision.Reason())
+		}
+		at := from + int64(rv.Wait)
+		k.reservation++
+		k.reserved = rv
+		if err := t.check(b, now, at); err != nil {
+			t.refundLocked(k, k.reservation, now)
+			k.mu.Unlock()
+			return 0, waited, err
 		}
 		mine := k.reservation
 		if at <= now {
@@ -383,15 +372,15 @@ func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (se
 }
 
 // refundLocked gives back the token of reservation mine, but only when no
-// later reservation was made: GCRA.Refund frees the latest slot, which
-// would otherwise still belong to another waiter (a double booking). A
-// token that cannot be given back is lost: the key runs below its rate for
-// a moment, never above it.
+// later reservation was made: then GCRA.Cancel undoes it exactly; a later
+// slot still belongs to another waiter (no double booking). A token that
+// cannot be given back is lost: the key runs below its rate for a moment,
+// never above it.
 func (t *Transport) refundLocked(k *keyState, mine uint64, now int64) {
 	if k.reservation != mine {
 		return
 	}
-	t.gcra.Refund(&k.bucket, now, 1)
+	t.gcra.Cancel(&k.bucket, now, 1, k.reserved)
 	k.reservation++ // the same token cannot be given back twice
 }
 
