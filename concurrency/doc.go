@@ -14,4 +14,17 @@
 // sliding log do not reserve.
 // Constructors reject NaN, infinite, zero and negative parameters with an
 // error whose text starts with "concurrency:"; nothing is silently clamped.
+//
+// # Algorithms and their states
+//
+// Each rate algorithm is a configuration (GCRA, FixedWindow, SlidingWindow,
+// SlidingLog) that decides over a state the caller keeps (GCRAState and the
+// like), so one configuration serves a million keys in a Table at the cost
+// of one state each. For the common case of one state, TokenBucket,
+// FixedWindowLimiter, SlidingWindowLimiter and SlidingLogLimiter pair a
+// configuration with its state. They are four small types rather than one
+// generic Limiter[S] on purpose: the call site names the algorithm
+// (NewTokenBucket(rate, burst) reads as what it is), and each call is a
+// direct, inlinable call, where a generic type over an interface of its
+// states would dispatch through a dictionary on every decision.
 package concurrency

@@ -131,9 +131,9 @@ type tableShard[V any] struct {
 // plus the size of V, so 20 bytes plus 1.25 times the size of V per entry
 // of capacity, preallocated by NewTable; nothing is allocated later.
 //
-// Get, GetBytes, Lookup, Peek, Delete, Len and Stats are safe for
-// concurrent use and take no lock: a reader pins an entry with one atomic
-// add (Peek does not even pin it), and writers
+// Get, GetBytes, Lookup, LookupHash, Peek, Range, Delete, Len and Stats
+// are safe for concurrent use and take no lock: a reader pins an entry
+// with one atomic add (Peek does not even pin it), and writers
 // (insertion, eviction, deletion) take a slot with one compare-and-swap and
 // never wait for a pinned one. The only wait is a yield while another
 // goroutine is in the middle of inserting, evicting or deleting an entry of

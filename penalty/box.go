@@ -358,14 +358,18 @@ func (b *Box) Pardon(key string) bool {
 	if !ok {
 		return false
 	}
-	defer ref.Release()
-	e := ref.Value()
+	b.pardon(ref.Value())
+	ref.Release()
+	return true
+}
+
+// pardon clears e, an entry the caller pins, and its history.
+func (b *Box) pardon(e *entry) {
 	h := &b.history[b.table.Index(e)]
 	h.lock()
 	e.Reset()
 	h.reset(e.publish())
 	h.unlock()
-	return true
 }
 
 // Stats returns a snapshot of the Box's counters.

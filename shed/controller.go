@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/internal/loggate"
 	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/store"
 )
@@ -118,13 +119,13 @@ type Controller struct {
 	ctr    counters
 	logs   logGates
 	early  func(EarlyWarning)
-	earlyG burstGate
+	earlyG loggate.Gate // EarlyWarningBurst a second to the early hook
 }
 
 // logGates are the Controller's log lines that are rate limited, one gate
 // each: at most one line of a kind per second, the rest counted.
 type logGates struct {
-	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early logGate
+	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early loggate.Gate
 }
 
 // New returns a Controller over rules (copied). It returns an error
@@ -181,6 +182,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 
 	c.defTier = cfg.defTier
 	c.early = cfg.early
+	c.earlyG.Burst = EarlyWarningBurst
 	c.ctr = newCounters(nGlobal)
 	set, err := c.compile(rules, nil, cfg.dryRun)
 	if err != nil {

@@ -56,6 +56,9 @@
 // client's limit of a per-key rule until an expiry. Reload replaces the
 // rules, overrides and categorizer of a running Controller atomically,
 // keeping the state of unchanged rules. WithEarlyWarning reports keys that
-// use half their limit in the first fifth of a window. The policy package
-// reads all of this from files.
+// use half their limit in the first fifth of a window. HotKeys lists each
+// per-key rule's most used keys and Penalized the clients serving a
+// timeout, both by hashed key and read when asked (nothing is kept per
+// decision); ResetHash and PardonHash act on those keys. The policy
+// package reads all of this from files.
 package shed

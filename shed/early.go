@@ -3,7 +3,6 @@ package shed
 import (
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -49,7 +48,7 @@ func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd concurrency.D
 	}
 	r.ctr.add(a.shard, rEarly, 1)
 	c.ctr.add(a.shard, cEarly, 1)
-	if !c.earlyG.allow(a.now) {
+	if ok, _ := c.earlyG.Allow(a.now); !ok {
 		c.ctr.add(a.shard, cEarlyHeld, 1)
 		return
 	}
@@ -58,7 +57,7 @@ func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd concurrency.D
 	if c.early != nil {
 		c.early(w)
 	}
-	if ok, n := c.logs.early.allow(a.now); ok {
+	if ok, n := c.logs.early.Allow(a.now); ok {
 		c.log.Warn("shed: key past half its limit early in its window", slog.String("rule", w.Rule),
 			slog.String("key", w.Key), slog.Int64("used", w.Used), slog.Int64("limit", w.Limit),
 			slog.Duration("elapsed", w.Elapsed), slog.Duration("window", w.Window), slog.Int64("suppressed", n))
@@ -77,24 +76,4 @@ func windowElapsed(resetAfter time.Duration, window int64) int64 {
 		return 0 // at its very start
 	}
 	return window - left
-}
-
-// burstGate lets EarlyWarningBurst events through per second. Safe for
-// concurrent use; two atomics on the path.
-type burstGate struct {
-	start atomic.Int64 // the current second's start, on the clock
-	n     atomic.Int64 // events let through in it
-}
-
-func (g *burstGate) allow(now int64) bool {
-	start := g.start.Load()
-	if start == 0 || now-start >= int64(time.Second) {
-		// A new second: whoever swaps the start resets the count (a loser
-		// counts in the new second).
-		if g.start.CompareAndSwap(start, now) {
-			g.n.Store(1)
-			return true
-		}
-	}
-	return g.n.Add(1) <= EarlyWarningBurst
 }

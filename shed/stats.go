@@ -127,7 +127,7 @@ type Stats struct {
 	Strikes uint64
 	Penalty penalty.Stats
 	// StoreReports says whether the store reports its health
-	// (store.HealthReporter, as redisstore.Fallback does); Store is that
+	// (store.HealthReporter, as a fallback.Store does); Store is that
 	// report: degraded mode, the local share, fallback decisions.
 	StoreReports bool
 	Store        store.Health

@@ -77,7 +77,7 @@ func (c *Controller) observe(a *ticket, r *http.Request, signals []fingerprint.S
 		return
 	}
 	a.ask.Tightened, a.ask.reasons = true, sc.Reasons
-	if ok, n := c.logs.suspect.allow(a.ask.Now); ok {
+	if ok, n := c.logs.suspect.Allow(a.ask.Now); ok {
 		c.log.Info("shed: suspicious client, limits tightened", slog.String("ip", a.ask.IP.String()),
 			slog.Float64("score", sc.Value), slog.String("reasons", sc.Reasons.String()), slog.Int64("suppressed", n))
 	}

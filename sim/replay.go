@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -188,6 +189,9 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 				Algorithm: r.Algorithm.String(), Tier: r.Tier, Limit: r.Limit, Window: time.Duration(win)}})
 	}
 	penalized := map[keyID]*PenalizedKey{}
+	// The middleware's resolver tells CGNAT addresses (100.64.0.0/10),
+	// whose IP rules are scaled up: so does the replay.
+	res, _ := fingerprint.NewResolver() // no options, no error
 	ctx := context.Background()
 	// Virtual time starts a day in, so that it is positive and windows
 	// aligned on it behave as on a clock that has run a while.
@@ -218,7 +222,7 @@ func Replay(p *policy.Policy, tr TraceReader) (*ReplayReport, error) {
 		rep.Labelled = rep.Labelled || rec.Label != Unlabelled
 		cat := p.Category(rec.Method, rec.Route)
 		at := shed.Attempt{Category: cat, IP: rec.IP, User: rec.User, APIKey: rec.APIKey, Tenant: rec.Tenant,
-			Tier: rec.Tier, Now: now}
+			Tier: rec.Tier, Now: now, CGNAT: cgnat(res, rec.IP)}
 		d, tok, err := all.Decide(ctx, at)
 		if err != nil {
 			return nil, err
@@ -327,6 +331,12 @@ func replayController(p *policy.Policy, t0, base int64, now *int64, quiet shed.O
 		return nil, err
 	}
 	return c, nil
+}
+
+// cgnat reports whether a is in a carrier-grade NAT range, as the
+// middleware's resolver sees it.
+func cgnat(res *fingerprint.Resolver, a netip.Addr) bool {
+	return a.IsValid() && res.Resolve(netip.AddrPortFrom(a, 0).String(), nil).CGNAT
 }
 
 // finish computes the rule's distribution and recommendation.

@@ -1,7 +1,7 @@
 package store
 
 // Health is a store's report on its own backend, for stores that can
-// degrade, such as redisstore.Fallback: whether decisions are being made
+// degrade, such as a fallback.Store: whether decisions are being made
 // locally instead of on the shared backend, and on what share of each limit.
 type Health struct {
 	// Degraded reports that the shared backend is bypassed: decisions are

@@ -31,7 +31,7 @@ var _ Refunder = (*Memory)(nil)
 
 // Refund gives back the hits of req (see Refunder). It never blocks.
 func (m *Memory) Refund(_ context.Context, req *Request, res *Result) error {
-	if err := checkRefund(req, res); err != nil {
+	if err := CheckRefund(req, res); err != nil {
 		return err
 	}
 	for i := range req.Hits[:req.N] {
@@ -48,8 +48,10 @@ func (m *Memory) Refund(_ context.Context, req *Request, res *Result) error {
 	return nil
 }
 
-// checkRefund checks that req is a well-formed refund of the admitted res.
-func checkRefund(req *Request, res *Result) error {
+// CheckRefund returns an error starting with "store: " unless req is a
+// well-formed refund of res, a Result that admitted it: the check every
+// Refunder makes before it gives anything back.
+func CheckRefund(req *Request, res *Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Refund needs a request and the admitting result")
 	}

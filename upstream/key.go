@@ -36,8 +36,8 @@ type keyState struct {
 
 	throttle throttleWindow
 
-	sem     *concurrency.Semaphore // concurrency cap, made on first use
-	capWake chan struct{}          // closed when the semaphore frees a place
+	sem    *concurrency.Semaphore // concurrency cap, made on first use
+	places *queueing.Queue        // sem's waiters
 }
 
 // quotaState is one quota the upstream reported: left requests
@@ -60,7 +60,7 @@ func (k *keyState) Reset() {
 	k.quotas = [maxQuotas]quotaState{}
 	k.sent = 0
 	k.throttle = throttleWindow{}
-	k.sem, k.capWake = nil, nil
+	k.sem, k.places = nil, nil
 }
 
 // earliestLocked returns the first instant at or after now at which the

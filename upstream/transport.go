@@ -287,36 +287,24 @@ func (t *Transport) check(b turnBounds, now, at int64) error {
 // dispatch number, and whether it had to wait.
 func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (seq uint64, waited bool, err error) {
 	b := t.bounds(ctx, start)
-	for ; ; waited = true {
+	if t.gcra == nil {
+		return t.awaitPacer(ctx, k, b)
+	}
+	return t.awaitBucket(ctx, k, b)
+}
+
+// awaitPacer is awaitTurn in pacer mode: wait out the key's blocks, then
+// for a pacer slot, and send when no block arrived meanwhile.
+func (t *Transport) awaitPacer(ctx context.Context, k *keyState, b turnBounds) (uint64, bool, error) {
+	for waited := false; ; waited = true {
 		if err := ctx.Err(); err != nil {
 			return 0, waited, err
 		}
 		k.mu.Lock()
 		now := clock.Now()
-		from := k.earliestLocked(now)
-		epoch := k.epoch
-		if t.gcra == nil {
-			if from <= now {
-				k.mu.Unlock()
-				ok, slept, err := t.pacerTurn(ctx, k, b, now)
-				waited = waited || slept
-				if err != nil {
-					return 0, waited, err
-				}
-				if !ok {
-					continue
-				}
-				k.mu.Lock()
-				now = clock.Now()
-				if k.earliestLocked(now) > now || k.epoch != epoch {
-					k.mu.Unlock()
-					continue // blocked while waiting for the slot: the slot is lost
-				}
-				seq := k.chargeLocked(now)
-				k.mu.Unlock()
-				return seq, waited, nil
-			}
-			k.mu.Unlock()
+		from, epoch := k.earliestLocked(now), k.epoch
+		k.mu.Unlock()
+		if from > now {
 			if err := t.check(b, now, from); err != nil {
 				return 0, waited, err
 			}
@@ -325,50 +313,100 @@ func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (se
 			}
 			continue
 		}
-		// Token-bucket mode: reserve the first instant at or after from at
-		// which the bucket holds a token (GCRA.ReserveN: charged now as if
-		// taken then, which makes the turns exact and first come, first
-		// served), and cancel it when that instant is too late.
-		rv := t.gcra.ReserveN(&k.bucket, from, 1, 0, concurrency.MaxReserveWait)
-		if !rv.Allowed() {
-			k.mu.Unlock()
-			return 0, waited, fmt.Errorf("upstream: bucket cannot grant a request: %v", rv.Decision.Reason())
-		}
-		at := from + int64(rv.Wait)
-		k.reservation++
-		k.reserved = rv
-		if err := t.check(b, now, at); err != nil {
-			t.refundLocked(k, k.reservation, now)
-			k.mu.Unlock()
+		ok, slept, err := t.pacerTurn(ctx, k, b, now)
+		waited = waited || slept
+		if err != nil {
 			return 0, waited, err
 		}
-		mine := k.reservation
-		if at <= now {
-			seq := k.chargeLocked(now) // no wait in this round
-			k.mu.Unlock()
-			return seq, waited, nil
-		}
-		k.mu.Unlock()
-		waited = true
-		if err := sleep(ctx, at-now); err != nil {
-			k.mu.Lock()
-			t.refundLocked(k, mine, clock.Now())
-			k.mu.Unlock()
-			return 0, waited, err
-		}
-		k.mu.Lock()
-		now = clock.Now()
-		if k.epoch != epoch || k.earliestLocked(now) > now {
-			// A block or an exhausted quota arrived while this request
-			// slept: give the token back (if it can be) and wait again.
-			t.refundLocked(k, mine, now)
-			k.mu.Unlock()
+		if !ok {
 			continue
 		}
-		seq := k.chargeLocked(now)
-		k.mu.Unlock()
-		return seq, waited, nil
+		if seq, ok := t.claim(k, epoch, 0); ok {
+			return seq, waited, nil
+		} // blocked while waiting for the slot: the slot is lost
 	}
+}
+
+// awaitBucket is awaitTurn in token-bucket mode: reserve the first instant
+// at or after the key's blocks at which the bucket holds a token, sleep
+// until then, and send when no block arrived meanwhile. Charging the bucket
+// at a future instant makes the turns exact and first come, first served.
+func (t *Transport) awaitBucket(ctx context.Context, k *keyState, b turnBounds) (uint64, bool, error) {
+	for waited := false; ; waited = true {
+		if err := ctx.Err(); err != nil {
+			return 0, waited, err
+		}
+		r, err := t.reserve(k, b)
+		if err != nil {
+			return 0, waited, err
+		}
+		if r.sent {
+			return r.seq, waited, nil
+		}
+		if err := sleep(ctx, r.at-r.now); err != nil {
+			k.mu.Lock()
+			t.refundLocked(k, r.mine, clock.Now())
+			k.mu.Unlock()
+			return 0, true, err
+		}
+		if seq, ok := t.claim(k, r.epoch, r.mine); ok {
+			return seq, true, nil
+		} // a block or an exhausted quota arrived while it slept: wait again
+	}
+}
+
+// turn is a token reserved for one request in token-bucket mode.
+type turn struct {
+	now, at int64  // when it was reserved, and the instant reserved
+	epoch   uint64 // the key's block epoch then
+	mine    uint64 // the key's reservation number for it
+	sent    bool   // at was now: charged at once, seq is its dispatch number
+	seq     uint64
+}
+
+// reserve reserves the key's next token within b, charging it at once when
+// it is due now.
+func (t *Transport) reserve(k *keyState, b turnBounds) (turn, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := clock.Now()
+	from := k.earliestLocked(now)
+	r := turn{now: now, at: from, epoch: k.epoch}
+	// GCRA.ReserveN charges the bucket now as if the token were taken at
+	// its slot; one too late for b is cancelled at once (under k.mu it is
+	// the latest, so it comes back exactly).
+	rv := t.gcra.ReserveN(&k.bucket, from, 1, 0, concurrency.MaxReserveWait)
+	if !rv.Allowed() {
+		return r, fmt.Errorf("upstream: bucket cannot grant a request: %v", rv.Decision.Reason())
+	}
+	r.at = from + int64(rv.Wait)
+	k.reservation++
+	k.reserved = rv
+	if err := t.check(b, now, r.at); err != nil {
+		t.refundLocked(k, k.reservation, now)
+		return r, err
+	}
+	r.mine = k.reservation
+	if r.at <= now {
+		r.seq, r.sent = k.chargeLocked(now), true // no wait
+	}
+	return r, nil
+}
+
+// claim charges a request whose turn came, unless a block or an exhausted
+// quota arrived since the key's epoch was read; then, in token-bucket mode,
+// it gives back reservation mine and reports false.
+func (t *Transport) claim(k *keyState, epoch, mine uint64) (uint64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := clock.Now()
+	if k.epoch != epoch || k.earliestLocked(now) > now {
+		if t.gcra != nil {
+			t.refundLocked(k, mine, now)
+		}
+		return 0, false
+	}
+	return k.chargeLocked(now), true
 }
 
 // refundLocked gives back the token of reservation mine, but only when no
@@ -445,57 +483,56 @@ func sleep(ctx context.Context, d int64) error {
 }
 
 // acquirePlace takes a place under the key's concurrency cap, waiting for
-// one under ctx and the max wait.
+// one under ctx and the max wait in the key's queue (first come, first
+// served; a freed place is handed to the longest waiter).
 func (t *Transport) acquirePlace(ctx context.Context, k *keyState, start int64) error {
 	k.mu.Lock()
-	if k.sem == nil {
-		sem, err := concurrency.NewSemaphore(t.cfg.concurrency)
-		if err == nil {
-			err = sem.OnCapacity(func() {
-				k.mu.Lock()
-				if k.capWake != nil {
-					close(k.capWake)
-					k.capWake = nil
-				}
-				k.mu.Unlock()
-			})
-		}
+	if k.places == nil {
+		sem, q, err := t.newPlaces()
 		if err != nil {
 			k.mu.Unlock()
 			return fmt.Errorf("upstream: %w", err)
 		}
-		k.sem = sem
+		k.sem, k.places = sem, q
 	}
-	sem := k.sem
+	q := k.places
 	k.mu.Unlock()
-	var timeout <-chan time.Time
+	if q.TryAcquire(1) {
+		return nil
+	}
+	wctx := ctx
 	if t.cfg.maxWait > 0 {
-		tm := time.NewTimer(time.Duration(start + int64(t.cfg.maxWait) - clock.Now()))
-		defer tm.Stop()
-		timeout = tm.C
+		// The max wait counts from the start of RoundTrip, as the turn's does.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeoutCause(ctx, time.Duration(start+int64(t.cfg.maxWait)-clock.Now()), errPlaceWait)
+		defer cancel()
 	}
-	for !sem.TryAcquire(1) {
-		k.mu.Lock()
-		if k.capWake == nil {
-			k.capWake = make(chan struct{})
-		}
-		wake := k.capWake
-		k.mu.Unlock()
-		// A place freed between the failed try and taking the channel
-		// closed no channel: try again before sleeping.
-		if sem.TryAcquire(1) {
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout:
-			t.failedFast.Add(1)
-			return fmt.Errorf("%w: the concurrency cap of %d stayed full", ErrMaxWait, t.cfg.concurrency)
-		}
+	err := q.Acquire(wctx, 1)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(context.Cause(wctx), errPlaceWait):
+		t.failedFast.Add(1)
+		return fmt.Errorf("%w: the concurrency cap of %d stayed full", ErrMaxWait, t.cfg.concurrency)
 	}
-	return nil
+	return fmt.Errorf("upstream: %w", err)
+}
+
+// errPlaceWait is the cause of a wait for a place that ran out of max wait.
+var errPlaceWait = errors.New("upstream: max wait for a place")
+
+// newPlaces returns the queue of a key's concurrency cap: waiters bounded
+// only by time (their contexts and the max wait), as a caller of an
+// http.Client expects.
+func (t *Transport) newPlaces() (*concurrency.Semaphore, *queueing.Queue, error) {
+	sem, err := concurrency.NewSemaphore(t.cfg.concurrency)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := queueing.New(sem, queueing.WithMaxLength(math.MaxInt))
+	return sem, q, err
 }
 
 // releasePlace gives back the place acquirePlace took, if a cap is set.
@@ -504,9 +541,9 @@ func (t *Transport) releasePlace(k *keyState) {
 		return
 	}
 	k.mu.Lock()
-	sem := k.sem
+	q := k.places
 	k.mu.Unlock()
-	sem.Release(1) // runs the OnCapacity hook, which takes k.mu
+	q.Release(1) // hands the place to the longest waiter, if any
 }
 
 // learn updates the key's state from the upstream's answer to the request

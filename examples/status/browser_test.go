@@ -80,8 +80,10 @@ func polls(dom []byte) int {
 // The status page, loaded in headless Chromium while the service is under
 // load, shows the rules, and its script updates the numbers from the JSON
 // report within 2 s (of the browser's virtual time, which stands still
-// while a fetch is in flight); a second load shows more admitted requests.
-// Its screenshots are kept with -artifacts (go test -artifacts -outputdir DIR).
+// while a fetch is in flight); a second load shows more admitted requests;
+// the hot keys and penalized clients render as rows of hashed keys. Its
+// screenshots are written to the test's artifact directory (a temporary
+// one, kept with go test -artifacts -outputdir DIR) and their paths logged.
 func TestStatusPageInChromium(t *testing.T) {
 	bin := chromium(t)
 	svc, err := newService()
@@ -101,6 +103,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	go func() { defer wg.Done(); svc.page.Run(ctx) }()
 	go func() { defer wg.Done(); load(ctx, srv) }()
 	url := srv.URL + "/debug/sluice/"
+	// The page is loaded once mallory serves a penalty, so that both
+	// tables have rows.
+	if !demo.Await(func() bool { return len(svc.page.Report().Penalized) > 0 }) {
+		t.Fatal("mallory was not penalized within 10 s of load")
+	}
 
 	var admitted [2]int64
 	for i := range admitted {
@@ -108,7 +115,10 @@ func TestStatusPageInChromium(t *testing.T) {
 		// screenshot.
 		shot := filepath.Join(t.ArtifactDir(), fmt.Sprintf("statuspage-%d.png", i+1))
 		dom := browse(t, bin, url, "--dump-dom", "--screenshot="+shot, "--window-size=1200,900", "--hide-scrollbars", "--virtual-time-budget=2000")
-		for _, want := range []string{`data-rule="per-user"`, `data-rule="api"`, `id="live" class="live">live<`} {
+		// The hot keys and the penalized clients are tables the script
+		// rebuilds from each report: mallory's key and timeout are rows.
+		for _, want := range []string{`data-rule="per-user"`, `data-rule="api"`, `id="live" class="live">live<`,
+			`id="hot-keys"`, `<tr class="hot-key" data-rule="per-user" data-key="h:`, `id="penalized"`, `<tr class="penalized" data-key="h:`} {
 			if !bytes.Contains(dom, []byte(want)) {
 				t.Fatalf("load %d: the rendered page lacks %s:\n%s", i+1, want, dom)
 			}

@@ -140,7 +140,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.earlyHeld, count(s.EarlyWarningsHeld), plain)
 	o.ObserveInt64(in.strikes, count(s.Strikes), plain)
 
-	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
+	if s.StoreReports { // a store that can degrade, such as a fallback.Store
 		h := s.Store
 		var degraded int64
 		if h.Degraded {

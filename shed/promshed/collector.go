@@ -76,7 +76,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descExempt, s.Exempt)
 	e.counter(descTightened, s.Tightened)
 	e.counter(descStrikes, s.Strikes)
-	if s.StoreReports { // a store that can degrade, such as redisstore.Fallback
+	if s.StoreReports { // a store that can degrade, such as a fallback.Store
 		h := s.Store
 		degraded := 0.0
 		if h.Degraded {

@@ -14,7 +14,9 @@ import (
 // ResetKey), for the requests authorize approves: the Page checks no
 // credentials itself. The actions are POSTs of a JSON body to "pardon"
 // ({"key": "198.51.100.7"}) and "reset" ({"rule": "daily", "key":
-// "acme"}) beside the page; the body's media type must be
+// "acme"}) beside the page, or of a hashed key as the page lists it
+// ({"hash": "h:..."}, shed.Controller.PardonHash and ResetHash: the
+// buttons of the hot-key and penalized rows); the body's media type must be
 // application/json, which a cross-site form cannot send without the CORS
 // preflight that the Page never grants, so another site cannot make an
 // operator's browser act. The answer is JSON: {"done": true} and, for a
@@ -55,21 +57,28 @@ func (p *Page) action(w http.ResponseWriter, r *http.Request, name string) {
 	var req struct {
 		Rule string `json:"rule"`
 		Key  string `json:"key"`
+		Hash string `json:"hash"`
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Key == "" || (name == "reset") != (req.Rule != "") {
-		http.Error(w, "statuspage: the body names a key, and for a reset a rule, and nothing else", http.StatusBadRequest)
+	if err := dec.Decode(&req); err != nil || (req.Key == "") == (req.Hash == "") || (name == "reset") != (req.Rule != "") {
+		http.Error(w, "statuspage: the body names a key or a hash, and for a reset a rule, and nothing else", http.StatusBadRequest)
 		return
 	}
 	answer := map[string]any{"done": true}
 	var err error
-	switch name {
-	case "pardon":
+	switch {
+	case name == "pardon":
 		var had bool
-		had, err = p.c.Pardon(req.Key)
+		if req.Hash != "" {
+			had, err = p.c.PardonHash(req.Hash)
+		} else {
+			had, err = p.c.Pardon(req.Key)
+		}
 		answer["penalized"] = had
-	case "reset":
+	case req.Hash != "":
+		err = p.c.ResetHash(r.Context(), req.Rule, req.Hash)
+	default:
 		err = p.c.ResetKey(r.Context(), req.Rule, req.Key)
 	}
 	if err != nil {

@@ -1,12 +1,12 @@
 // Package statuspage serves a live status page of a shed.Controller: an
 // http.Handler that shows each rule's limit, inflight permits, queue and
 // decision rates, a chart of each rule's limit over the last minutes, the
-// store's health and the penalty box's table, with a JSON report beside it
-// for scripts.
+// store's health, the penalty box's table, the hot keys and the penalized
+// clients, with a JSON report beside it for scripts.
 //
 // A Page is read-only unless WithActions names who may pardon a client or
-// reset a client's usage: it answers GET and HEAD, and shows counters and
-// rule definitions only, never a client key. It checks
+// reset a client's usage: it answers GET and HEAD, and shows counters, rule
+// definitions and hashed keys, never a client's key. It checks
 // no credentials: mount it where only operators reach it (an internal
 // listener, or behind the service's own authentication). Mount it on a
 // subtree pattern so that both its page and its report are reached:
@@ -40,12 +40,18 @@
 // passed the old ones by the next sample shows, for one interval, a rate
 // too low.
 //
-// # What the page does not show
+// # Hot keys and penalized clients
 //
-// The Controller's public API offers no list of its hottest keys, no list
-// of the clients in a penalty timeout, and no way to pardon or reset one
-// key, so the page shows none of these: only the penalty box's counts and
-// each per-key rule's table counts.
+// The page lists each per-key rule's most used keys, with what they have
+// left and when they are whole again (shed.Controller.HotKeys), and the
+// clients serving a penalty timeout (shed.Controller.Penalized), at most
+// WithTopKeys of each. Both are read from the Controller's tables when the
+// page or its report is served: deciding keeps nothing for them. Keys are
+// hashed ("h:" and 16 hex digits), never a client's address, user, API
+// key or tenant; a client's hash differs from rule to rule. A store that
+// cannot list its keys (redisstore) shows a note instead. With
+// WithActions each row has a button that resets the key or pardons the
+// client by its hash.
 //
 // Errors start with "statuspage: ".
 package statuspage

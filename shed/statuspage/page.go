@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type Page struct {
 
 	// authorize approves the write actions (WithActions); nil: read-only.
 	authorize func(*http.Request) bool
+	top       int // WithTopKeys
 
 	mu   sync.Mutex
 	hist ring
@@ -42,6 +44,7 @@ type config struct {
 	interval  time.Duration
 	history   int
 	authorize func(*http.Request) bool // WithActions
+	top       int
 }
 
 // Option configures New.
@@ -79,6 +82,22 @@ func WithHistory(n int) Option {
 	})
 }
 
+// DefaultTopKeys is how many hot keys of each per-key rule, and how many
+// penalized clients, a Page lists unless WithTopKeys says otherwise.
+const DefaultTopKeys = 10
+
+// WithTopKeys sets how many hot keys of each per-key rule, and how many
+// penalized clients, the Page lists: 1 to shed.MaxListed.
+func WithTopKeys(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > shed.MaxListed {
+			return fmt.Errorf("statuspage: WithTopKeys(%d): list 1 to %d keys", n, shed.MaxListed)
+		}
+		c.top = n
+		return nil
+	})
+}
+
 // WithClock reads the time from now (monotonic nanoseconds, positive, as
 // for shed.WithClock) instead of the internal clock, for Run, Report and
 // the samples that requests record: for tests.
@@ -99,7 +118,7 @@ func New(c *shed.Controller, opts ...Option) (*Page, error) {
 	if c == nil {
 		return nil, errors.New("statuspage: nil Controller")
 	}
-	cfg := config{now: clock.Now, interval: DefaultInterval, history: DefaultHistory}
+	cfg := config{now: clock.Now, interval: DefaultInterval, history: DefaultHistory, top: DefaultTopKeys}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("statuspage: nil Option")
@@ -112,7 +131,7 @@ func New(c *shed.Controller, opts ...Option) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{c: c, now: cfg.now, interval: cfg.interval, tmpl: tmpl, authorize: cfg.authorize}
+	p := &Page{c: c, now: cfg.now, interval: cfg.interval, tmpl: tmpl, authorize: cfg.authorize, top: cfg.top}
 	p.hist.buf = make([]sample, cfg.history)
 	return p, nil
 }
@@ -159,11 +178,37 @@ func (p *Page) Report() Report { return p.ReportAt(p.now()) }
 
 // ReportAt records a sample at now if one is due (as SampleAt) and returns
 // the report of the Controller's state: the Stats just read, with the
-// rates and charts of the history.
+// rates and charts of the history, and the hot keys and penalized clients
+// read from the Controller's tables now (on the Controller's clock).
 func (p *Page) ReportAt(now int64) Report {
 	s := p.c.Stats()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.record(now, &s) // the history now holds at least one sample
-	return build(&s, &p.hist, p.interval)
+	rep := build(&s, &p.hist, p.interval)
+	p.mu.Unlock()
+	p.lists(&rep)
+	return rep
+}
+
+// lists fills rep's hot keys and penalized clients.
+func (p *Page) lists(rep *Report) {
+	rep.Actions = p.authorize != nil
+	if hk, err := p.c.HotKeys(p.top); err != nil {
+		rep.HotKeysNote = strings.TrimPrefix(err.Error(), "shed: ")
+	} else {
+		rep.HotKeys = make([]HotKeyReport, len(hk))
+		for i, k := range hk {
+			rep.HotKeys[i] = HotKeyReport{Rule: k.Rule, Key: k.Key, Scope: k.Scope, Used: k.Used, Limit: k.Limit,
+				Remaining: k.Remaining, ResetAfterSeconds: k.ResetAfter.Seconds()}
+		}
+	}
+	if rep.Penalty == nil {
+		return // no box that reports itself
+	}
+	if pc, err := p.c.Penalized(p.top); err == nil {
+		rep.Penalized = make([]PenalizedReport, len(pc))
+		for i, c := range pc {
+			rep.Penalized[i] = PenalizedReport{Key: c.Key, LeftSeconds: c.Left.Seconds(), Level: c.Level, Strikes: c.Strikes}
+		}
+	}
 }

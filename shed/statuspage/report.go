@@ -32,6 +32,38 @@ type Report struct {
 	Penalty *PenaltyReport `json:"penalty,omitempty"`
 	// Rules has one entry per rule in force, in the Controller's order.
 	Rules []RuleReport `json:"rules"`
+	// HotKeys are each per-key rule's most used keys (shed.HotKeys, at
+	// most WithTopKeys of each), by hashed key; nil (null) when the store
+	// cannot list its keys (HotKeysNote says why).
+	HotKeys     []HotKeyReport `json:"hot_keys"`
+	HotKeysNote string         `json:"hot_keys_note,omitempty"`
+	// Penalized are the clients serving a penalty timeout (shed.Penalized,
+	// at most WithTopKeys), by hashed key; nil (null) without a box that
+	// lists them.
+	Penalized []PenalizedReport `json:"penalized"`
+	// Actions says whether the page takes the pardon and reset actions
+	// (WithActions).
+	Actions bool `json:"actions"`
+}
+
+// HotKeyReport is one hot key of a per-key rule (see shed.HotKey).
+type HotKeyReport struct {
+	Rule              string  `json:"rule"`
+	Key               string  `json:"key"`
+	Scope             string  `json:"scope,omitempty"`
+	Used              int64   `json:"used"`
+	Limit             int64   `json:"limit"`
+	Remaining         int64   `json:"remaining"`
+	ResetAfterSeconds float64 `json:"reset_after_seconds"`
+}
+
+// PenalizedReport is one client serving a penalty timeout (see
+// shed.PenalizedClient).
+type PenalizedReport struct {
+	Key         string  `json:"key"`
+	LeftSeconds float64 `json:"left_seconds"`
+	Level       int     `json:"level"`
+	Strikes     int     `json:"strikes"`
 }
 
 // Totals are counters of a whole Controller (see shed.Stats).

@@ -43,7 +43,10 @@
 // Rows that have expired (a full bucket, a past window) are deleted by
 // Cleanup, in bounded batches that skip rows a decision holds; call it from
 // a ticker. Reset forgets a key (an operator's pardon, a quota given back),
-// and Usage reads a key's use of its current window without charging it.
+// Usage reads a key's use of its current window without charging it, and
+// Refund (store.Refunder) gives back what an admitted decision charged, in
+// one call of the schema's refund function under the same locks: a rule
+// that counts only failures, or a cost settled after the work.
 //
 // Decide refuses a hit with a max wait (store.Hit.MaxWait: a token bucket
 // reservation) with an error matching errors.ErrUnsupported: the SQL
@@ -59,7 +62,13 @@
 // only a reply lost after the commit. A database that is down, slow past the
 // deadline, or not migrated fails the call with an error matching
 // store.ErrUnavailable, on which the caller fails open or closed (shed's
-// failure policy). redisstore.Fallback, which decides on a local share of
-// each limit while Redis is down, is built on a *redisstore.Store and does
-// not wrap this store.
+// failure policy), or NewFallback decides on this instance's share of each
+// limit locally until the database answers again (package fallback, as for
+// Redis): the instances are counted by their heartbeats in the schema's
+// instances table. A decision whose reply was lost is decided locally once
+// more; the database rolled it back or committed it, never both, and never
+// twice (TestFallbackLostReplyIsChargedOnce).
+//
+// Migrate again after upgrading: the refund function and the instances
+// table came after the first schema (every statement is idempotent).
 package pgstore

@@ -35,6 +35,12 @@ func TestClosedPortIsUnavailable(t *testing.T) {
 		},
 		"Usage": func() error { _, err := s.Usage(ctx, id, "k"); return err },
 		"Reset": func() error { return s.Reset(ctx, id, "k") },
+		"Refund": func() error {
+			var req store.Request
+			req.Add(id, "k", 1)
+			res := store.Result{Allowed: true, N: 1}
+			return s.Refund(ctx, &req, &res)
+		},
 	} {
 		start := time.Now()
 		err := call()
@@ -196,10 +202,12 @@ func TestDeadlineIsUnavailableAndRolledBack(t *testing.T) {
 		t.Fatalf("Decide took %v, past its deadline %v", took, timeout)
 	}
 	// The lock is still held: the statement ends only by being cancelled
-	// (its session then finds the connection closed).
+	// (its session then finds the connection closed) or by its lock_timeout,
+	// the same deadline, when the database notices it first (the session
+	// stays, idle).
 	waitFor(t, func() bool {
 		var n int
-		return admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n) == nil && n == 0
+		return admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active'", pid).Scan(&n) == nil && n == 0
 	})
 	release()
 	u, err := s.Usage(ctx, id, "k")

@@ -2,10 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -51,7 +54,13 @@ type Store struct {
 	timeout time.Duration
 	waitMS  int32 // timeout in whole ms, at least 1: the function's lock_timeout
 
-	decideSQL, resetSQL, cleanupSQL string
+	decideSQL, refundSQL, resetSQL, cleanupSQL, beatSQL, leaveSQL string
+
+	// instance is this Store's id in the instances table: the Fallbacks
+	// around one Store are one instance, which leaves the table when the
+	// last of them (counted by fallbacks) Closes.
+	instance  string
+	fallbacks atomic.Int64
 
 	limits store.Registry[limit] // by LimitID, with the names in use
 }
@@ -87,14 +96,20 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		}
 	}
 	q := quote(cfg.schema)
+	var id [8]byte
+	_, _ = rand.Read(id[:])
 	return &Store{
+		instance:   hex.EncodeToString(id[:]),
 		pool:       pool,
 		name:       cfg.schema,
 		schema:     q,
 		timeout:    cfg.timeout,
 		waitMS:     int32(min(max(cfg.timeout/time.Millisecond, 1), math.MaxInt32)),
 		decideSQL:  "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		refundSQL:  "SELECT " + q + ".refund($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 		resetSQL:   "DELETE FROM " + q + ".state WHERE name = $1 AND kind = $2 AND key = $3",
+		beatSQL:    "SELECT " + q + ".beat($1, $2)",
+		leaveSQL:   "DELETE FROM " + q + ".instances WHERE id = $1",
 		cleanupSQL: "SELECT " + q + ".cleanup($1)",
 	}, nil
 }
@@ -193,8 +208,29 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := req.Check(); err != nil {
 		return err
 	}
-	ls := s.load()
 	var lim [store.MaxHits]*limit
+	args, err := s.args(req, &lim)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var vals []int64
+	if err := s.pool.QueryRow(cctx, s.decideSQL, args...).Scan(&vals); err != nil {
+		return s.failed(ctx, err)
+	}
+	if err := parseDecision(vals, req, res, &lim); err != nil {
+		return store.Unavailable(err)
+	}
+	return nil
+}
+
+// args returns the arguments of the decide and refund functions for req's
+// hits (names, kinds, keys, costs, limits, params, shifts, months and the
+// lock timeout) and fills lim with their limits. It returns an error
+// matching store.ErrUnknownLimit when a hit names a limit not held here.
+func (s *Store) args(req *store.Request, lim *[store.MaxHits]*limit) ([]any, error) {
+	ls := s.load()
 	n := req.N
 	names, keys := make([]string, n), make([][]byte, n)
 	kinds, months := make([]int16, n), make([]int32, n)
@@ -202,13 +238,13 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	for i := range req.Hits[:n] {
 		h := &req.Hits[i]
 		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
-			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
+			return nil, fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
 		}
 		if h.MaxWait > 0 {
 			// Its SQL function decides at once; a reservation would need
 			// the slot and the state it left in the reply, which it has
 			// no room for yet. Refuse rather than ignore the wait.
-			return fmt.Errorf("store: pgstore cannot reserve (hit %d has a max wait of %v): %w",
+			return nil, fmt.Errorf("store: pgstore cannot reserve (hit %d has a max wait of %v): %w",
 				i, h.MaxWait, errors.ErrUnsupported)
 		}
 		l := ls[h.Limit-1]
@@ -217,17 +253,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		limits[i], params[i] = l.spec.Limit, l.param
 		shifts[i], months[i] = int64(l.clock.Shift()), int32(l.clock.Months())
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	var vals []int64
-	err := s.pool.QueryRow(cctx, s.decideSQL, names, kinds, keys, costs, limits, params, shifts, months, s.waitMS).Scan(&vals)
-	if err != nil {
-		return s.failed(ctx, err)
-	}
-	if err := parseDecision(vals, req, res, &lim); err != nil {
-		return store.Unavailable(err)
-	}
-	return nil
+	return []any{names, kinds, keys, costs, limits, params, shifts, months, s.waitMS}, nil
 }
 
 var errReply = errors.New("pgstore: malformed reply of the decide function")
@@ -299,6 +325,10 @@ func (s *Store) failed(ctx context.Context, err error) error {
 		switch pe.Code {
 		case "3F000", "42P01", "42883": // no such schema, table or function
 			err = fmt.Errorf("pgstore: schema %s is not migrated (call Migrate): %w", s.schema, err)
+		case "55P03":
+			// The function's lock_timeout is the store's deadline: the
+			// database noticed it first.
+			err = fmt.Errorf("pgstore: %w: %w", context.DeadlineExceeded, err)
 		}
 	}
 	return store.Unavailable(err)

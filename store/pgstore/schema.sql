@@ -334,3 +334,81 @@ LANGUAGE sql VOLATILE AS $f$
     RETURNING 1)
   SELECT count(*) FROM gone
 $f$;
+
+-- refund gives back, for each hit of an admitted decision, costs[i] on its
+-- state at one instant (clock_timestamp(), read once), under the same locks
+-- in the same order as decide: a token bucket's debt (never below a full
+-- bucket), a fixed window's count while its window is current, a sliding
+-- window's latest count while that window still counts (it is current or
+-- the previous one); what a window no longer holds is not given back, and
+-- no count goes below zero. A state with no row has nothing to give back.
+-- limits[i] bounds what a bucket takes back (its burst). Returns the number
+-- of states changed.
+CREATE OR REPLACE FUNCTION @schema@.refund(
+  names text[], kinds smallint[], keys bytea[], costs bigint[],
+  limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+  now bigint := (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint;
+  n int := cardinality(names);
+  lock bigint;
+  cur bigint;
+  changed bigint := 0;
+  k bigint;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RAISE EXCEPTION 'pgstore: a refund needs hits';
+  END IF;
+  PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
+  FOR lock IN
+    SELECT DISTINCT hashtextextended(length(u.nm) || ':' || u.nm || ':' || u.kd || ':' || encode(u.ky, 'hex'), 0)
+    FROM unnest(names, kinds, keys, costs) AS u(nm, kd, ky, cst) WHERE u.cst > 0 ORDER BY 1
+  LOOP
+    PERFORM pg_advisory_xact_lock(lock);
+  END LOOP;
+  FOR i IN 1..n LOOP
+    CONTINUE WHEN costs[i] <= 0;
+    IF kinds[i] = 1 THEN
+      UPDATE @schema@.state st SET a = greatest(st.a - least(costs[i], limits[i]) * params[i], now),
+          expires = greatest(st.a - least(costs[i], limits[i]) * params[i], now)
+        WHERE st.name = names[i] AND st.kind = 1 AND st.key = keys[i] AND st.a > now;
+    ELSE
+      cur := @schema@.window_at(now, shifts[i], months[i], params[i]) / params[i];
+      -- A fixed window gives back while its window is current (or ahead of
+      -- a clock that stepped back), a sliding window one window longer.
+      k := CASE WHEN kinds[i] = 2 THEN 0 ELSE 1 END;
+      UPDATE @schema@.state st SET b = st.b - least(costs[i], st.b)
+        WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i]
+          AND cur <= st.a + k AND st.b > 0;
+    END IF;
+    IF FOUND THEN
+      changed := changed + 1;
+    END IF;
+  END LOOP;
+  RETURN changed;
+END
+$f$;
+
+-- instances holds the heartbeats of the instances that share this schema's
+-- limits (pgstore.NewFallback): each instance's id and its last beat in Unix
+-- ns on the database's clock.
+CREATE TABLE IF NOT EXISTS @schema@.instances (
+  id   text   PRIMARY KEY,
+  beat bigint NOT NULL
+);
+
+-- beat records instance id's heartbeat, forgets the instances that have not
+-- beaten within memory_ns, and returns how many are live.
+CREATE OR REPLACE FUNCTION @schema@.beat(id text, memory_ns bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+  now bigint := (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint;
+  live bigint;
+BEGIN
+  DELETE FROM @schema@.instances i WHERE i.beat < now - memory_ns AND i.id <> beat.id;
+  INSERT INTO @schema@.instances AS i (id, beat) VALUES (beat.id, now)
+    ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE SET beat = excluded.beat;
+  SELECT count(*) INTO live FROM @schema@.instances;
+  RETURN live;
+END
+$f$;

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -174,7 +175,7 @@ func TestClusterFailoverRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet))
+	f, err := redisstore.NewFallback(s, fallback.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestKeyTagsRejectMixedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet), redisstore.WithTripAfter(1))
+	f, err := redisstore.NewFallback(s, fallback.WithLogger(quiet), fallback.WithTripAfter(1))
 	if err != nil {
 		t.Fatal(err)
 	}

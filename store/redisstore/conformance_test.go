@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -37,7 +38,7 @@ func TestFallbackConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet))
+		f, err := redisstore.NewFallback(s, fallback.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,11 +10,16 @@
 // (the scripts declare themselves with a #!lua line, so that a server over
 // maxmemory refuses them whole instead of failing halfway).
 //
-// Fallback wraps a Store in a circuit breaker. While Redis answers, it
-// decides there and counts the live instances through heartbeats; when
-// Redis fails, it decides on a local store.Memory in which every limit is
-// divided by the number of instances, so the service as a whole stays
-// within its quota; a background probe returns it to Redis.
+// NewFallback wraps a Store in package fallback's circuit breaker. While
+// Redis answers, it decides there and counts the live instances through
+// heartbeats in Redis (a sorted set under the prefix); when Redis fails, it
+// decides on a local store.Memory in which every limit is divided by the
+// number of instances, so the service as a whole stays within its quota;
+// the heartbeat, as a probe, returns it to Redis.
+//
+// Exchange makes a Store on a global Redis the global store of package
+// regions: each region decides on its own Redis, and the regions exchange
+// each key's usage there every sync period.
 //
 // # Keys
 //
@@ -65,9 +70,10 @@
 // limit·(1 + k/N) in all, 40 for a limit of 30 when one of three is cut
 // off (TestPartitionAdmitsAtMostOneShareMore measures it). A cut-off
 // instance goes on counting in the others' N for the instance memory (a
-// minute by default, see WithInstanceMemory), so the bound still holds
+// minute by default, see fallback.WithInstanceMemory), so the bound still holds
 // when Redis then fails for them too within that time; one that Closes
-// leaves N at once.
+// leaves N at once. (These are package fallback's bounds, the same on
+// every remote store.)
 //
 // # Failures
 //
@@ -83,7 +89,7 @@
 // a time), because go-redis otherwise keeps sending a dead master's slots
 // to it until its ClusterStateReloadInterval (a minute by default): so a
 // Fallback decides on Redis again within about its recovery hysteresis
-// (WithRecoverAfter probe intervals, 3 s by default) of the cluster's
+// (fallback.WithRecoverAfter probe intervals, 3 s by default) of the cluster's
 // failover (3.3 s in TestClusterFailoverRecovery; without the reload it
 // was still degraded 20 s after the failover).
 package redisstore

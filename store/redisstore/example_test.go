@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
 
@@ -30,9 +31,9 @@ func ExampleFallback() {
 		return
 	}
 	f, err := redisstore.NewFallback(s,
-		redisstore.WithInstances(4), // or counted through heartbeats
-		redisstore.WithTripAfter(1),
-		redisstore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		fallback.WithInstances(4), // or counted through heartbeats
+		fallback.WithTripAfter(1),
+		fallback.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		fmt.Println(err)
 		return

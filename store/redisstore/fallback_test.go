@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
 
@@ -19,15 +20,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // deadFallback returns a Fallback whose Redis is down: nothing listens on
 // its port (a real refused connection, no mock).
-func deadFallback(t *testing.T, opts ...redisstore.FallbackOption) *redisstore.Fallback {
+func deadFallback(t *testing.T, opts ...fallback.Option) *redisstore.Fallback {
 	t.Helper()
 	c := newClient(t, "127.0.0.1:"+strconv.Itoa(freePort(t)))
 	s, err := redisstore.New(c, redisstore.WithPrefix("dead"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append([]redisstore.FallbackOption{redisstore.WithLogger(quiet), redisstore.WithTripAfter(1),
-		redisstore.WithProbeInterval(20 * time.Millisecond)}, opts...)
+	opts = append([]fallback.Option{fallback.WithLogger(quiet), fallback.WithTripAfter(1),
+		fallback.WithProbeInterval(20 * time.Millisecond)}, opts...)
 	f, err := redisstore.NewFallback(s, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -42,16 +43,16 @@ func TestFallbackOptionsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, o := range map[string]redisstore.FallbackOption{
-		"trip 0":       redisstore.WithTripAfter(0),
-		"recover 0":    redisstore.WithRecoverAfter(0),
-		"probe 0":      redisstore.WithProbeInterval(0),
-		"instances 0":  redisstore.WithInstances(0),
-		"nil logger":   redisstore.WithLogger(nil),
-		"unnamed rule": redisstore.WithFailClosed(""),
-		"memory 0":     redisstore.WithInstanceMemory(0),
+	for name, o := range map[string]fallback.Option{
+		"trip 0":       fallback.WithTripAfter(0),
+		"recover 0":    fallback.WithRecoverAfter(0),
+		"probe 0":      fallback.WithProbeInterval(0),
+		"instances 0":  fallback.WithInstances(0),
+		"nil logger":   fallback.WithLogger(nil),
+		"unnamed rule": fallback.WithFailClosed(""),
+		"memory 0":     fallback.WithInstanceMemory(0),
 	} {
-		if f, err := redisstore.NewFallback(s, o); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		if f, err := redisstore.NewFallback(s, o); err == nil || !strings.HasPrefix(err.Error(), "fallback: ") {
 			if f != nil {
 				_ = f.Close()
 			}
@@ -60,8 +61,8 @@ func TestFallbackOptionsValidate(t *testing.T) {
 	}
 	// An instance memory shorter than three heartbeats would drop live
 	// instances between their beats.
-	if f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet), redisstore.WithProbeInterval(time.Second),
-		redisstore.WithInstanceMemory(2*time.Second)); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+	if f, err := redisstore.NewFallback(s, fallback.WithLogger(quiet), fallback.WithProbeInterval(time.Second),
+		fallback.WithInstanceMemory(2*time.Second)); err == nil || !strings.HasPrefix(err.Error(), "fallback: ") {
 		if f != nil {
 			_ = f.Close()
 		}
@@ -75,7 +76,7 @@ func TestFallbackOptionsValidate(t *testing.T) {
 // TestFallbackLocalShare: with Redis down from the start and a static N
 // of 4, every algorithm enforces a quarter of its limit locally.
 func TestFallbackLocalShare(t *testing.T) {
-	f := deadFallback(t, redisstore.WithInstances(4))
+	f := deadFallback(t, fallback.WithInstances(4))
 	ctx := context.Background()
 	specs := []store.Spec{
 		{Name: "tb", Algorithm: store.TokenBucket, Limit: 40, Rate: concurrency.Per(40, time.Hour)},
@@ -129,7 +130,7 @@ func TestFallbackLocalShare(t *testing.T) {
 // TestFallbackFailClosed: a fail-closed limit, and a limit whose share
 // rounds to zero, reject while degraded; others still admit.
 func TestFallbackFailClosed(t *testing.T) {
-	f := deadFallback(t, redisstore.WithInstances(3), redisstore.WithFailClosed("login"))
+	f := deadFallback(t, fallback.WithInstances(3), fallback.WithFailClosed("login"))
 	ctx := context.Background()
 	api := mustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
 	login := mustRegister(t, f, store.Spec{Name: "login", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
@@ -187,7 +188,7 @@ func TestFallbackCountsInstances(t *testing.T) {
 	waitFor(t, 3*time.Second, "the others count 2", func() bool {
 		return ins[0].f.Stats().Instances == 2 && ins[1].f.Stats().Instances == 2
 	})
-	if st := ins[0].f.Stats(); st.Degraded || st.RedisErrors != 0 || st.Share != 0.5 {
+	if st := ins[0].f.Stats(); st.Degraded || st.RemoteErrors != 0 || st.Share != 0.5 {
 		t.Errorf("stats: %+v", st)
 	}
 }
@@ -197,7 +198,7 @@ func TestFallbackCountsInstances(t *testing.T) {
 // stay those of the Redis store, whether it is built after the Unregister
 // or holds the limit already.
 func TestFallbackUnregisterLocal(t *testing.T) {
-	f := deadFallback(t, redisstore.WithInstances(2))
+	f := deadFallback(t, fallback.WithInstances(2))
 	ctx := context.Background()
 	now := int64(time.Hour)
 	decide := func(id store.LimitID, cost int64) (store.Result, error) {

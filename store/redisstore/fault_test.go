@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
 
@@ -67,9 +68,9 @@ func newInstances(t *testing.T, addr, prefix string, n int) []*instance {
 			t.Fatal(err)
 		}
 		buf := new(syncBuffer)
-		f, err := redisstore.NewFallback(s, redisstore.WithProbeInterval(faultProbe),
-			redisstore.WithRecoverAfter(faultRecover), redisstore.WithTripAfter(2),
-			redisstore.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
+		f, err := redisstore.NewFallback(s, fallback.WithProbeInterval(faultProbe),
+			fallback.WithRecoverAfter(faultRecover), fallback.WithTripAfter(2),
+			fallback.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +261,7 @@ func TestFaultScriptFlush(t *testing.T) {
 			t.Fatalf("round %d after SCRIPT FLUSH: allowed %v local %v", round, ok, local)
 		}
 	}
-	if st := in.f.Stats(); st.RedisErrors != 0 || st.Degraded {
+	if st := in.f.Stats(); st.RemoteErrors != 0 || st.Degraded {
 		t.Fatalf("SCRIPT FLUSH counted as a failure: %+v", st)
 	}
 	// The plain Store too: no error at all.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
 
@@ -46,20 +47,20 @@ func fakeInstances(t *testing.T, admin *redis.Client, prefix string, forever boo
 
 // oneInstance starts a Fallback on addr under prefix that trips at the
 // first failure and recovers only after recoverAfter good probes.
-func oneInstance(t *testing.T, addr, prefix string, recoverAfter int, opts ...redisstore.FallbackOption) *instance {
+func oneInstance(t *testing.T, addr, prefix string, recoverAfter int, opts ...fallback.Option) *instance {
 	t.Helper()
 	return oneInstanceOn(t, newClient(t, addr), prefix, recoverAfter, faultTimeout, opts...)
 }
 
 // oneInstanceOn is oneInstance on client c, with the store's deadline.
-func oneInstanceOn(t *testing.T, c *redis.Client, prefix string, recoverAfter int, deadline time.Duration, opts ...redisstore.FallbackOption) *instance {
+func oneInstanceOn(t *testing.T, c *redis.Client, prefix string, recoverAfter int, deadline time.Duration, opts ...fallback.Option) *instance {
 	t.Helper()
 	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(deadline))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append([]redisstore.FallbackOption{redisstore.WithProbeInterval(instProbe), redisstore.WithTripAfter(1),
-		redisstore.WithRecoverAfter(recoverAfter), redisstore.WithLogger(quiet)}, opts...)
+	opts = append([]fallback.Option{fallback.WithProbeInterval(instProbe), fallback.WithTripAfter(1),
+		fallback.WithRecoverAfter(recoverAfter), fallback.WithLogger(quiet)}, opts...)
 	f, err := redisstore.NewFallback(s, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ func TestFallbackForgetsAVanishedInstanceAfterItsMemory(t *testing.T) {
 	prefix := "forgotten"
 	fakeInstances(t, admin, prefix, false, "b")
 	memory := 10 * instProbe
-	in := oneInstance(t, srv.addr(), prefix, 3, redisstore.WithInstanceMemory(memory))
+	in := oneInstance(t, srv.addr(), prefix, 3, fallback.WithInstanceMemory(memory))
 	if n := in.f.Stats().Instances; n != 2 {
 		t.Fatalf("N = %d, want 2", n)
 	}
@@ -231,7 +232,7 @@ func TestPartitionAdmitsAtMostOneShareMore(t *testing.T) {
 	t.Cleanup(func() { _ = cut.Close() })
 	// The two on Redis must stay there: a generous deadline and
 	// threshold, so that a slow call on a loaded machine trips neither.
-	healthy := []redisstore.FallbackOption{redisstore.WithTripAfter(1000)}
+	healthy := []fallback.Option{fallback.WithTripAfter(1000)}
 	ins := []*instance{
 		oneInstanceOn(t, cut, prefix, 3, faultTimeout),
 		oneInstanceOn(t, newClient(t, srv.addr()), prefix, 3, faultTimeout+faultSlack, healthy...),

@@ -47,7 +47,7 @@ type Store struct {
 	keyTags bool // WithKeyTags: keys with tags of their own use {prefix:tag}
 	timeout time.Duration
 
-	decide, release, heartbeat script
+	decide, release, heartbeat, exchange script
 
 	// instance is this Store's id in the heartbeat set: the Fallbacks
 	// around one Store are one instance, which leaves the set when the
@@ -128,6 +128,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		decide:    newScript(decideSrc),
 		release:   newScript(releaseSrc),
 		heartbeat: newScript(heartbeatSrc),
+		exchange:  newScript(exchangeSrc),
 	}, nil
 }
 

@@ -23,6 +23,9 @@ var releaseSrc string
 //go:embed heartbeat.lua
 var heartbeatSrc string
 
+//go:embed exchange.lua
+var exchangeSrc string
+
 // script is a Lua script and its SHA-1, the name EVALSHA calls it by.
 type script struct{ src, sha string }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
 )
 
@@ -26,8 +27,8 @@ func TestTwoFallbacksOnOneStoreKeepTheirOwnLimits(t *testing.T) {
 			}
 			var fs [2]*redisstore.Fallback
 			for i := range fs {
-				f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet), redisstore.WithTripAfter(1),
-					redisstore.WithInstances(1), redisstore.WithProbeInterval(time.Hour))
+				f, err := redisstore.NewFallback(s, fallback.WithLogger(quiet), fallback.WithTripAfter(1),
+					fallback.WithInstances(1), fallback.WithProbeInterval(time.Hour))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -104,7 +105,7 @@ func TestTwoFallbacksOnOneStoreCountOneInstance(t *testing.T) {
 	other := oneInstance(t, srv.addr(), "one-instance", 3)
 	var fs [2]*redisstore.Fallback
 	for i := range fs {
-		f, err := redisstore.NewFallback(s, redisstore.WithLogger(quiet), redisstore.WithProbeInterval(instProbe))
+		f, err := redisstore.NewFallback(s, fallback.WithLogger(quiet), fallback.WithProbeInterval(instProbe))
 		if err != nil {
 			t.Fatal(err)
 		}

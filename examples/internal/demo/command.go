@@ -28,6 +28,10 @@ type Command struct {
 	// Serve returns the handler to serve on addr, after printing to out
 	// what is served there and how to try it.
 	Serve func(out io.Writer, addr string) (http.Handler, error)
+	// Configure, when set, adjusts the server after Serve and before it
+	// listens (its TLSConfig, its ConnContext); with a TLSConfig it serves
+	// TLS, with the certificates that config holds.
+	Configure func(*http.Server) error
 }
 
 // Main runs c on the process's arguments, parsed by flag.CommandLine (on
@@ -56,5 +60,14 @@ func (c Command) Run(fs *flag.FlagSet, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return (&http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe()
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	if c.Configure != nil {
+		if err := c.Configure(srv); err != nil {
+			return err
+		}
+	}
+	if srv.TLSConfig != nil {
+		return srv.ListenAndServeTLS("", "")
+	}
+	return srv.ListenAndServe()
 }

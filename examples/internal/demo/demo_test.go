@@ -52,8 +52,9 @@ func TestLoopbackReadsRepliesWhole(t *testing.T) {
 }
 
 // TestCommandRunsTheSelfTestOrServes: -selftest runs the self-test alone,
-// printing to out; otherwise Serve gets -addr and a server that cannot
-// listen there is an error; a bad flag runs neither.
+// printing to out; otherwise Serve gets -addr, Configure the server, and a
+// server that cannot listen there, or a failing Configure, is an error; a
+// bad flag runs neither.
 func TestCommandRunsTheSelfTestOrServes(t *testing.T) {
 	var tested, served []string
 	c := demo.Command{
@@ -85,6 +86,17 @@ func TestCommandRunsTheSelfTestOrServes(t *testing.T) {
 	if _, err := run("-nope"); err == nil || len(tested) != 1 || len(served) != 1 {
 		t.Fatalf("a bad flag: %v; self-tests %v, serves %v", err, tested, served)
 	}
+	configured := errors.New("configured")
+	c.Configure = func(srv *http.Server) error {
+		if srv.Addr != "127.0.0.1:-1" || srv.Handler == nil {
+			t.Errorf("Configure got %q, %v", srv.Addr, srv.Handler)
+		}
+		return configured
+	}
+	if _, err := run("-addr", "127.0.0.1:-1"); !errors.Is(err, configured) {
+		t.Fatalf("a failing Configure: %v", err)
+	}
+	c.Configure = nil
 	failing := errors.New("failing")
 	c.SelfTest = func(io.Writer) error { return failing }
 	if _, err := run("-selftest"); !errors.Is(err, failing) {

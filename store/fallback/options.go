@@ -1,4 +1,4 @@
-package redisstore
+package fallback
 
 import (
 	"fmt"
@@ -22,28 +22,29 @@ const (
 	DefaultInstanceMemory = time.Minute
 )
 
-// FallbackOption configures NewFallback.
-type FallbackOption interface{ apply(*fallbackConfig) error }
+// Option configures New.
+type Option interface{ apply(*config) error }
 
-type fallbackConfig struct {
+type config struct {
 	tripAfter, recoverAfter int
 	probe, memory           time.Duration
 	instances               int64 // static N; 0: counted by heartbeats
 	logger                  *slog.Logger
 	failClosed              map[string]bool
+	backend                 string // the remote's name in log lines
 }
 
-type fallbackOptionFunc func(*fallbackConfig) error
+type optionFunc func(*config) error
 
-func (f fallbackOptionFunc) apply(c *fallbackConfig) error { return f(c) }
+func (f optionFunc) apply(c *config) error { return f(c) }
 
 // WithTripAfter sets how many consecutive calls that fail with
 // store.ErrUnavailable (errors, deadline misses, failed heartbeats) open
 // the breaker (DefaultTripAfter by default; at least 1).
-func WithTripAfter(n int) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+func WithTripAfter(n int) Option {
+	return optionFunc(func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("redisstore: trip threshold must be at least 1, got %d", n)
+			return fmt.Errorf("fallback: trip threshold must be at least 1, got %d", n)
 		}
 		c.tripAfter = n
 		return nil
@@ -52,26 +53,26 @@ func WithTripAfter(n int) FallbackOption {
 
 // WithRecoverAfter sets how many consecutive successful probes close the
 // breaker again (DefaultRecoverAfter by default; at least 1): the
-// hysteresis that keeps a flapping Redis from flapping the mode. Decisions
-// return to Redis within n probe intervals of its recovery.
-func WithRecoverAfter(n int) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+// hysteresis that keeps a flapping remote from flapping the mode. Decisions
+// return to the remote within n probe intervals of its recovery.
+func WithRecoverAfter(n int) Option {
+	return optionFunc(func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("redisstore: recovery threshold must be at least 1, got %d", n)
+			return fmt.Errorf("fallback: recovery threshold must be at least 1, got %d", n)
 		}
 		c.recoverAfter = n
 		return nil
 	})
 }
 
-// WithProbeInterval sets the period of the instance's heartbeat in Redis,
+// WithProbeInterval sets the period of the instance's heartbeat on the remote,
 // which is also the probe of an open breaker (DefaultProbeInterval by
-// default). Every instance of one prefix should use the same interval
+// default). Every instance sharing the limits should use the same interval
 // (see WithInstanceMemory).
-func WithProbeInterval(d time.Duration) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+func WithProbeInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redisstore: probe interval must be positive, got %v", d)
+			return fmt.Errorf("fallback: probe interval must be positive, got %v", d)
 		}
 		c.probe = d
 		return nil
@@ -82,17 +83,17 @@ func WithProbeInterval(d time.Duration) FallbackOption {
 // after its last heartbeat (DefaultInstanceMemory, or three probe
 // intervals when that is longer, by default; at least three probe
 // intervals). An instance that Closes leaves N at once; one that stops
-// beating may have lost Redis only and be deciding on its share locally,
+// beating may have lost the remote only and be deciding on its share locally,
 // so it goes on counting for d: were it dropped at once, the others'
-// shares would grow into its own when Redis fails for them too. The price
+// shares would grow into its own when the remote fails for them too. The price
 // is availability after a crash or a scale-down without Close: for d, a
 // degraded instance enforces the smaller share of the larger N. Every
-// instance of one prefix should use the same memory, as the same probe
+// instance sharing the limits should use the same memory, as the same probe
 // interval.
-func WithInstanceMemory(d time.Duration) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+func WithInstanceMemory(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redisstore: instance memory must be positive, got %v", d)
+			return fmt.Errorf("fallback: instance memory must be positive, got %v", d)
 		}
 		c.memory = d
 		return nil
@@ -102,10 +103,10 @@ func WithInstanceMemory(d time.Duration) FallbackOption {
 // WithInstances fixes N, the number of instances that share each limit,
 // instead of counting them through heartbeats: while degraded each
 // instance enforces limit ÷ n.
-func WithInstances(n int) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+func WithInstances(n int) Option {
+	return optionFunc(func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("redisstore: instances must be at least 1, got %d", n)
+			return fmt.Errorf("fallback: instances must be at least 1, got %d", n)
 		}
 		c.instances = int64(n)
 		return nil
@@ -115,10 +116,10 @@ func WithInstances(n int) FallbackOption {
 // WithLogger sets the logger of mode changes (slog.Default() by default):
 // one line per change, at most one a second (changes in between are
 // counted in the next line).
-func WithLogger(l *slog.Logger) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("redisstore: nil logger")
+			return fmt.Errorf("fallback: nil logger")
 		}
 		c.logger = l
 		return nil
@@ -130,17 +131,29 @@ func WithLogger(l *slog.Logger) FallbackOption {
 // whose RetryAfter is the probe interval) instead of being decided on the
 // local share. Use it for limits that must never be exceeded, such as
 // login attempts.
-func WithFailClosed(names ...string) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) error {
+func WithFailClosed(names ...string) Option {
+	return optionFunc(func(c *config) error {
 		if c.failClosed == nil {
 			c.failClosed = make(map[string]bool)
 		}
 		for _, n := range names {
 			if n == "" {
-				return fmt.Errorf("redisstore: fail-closed limit needs a name")
+				return fmt.Errorf("fallback: fail-closed limit needs a name")
 			}
 			c.failClosed[n] = true
 		}
+		return nil
+	})
+}
+
+// WithBackendName names the remote store in the log lines of mode changes
+// ("the remote store" by default): "Redis", "PostgreSQL".
+func WithBackendName(name string) Option {
+	return optionFunc(func(c *config) error {
+		if name == "" {
+			return fmt.Errorf("fallback: empty backend name")
+		}
+		c.backend = name
 		return nil
 	})
 }

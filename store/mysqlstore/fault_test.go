@@ -1,0 +1,118 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/mysqlstore"
+)
+
+// TestPausedAndStoppedServerIsUnavailableWithinTheDeadline: on a private
+// MariaDB, a paused server (SIGSTOP: connections open, no answer) fails a
+// decision with ErrUnavailable within about the store's deadline, the
+// store recovers when it resumes, and a killed server fails at once.
+func TestPausedAndStoppedServerIsUnavailableWithinTheDeadline(t *testing.T) {
+	srv := startServer(t)
+	db := openDB(t, srv.dsn())
+	s, err := mysqlstore.New(db, mysqlstore.WithPrefix("fault"), mysqlstore.WithTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
+	decide(t, s, id, "k", 1)
+	var req store.Request
+	req.Add(id, "k", 1)
+	attempt := func() (time.Duration, error) {
+		start := time.Now()
+		err := s.Decide(context.Background(), &req, new(store.Result))
+		return time.Since(start), err
+	}
+
+	srv.pause()
+	for range 3 {
+		if took, err := attempt(); !errors.Is(err, store.ErrUnavailable) || took > 500*time.Millisecond {
+			srv.resume()
+			t.Fatalf("paused server: %v after %v, want ErrUnavailable within about 100ms", err, took)
+		}
+	}
+	srv.resume()
+	var ok bool
+	for range 50 { // bounded: the pool drops the connections it gave up on
+		if _, err := attempt(); err == nil {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		t.Fatal("the store did not recover once the server resumed")
+	}
+
+	srv.kill()
+	if took, err := attempt(); !errors.Is(err, store.ErrUnavailable) || took > 500*time.Millisecond {
+		t.Fatalf("killed server: %v after %v, want ErrUnavailable at once", err, took)
+	}
+}
+
+// TestKilledSessionIsUnavailableAndChargesNothing: a decision whose
+// session is killed (KILL of the test's own connection, on the shared
+// server) while it waits for a row lock fails with ErrUnavailable, and once
+// the lock goes nothing of it was charged.
+func TestKilledSessionIsUnavailableAndChargesNothing(t *testing.T) {
+	db := sharedDB(t)
+	s := newStore(t, db)
+	ctx := context.Background()
+	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
+	decide(t, s, id, "k", 1)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.Exec("SELECT a FROM `" + s.Prefix() + "_state` WHERE k = 'k' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var holder int64
+	if err := tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var req store.Request
+		req.Add(id, "k", 3)
+		done <- s.Decide(ctx, &req, new(store.Result))
+	}()
+	// The decision's own session, found by the statement it waits in (the
+	// prefix is this test's), never the lock holder's, which may still show
+	// its last statement for a moment.
+	var session int64
+	deadline := time.Now().Add(4 * time.Second)
+	for session == 0 {
+		err := db.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%' AND ID <> CONNECTION_ID() AND ID <> ?",
+			"%"+s.Prefix()+"_state%", holder).Scan(&session)
+		if err != nil && time.Now().After(deadline) {
+			t.Fatalf("the waiting decision's session was not found: %v", err)
+		}
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if _, err := db.Exec("KILL " + strconv.FormatInt(session, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a decision whose session was killed: %v, want ErrUnavailable", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(t, s, id, "k", 0).Decision(); d.Remaining != 4 {
+		t.Fatalf("after the kill: Remaining %d, want 4 (nothing charged)", d.Remaining)
+	}
+}

@@ -1,0 +1,54 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
+)
+
+// TestRefundNeverGoesBelowEmpty: a refund of more than was charged leaves
+// the key empty (its whole limit, no more), on every algorithm, and a key
+// never charged has nothing to give back.
+func TestRefundNeverGoesBelowEmpty(t *testing.T) {
+	s := newStore(t, sharedPool(t))
+	ctx := context.Background()
+	for _, spec := range []store.Spec{
+		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 3, Window: 24 * time.Hour},
+		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 3, Window: 24 * time.Hour},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 3, Rate: concurrency.Rate{Count: 3, Per: 24 * time.Hour}},
+	} {
+		id := mustRegister(t, s, spec)
+		res := decide(t, s, id, "k", 1)
+		var req store.Request
+		req.Add(id, "k", 100)
+		if err := s.Refund(ctx, &req, res); err != nil {
+			t.Fatalf("%s: %v", spec.Name, err)
+		}
+		var never store.Request
+		never.Add(id, "never", 1)
+		if err := s.Refund(ctx, &never, res); err != nil {
+			t.Fatalf("%s: refund of a key never charged: %v", spec.Name, err)
+		}
+		admitted := 0
+		for range 5 {
+			if decide(t, s, id, "k", 1).Allowed {
+				admitted++
+			}
+		}
+		if admitted != 3 {
+			t.Errorf("%s: %d admitted after an over-refund, want the limit, 3", spec.Name, admitted)
+		}
+		if u, err := s.Usage(ctx, id, "never"); err != nil || u.Used != 0 {
+			t.Errorf("%s: a key never charged uses %d after a refund (%v), want 0", spec.Name, u.Used, err)
+		}
+	}
+	var req store.Request
+	req.Add(1000, "k", 1)
+	if err := s.Refund(ctx, &req, &store.Result{Allowed: true, N: 1}); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Errorf("refund on an unknown limit: %v, want ErrUnknownLimit", err)
+	}
+}
