@@ -88,7 +88,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	for _, i := range p.rates {
 		r := &a.set.rules[i]
 		var rd concurrency.Decision
-		if r.waits == nil {
+		if r.waits == nil && a.wait == 0 {
 			rd = r.rate.AllowN(now, cost)
 		} else {
 			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
@@ -122,8 +122,12 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 
 	// 4. Per-key rules, in one store call.
 	if len(p.stored) > 0 {
+		before := a.wait
 		if ok, err := c.decideStore(ctx, a, p, d); !ok {
 			return err
+		}
+		if a.wait > before && !c.replaceRates(a, d) {
+			return nil // a Global rate rule has no room at the store's later slot
 		}
 	}
 
@@ -196,7 +200,7 @@ func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Dec
 // and false with ctx's error when ctx ended before the store could decide
 // (what it held is given back then).
 func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
-	a.req.N, a.req.Now = 0, a.now
+	a.req.N, a.req.Now, a.req.Wait = 0, a.now, a.wait // reserving hits start no earlier than a Global rule's slot
 	for _, i := range p.stored {
 		r := &a.set.rules[i]
 		if !a.buildKey(r.Identity) {

@@ -85,36 +85,99 @@ func (w *waiters) leave() { w.n.Add(-1) }
 type reserved struct {
 	rule int
 	r    concurrency.Reservation
+	// waiter says that the rule itself made the attempt wait (it has
+	// MaxWait and took a waiter's place), as opposed to a rule charged at
+	// the slot another rule set.
+	waiter bool
 }
 
-// decideRate decides Global rate rule i for a: at once when the bucket has
-// room, else, for a rule with MaxWait, a reservation within it (and within
-// the request's deadline) that starts no earlier than the slot a reserved
-// on an earlier rule. A rule whose MaxWait is shorter than that is decided
-// at once, as a rule without MaxWait is.
+// decideRate decides Global rate rule i for a, when the rule may wait or
+// an earlier rule made a wait. Without a wait so far: at once when there
+// is room. Otherwise a reservation from the slot a already waits for (an
+// earlier rule's), within the rule's MaxWait and the request's deadline,
+// or exactly at that slot when the rule does not wait that long (the
+// attempt starts then anyway, so that is when it must have room). A rule
+// that cannot reserve (a sliding window or log, calendar months) or is in
+// dry-run is decided at once.
 func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) concurrency.Decision {
-	if r.waits == nil || r.dry || a.wait > r.MaxWait {
+	if !r.canReserve || r.dry {
 		return r.rate.AllowN(a.now, a.cost)
 	}
 	if a.wait == 0 {
-		if rd := r.rate.AllowN(a.now, a.cost); rd.Allowed() {
+		rd := r.rate.AllowN(a.now, a.cost)
+		if rd.Allowed() || r.waits == nil {
 			return rd
 		}
 	}
-	maxWait := min(r.MaxWait, a.deadlineLeft(ctx))
-	if maxWait <= a.wait || !r.waits.enter() {
-		// No time left before the deadline, or no room to wait: the
-		// bucket's answer at once, with its exact Retry-After.
+	maxWait, waiter := a.wait, false
+	if r.waits != nil && a.wait < r.MaxWait {
+		// No time left before the deadline, or no room to wait: only the
+		// slot a waits for anyway (at once without one, with the
+		// bucket's exact Retry-After).
+		if mw := min(r.MaxWait, a.deadlineLeft(ctx)); mw > a.wait && r.waits.enter() {
+			maxWait, waiter = mw, true
+		}
+	}
+	if maxWait == 0 {
 		return r.rate.AllowN(a.now, a.cost)
 	}
 	rv := r.rate.(reserver).reserve(a.now, a.cost, a.wait, maxWait)
 	if !rv.Allowed() || rv.Wait == 0 {
-		r.waits.leave()
+		if waiter {
+			r.waits.leave()
+		}
 		return rv.Decision
 	}
-	a.reserved = append(a.reserved, reserved{rule: i, r: rv})
+	a.reserved = append(a.reserved, reserved{rule: i, r: rv, waiter: waiter})
 	a.wait = max(a.wait, rv.Wait)
 	return rv.Decision
+}
+
+// replaceRates moves the charges of a's Global rate rules to a.wait, the
+// later slot a per-key rule reserved, so that no rule sees the attempt
+// start after its charge: each is cancelled and reserved again exactly at
+// that slot (a charge at once is refunded first; while reservations are
+// pending a refund gives nothing back, and that token is lost, never
+// doubled). It reports false, having rolled a back and rejected it, when a
+// rule has no room then.
+func (c *Controller) replaceRates(a *ticket, d *Decision) bool {
+	for k := 0; k < len(a.rated); k++ {
+		i := a.rated[k]
+		r := &a.set.rules[i]
+		if !r.canReserve || r.dry {
+			continue
+		}
+		h, slot := -1, time.Duration(0)
+		for j := range a.reserved {
+			if a.reserved[j].rule == i {
+				h, slot = j, a.reserved[j].r.Wait
+			}
+		}
+		if slot >= a.wait {
+			continue
+		}
+		waiter := false
+		if h >= 0 {
+			waiter = a.reserved[h].waiter
+			r.rate.(reserver).cancel(a.now, a.cost, a.reserved[h].r)
+			a.reserved[h] = a.reserved[len(a.reserved)-1]
+			a.reserved = a.reserved[:len(a.reserved)-1]
+		} else {
+			r.rate.Refund(a.now, a.cost)
+		}
+		rv := r.rate.(reserver).reserve(a.now, a.cost, a.wait, a.wait)
+		if !rv.Allowed() || rv.Wait == 0 {
+			if waiter {
+				r.waits.leave()
+			}
+			a.rated = append(a.rated[:k], a.rated[k+1:]...) // given back above
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, rv.Decision)
+			return false
+		}
+		a.reserved = append(a.reserved, reserved{rule: i, r: rv, waiter: waiter})
+	}
+	return true
 }
 
 // deadlineLeft returns how long a's context leaves from a.now: the longest
@@ -191,7 +254,9 @@ func (c *Controller) awaitSlot(ctx context.Context, a *ticket) bool {
 	case <-t.C:
 	case <-ctx.Done():
 		for _, h := range a.reserved {
-			a.set.rules[h.rule].ctr.add(a.shard, rWaitCancelled, 1)
+			if h.waiter {
+				a.set.rules[h.rule].ctr.add(a.shard, rWaitCancelled, 1)
+			}
 		}
 		a.storeWaits(func(r *rule, _ *store.HitResult) { r.ctr.add(a.shard, rWaitCancelled, 1) })
 		return false
@@ -205,16 +270,20 @@ func (c *Controller) awaitSlot(ctx context.Context, a *ticket) bool {
 		}
 	}
 	for _, h := range a.reserved {
-		waited(&a.set.rules[h.rule], h.r.Wait)
+		if h.waiter {
+			waited(&a.set.rules[h.rule], h.r.Wait)
+		}
 	}
 	a.reserved = a.reserved[:0]
-	a.storeWaits(func(r *rule, hr *store.HitResult) {
-		waited(r, hr.Wait)
-		// The slot has come: from here on the charge is an admission's,
-		// refunded (Rule.Count, a rollback) as one.
-		hr.Wait, hr.Reserved = 0, 0
-	})
+	a.storeWaits(func(r *rule, hr *store.HitResult) { waited(r, hr.Wait) })
 	a.waitsStored = false
+	if a.stored {
+		// The slot has come: from here on every charge is an admission's,
+		// refunded (Rule.Count, a rollback) as one.
+		for j := range a.res.Hits[:a.res.N] {
+			a.res.Hits[j].Wait, a.res.Hits[j].Reserved = 0, 0
+		}
+	}
 	// The attempt starts at its slot: what it holds from here on is given
 	// back at that time or later, on the Controller's clock, never at the
 	// decision's now (a refund there would find the slots still pending).
@@ -270,9 +339,11 @@ func (c *Controller) cancelReserved(a *ticket, i int) bool {
 		}
 		r := &a.set.rules[i]
 		r.rate.(reserver).cancel(a.now, a.cost, h.r)
-		r.waits.leave()
-		if c.obs != nil {
-			c.obs.ObserveQueueWait(r.Name, h.r.Wait, false)
+		if h.waiter {
+			r.waits.leave()
+			if c.obs != nil {
+				c.obs.ObserveQueueWait(r.Name, h.r.Wait, false)
+			}
 		}
 		a.reserved[k] = a.reserved[len(a.reserved)-1]
 		a.reserved = a.reserved[:len(a.reserved)-1]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -406,4 +407,94 @@ func TestReserveThroughTheMiddleware(t *testing.T) {
 			t.Fatalf("past its deadline: %d %v after %v", w.Code, w.Header(), time.Since(start))
 		}
 	})
+}
+
+// TestReserveUnderLoadKeepsTheBoundAndLeavesNothing: in each of 40 runs,
+// 200 attempts in virtual time arrive over two seconds, some giving up
+// after a random time, on a Global bucket and a per-IP bucket that both
+// wait (and a per-IP window, charged at the attempt's slot, that rejects
+// some after they reserved). The instants the admitted attempts start at
+// keep each bucket's bound (burst + rate·T), whichever rule set the slot;
+// no attempt starts before its arrival nor later than the max wait after
+// it; afterwards nothing is held or waiting.
+func TestReserveUnderLoadKeepsTheBoundAndLeavesNothing(t *testing.T) {
+	const iv = 20 * time.Millisecond // 50 a second
+	global := Rule{Name: "global", Algorithm: TokenBucket, Limit: 3, Rate: concurrency.Per(1, iv), MaxWait: 300 * time.Millisecond}
+	perIP := Rule{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 2, Rate: concurrency.Per(1, 3*iv),
+		MaxWait: 200 * time.Millisecond, QueueLength: 4}
+	window := Rule{Name: "window", Identity: IP, Algorithm: FixedWindow, Limit: 12, Window: time.Second}
+	var total [3]RuleStats
+	for seed := range uint64(40) {
+		synctest.Test(t, func(t *testing.T) {
+			c := newReserving(t, global, perIP, window)
+			r := rand.New(rand.NewPCG(seed, 3))
+			start := time.Now()
+			var mu sync.Mutex
+			starts := map[string][]time.Duration{}
+			var wg sync.WaitGroup
+			for k := range 200 {
+				arrive := time.Duration(r.Int64N(int64(2 * time.Second)))
+				ip := netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + k%4)})
+				giveUp := time.Duration(0)
+				if r.IntN(4) == 0 {
+					giveUp = time.Duration(1 + r.Int64N(int64(250*time.Millisecond)))
+				}
+				wg.Go(func() {
+					<-time.After(arrive) // virtual time: the arrival
+					ctx := context.Background()
+					if giveUp > 0 {
+						// A caller that gives up with no deadline known
+						// beforehand: it waits, then cancels.
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithCancel(ctx)
+						defer time.AfterFunc(giveUp, cancel).Stop()
+						defer cancel()
+					}
+					d, tok, err := c.Decide(ctx, Attempt{IP: ip})
+					if err != nil || !d.Allowed {
+						return
+					}
+					at := time.Since(start)
+					if at < arrive || at > arrive+global.MaxWait {
+						t.Errorf("seed %d: started at %v, arrived at %v", seed, at, arrive)
+					}
+					mu.Lock()
+					starts["global"] = append(starts["global"], at)
+					starts[ip.String()] = append(starts[ip.String()], at)
+					mu.Unlock()
+					tok.Done(Success)
+				})
+			}
+			wg.Wait()
+			check := func(name string, at []time.Duration, burst int64, interval time.Duration) {
+				slices.Sort(at)
+				for i := range at {
+					for j := i; j < len(at); j++ {
+						if most := burst + int64((at[j]-at[i])/interval); int64(j-i+1) > most {
+							t.Fatalf("seed %d: %s: %d started in [%v, %v], bound %d", seed, name, j-i+1, at[i], at[j], most)
+						}
+					}
+				}
+			}
+			check("global", starts["global"], global.Limit, iv)
+			for k := range 4 {
+				ip := netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + k)}).String()
+				check(ip, starts[ip], perIP.Limit, 3*iv)
+			}
+			s := c.Stats()
+			if s.Inflight != 0 || s.Rules[0].Waiting != 0 || s.Rules[1].Waiting != 0 {
+				t.Fatalf("seed %d: left behind: %+v", seed, s)
+			}
+			for i := range total {
+				total[i].Waited += s.Rules[i].Waited
+				total[i].WaitCancelled += s.Rules[i].WaitCancelled
+				total[i].Rejected += s.Rules[i].Rejected
+			}
+		})
+	}
+	g, p := total[0], total[1]
+	if g.Waited == 0 || p.Waited == 0 || g.WaitCancelled == 0 || p.WaitCancelled == 0 || total[2].Rejected == 0 {
+		t.Fatalf("the runs did not exercise waits, cancellations and rejections: %+v", total)
+	}
+	t.Logf("waits %d+%d, cancelled %d+%d, rejected by the window %d", g.Waited, p.Waited, g.WaitCancelled, p.WaitCancelled, total[2].Rejected)
 }

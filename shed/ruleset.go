@@ -254,6 +254,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if r.reserves() {
 			dst.waits = &waiters{max: r.maxWaiters()}
 		}
+		dst.canReserve = r.Algorithm.rate() && store.CheckReserve(r.spec()) == nil
 	default:
 		spec := r.spec()
 		if err := spec.Validate(); err != nil {

@@ -202,7 +202,7 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]
 		*out = HitResult{}
-		ls[h.Limit-1].decide(h, now, res.Wait, out)
+		ls[h.Limit-1].decide(h, now, max(req.Wait, res.Wait), out)
 		res.Wait = max(res.Wait, out.Wait)
 		if !out.Decision.Allowed() {
 			// All or nothing: give back what the earlier hits took, latest

@@ -109,11 +109,12 @@ func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, wait time.Duration, out
 		out.Overflow, out.Decision = true, overflowed(r.limit, h.Cost, r.b)
 		return
 	}
-	if h.MaxWait > 0 && h.Cost > 0 && wait <= h.MaxWait {
-		// Decide checked the limit (CheckReserve): a token bucket, or a
-		// fixed window of a fixed length, whose window clock is a shift of
-		// the time, so that waits on it are real ones.
-		rv := any(r.algo).(reserveAlgo[S]).ReserveN(st, now, h.Cost, wait, h.MaxWait)
+	if h.Cost > 0 && (h.MaxWait > 0 || wait > 0) && CheckReserve(r.spec) == nil {
+		// A token bucket, or a fixed window of a fixed length, whose window
+		// clock is a shift of the time, so that waits on it are real ones:
+		// reserved from wait on, within its own max wait, or exactly at
+		// wait when that is shorter (the request starts then anyway).
+		rv := any(r.algo).(reserveAlgo[S]).ReserveN(st, now, h.Cost, wait, max(wait, h.MaxWait))
 		out.Decision = rv.Decision
 		if rv.Allowed() && rv.Wait > 0 {
 			out.Wait, out.Reserved = rv.Wait, rv.End

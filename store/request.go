@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,13 +38,30 @@ type Hit struct {
 	// FixedWindow.ReserveN: the start of a later window), and
 	// HitResult.Wait says how long the caller must wait before the work
 	// starts. Only TokenBucket limits and FixedWindow limits of a fixed
-	// length (no calendar months) reserve (CheckReserve). A hit decided after one that reserved asks for no earlier
-	// instant (all hits of a request start together, at Result.Wait); one
-	// whose MaxWait is shorter than that is decided at once, as without
-	// MaxWait. Zero means no waiting; it must not be negative nor above
+	// length (no calendar months) reserve (CheckReserve). A hit decided
+	// after one that reserved asks for no earlier instant (all hits of a
+	// request start together, at Result.Wait), and one that can reserve is
+	// charged exactly then when its MaxWait is shorter (or zero); a hit
+	// decided before one that reserved later keeps its earlier instant.
+	// Zero means no waiting; it must not be negative nor above
 	// concurrency.MaxReserveWait, and a store returns an error for a
 	// MaxWait on a limit that cannot reserve, or one it cannot honour.
 	MaxWait time.Duration
+}
+
+// RefuseReserve is what a store that decides at once only (it cannot
+// reserve) returns for req: an error naming the store and matching
+// errors.ErrUnsupported when a hit has a MaxWait, nil otherwise (such a
+// store decides every hit at Now, whatever Request.Wait says). Callers
+// that may wait (package shed) then decide again without the max waits.
+func RefuseReserve(req *Request, storeName string) error {
+	for i := range req.Hits[:min(max(req.N, 0), MaxHits)] {
+		if mw := req.Hits[i].MaxWait; mw > 0 {
+			return fmt.Errorf("store: %s cannot reserve (hit %d has a max wait of %v): %w",
+				storeName, i, mw, errors.ErrUnsupported)
+		}
+	}
+	return nil
 }
 
 // CheckReserve reports whether a hit on the limit of spec may carry a
@@ -78,6 +96,14 @@ type Request struct {
 	Hits [MaxHits]Hit
 	// N is the number of hits; a value outside 1..MaxHits makes Decide fail.
 	N int
+	// Wait is how long after Now the request will start anyway (a slot
+	// reserved on a limit outside this store): every hit that can reserve
+	// (CheckReserve) is charged no earlier, within its MaxWait, or exactly
+	// at Now+Wait when its MaxWait is shorter, so that no limit sees the
+	// request start after its charge; the others are decided at Now.
+	// Zero for none; it must not be negative nor above
+	// concurrency.MaxReserveWait.
+	Wait time.Duration
 }
 
 // Add appends a hit. Adding more than MaxHits hits is not a panic: N grows
@@ -96,6 +122,9 @@ func (r *Request) Add(limit LimitID, key string, cost int64) {
 func (r *Request) Check() error {
 	if r.N < 1 || r.N > MaxHits {
 		return fmt.Errorf("store: a request needs 1 to %d hits, got %d", MaxHits, r.N)
+	}
+	if r.Wait < 0 || r.Wait > concurrency.MaxReserveWait {
+		return fmt.Errorf("store: a request wait of %v outside [0, %v]", r.Wait, concurrency.MaxReserveWait)
 	}
 	for i := range r.Hits[:r.N] {
 		h := &r.Hits[i]

@@ -211,13 +211,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := req.Check(); err != nil {
 		return err
 	}
-	for i := range req.Hits[:req.N] {
-		if mw := req.Hits[i].MaxWait; mw > 0 {
-			// Its SQL decides at once; refuse a reservation rather than
-			// ignore the wait.
-			return fmt.Errorf("store: mysqlstore cannot reserve (hit %d has a max wait of %v): %w",
-				i, mw, errors.ErrUnsupported)
-		}
+	if err := store.RefuseReserve(req, "mysqlstore"); err != nil {
+		return err // its SQL decides at once
 	}
 	var lim [store.MaxHits]*limit
 	if err := s.hitLimits(req, &lim); err != nil {

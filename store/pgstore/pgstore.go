@@ -230,6 +230,11 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 // lock timeout) and fills lim with their limits. It returns an error
 // matching store.ErrUnknownLimit when a hit names a limit not held here.
 func (s *Store) args(req *store.Request, lim *[store.MaxHits]*limit) ([]any, error) {
+	// Its SQL function decides at once; a reservation would need the slot
+	// and the state it left in the reply, which it has no room for yet.
+	if err := store.RefuseReserve(req, "pgstore"); err != nil {
+		return nil, err
+	}
 	ls := s.load()
 	n := req.N
 	names, keys := make([]string, n), make([][]byte, n)
@@ -239,13 +244,6 @@ func (s *Store) args(req *store.Request, lim *[store.MaxHits]*limit) ([]any, err
 		h := &req.Hits[i]
 		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
 			return nil, fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
-		}
-		if h.MaxWait > 0 {
-			// Its SQL function decides at once; a reservation would need
-			// the slot and the state it left in the reply, which it has
-			// no room for yet. Refuse rather than ignore the wait.
-			return nil, fmt.Errorf("store: pgstore cannot reserve (hit %d has a max wait of %v): %w",
-				i, h.MaxWait, errors.ErrUnsupported)
 		}
 		l := ls[h.Limit-1]
 		lim[i] = l

@@ -18,7 +18,8 @@
 --   the hit's max wait in ns when deciding (0: none; token buckets and
 --   fixed windows of a fixed length only), and in a refund what its
 --   reservation left: a bucket's state "u:r" or a fixed window's index
---   ("-" for an admission at once).
+--   ("-" for an admission at once). After the hits: the request's wait in
+--   ns (store.Request.Wait).
 --
 -- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
 -- 2^53 for 285 years, so exact in Lua's doubles, with room for the lease
@@ -68,8 +69,9 @@ local out = {time[1], time[2], 0}
 local commits = {}
 
 -- wait is the latest slot a hit of this request reserved, in ns after t:
--- the hits after it ask for no earlier one (store.Hit.MaxWait).
-local wait = 0
+-- the hits after it ask for no earlier one (store.Hit.MaxWait). It starts
+-- at the request's own wait (store.Request.Wait), the last argument.
+local wait = tonumber(ARGV[2 + 7 * math.abs(tonumber(ARGV[1]))]) or 0
 
 -- stateOf formats a token bucket state of debt ns after t.
 local function stateOf(debt)
@@ -105,7 +107,8 @@ local function gcra(key, cost, limit, interval, maxwait)
     return 0, 2, rem, -1, reset, 0
   end
   local nxt = st.debt + cost * interval
-  if maxwait > 0 and wait <= maxwait then
+  if maxwait > 0 or wait > 0 then
+    maxwait = math.max(maxwait, wait) -- exactly at wait when shorter
     -- The first instant from wait on at which the hit fits: its slot.
     local resv = math.max(st.debt, wait) + cost * interval
     local at = math.max(wait, resv - tau)
@@ -219,7 +222,8 @@ local function fixed(key, cost, limit, w, t, maxwait)
     if c > 0 then reset = (idx + 1) * w - t elseif back then reset = idx * w - t end
     return rem, reset
   end
-  if maxwait > 0 and wait <= maxwait and cost > 0 and cost <= limit then
+  if maxwait >= 0 and (maxwait > 0 or wait > 0) and cost > 0 and cost <= limit then
+    maxwait = math.max(maxwait, wait) -- exactly at wait when shorter
     local from = t + ceildiv(wait, 1000)
     local first, i, c = idiv(from, w), st.i, st.c
     local at = from
@@ -545,7 +549,9 @@ for h = 1, n do
     local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local tw = windowClock(shift, months, p)
     if alg == 2 then
-      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw, tonumber(ARGV[b + 7]))
+      local mw = tonumber(ARGV[b + 7])
+      if months > 0 then mw = -1 end -- calendar months do not reserve
+      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw, mw)
     else
       ok, reason, rem, retry, reset, id = sliding(key, cost, limit, p, tw)
     end

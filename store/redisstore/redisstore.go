@@ -265,7 +265,7 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 	ls := s.load()
 	hits := req.Hits[:req.N]
 	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 1+7*req.N)
+	args := make([]any, 0, 2+7*req.N)
 	args = append(args, n)
 	for i := range hits {
 		h := &hits[i]
@@ -292,6 +292,7 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 		}
 		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4], wait)
 	}
+	args = append(args, int64(req.Wait))
 	return keys, args, nil
 }
 

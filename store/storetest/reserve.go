@@ -139,6 +139,25 @@ func testReserve(h *harness, alg store.Algorithm) {
 		h.t.Fatalf("layered: %+v", res)
 	}
 	near("layered", res.Wait, want+iv)
+	// A request that starts later anyway (Request.Wait) reserves no
+	// earlier, on a fresh key too; a hit whose max wait is shorter is
+	// charged exactly then (it has room then: a fresh key).
+	req := &store.Request{Now: h.now, Wait: 15 * time.Second}
+	req.Add(other, "late", 1)
+	req.Hits[0].MaxWait = time.Minute
+	req.Add(id, "late", 1)
+	req.Hits[1].MaxWait = time.Second
+	res = new(store.Result)
+	if err := h.s.Decide(context.Background(), req, res); err != nil {
+		h.t.Fatal(err)
+	}
+	h.checkShape(req, res)
+	if !res.Allowed {
+		h.t.Fatalf("a request that starts later: %+v", res)
+	}
+	near("a request that starts later", res.Wait, 15*time.Second)
+	near("its reserving hit", res.Hits[0].Wait, 15*time.Second)
+	near("its hit of a shorter max wait", res.Hits[1].Wait, 15*time.Second)
 	// A store that keeps sliding windows refuses a max wait on one.
 	if sliding, err := h.s.Register(context.Background(), h.spec(store.SlidingWindow, 1, time.Hour)); err == nil {
 		if _, err := reserve(store.Hit{Limit: sliding, Key: "w", Cost: 1, MaxWait: time.Second}); err == nil ||
