@@ -33,7 +33,9 @@
 // middleware, on the request's context, which cancels the reservations if
 // it ends first), and takes its concurrency permits after the wait, so
 // that a waiter holds none. Concurrent waiters get consecutive slots, none
-// early (50 waiters on a bucket of 10 a second start 100 ms apart).
+// early (50 waiters on a bucket of 10 a second start 100 ms apart), and
+// the attempt's other token-bucket and fixed-window rules are charged at
+// its slot too.
 // Rule.QueueLength bounds the waiters; RuleStats counts the waits.
 //
 // When a later step rejects, what the earlier ones took is given back, so

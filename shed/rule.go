@@ -217,9 +217,12 @@ type Rule struct {
 	// is charged now as if the request were admitted then: the bucket's
 	// next token, the start of a later window; see
 	// concurrency.GCRA.ReserveN) and who then waits until it comes, or
-	// until its context ends, which cancels the reservation. A request whose context deadline falls before its slot
-	// is rejected at once, with Retry-After, and reserves nothing. Zero
-	// means no waiting. Short waits (NGINX's limit_req delay) suit calls
+	// until its context ends, which cancels the reservation. A request
+	// whose context deadline falls before its slot is rejected at once,
+	// with Retry-After, and reserves nothing. Every other token-bucket or
+	// fixed-window rule of the request is charged at that slot too, since
+	// the request starts then (one that has no room then rejects it), so
+	// no rule sees a start after its charge. Zero means no waiting. Short waits (NGINX's limit_req delay) suit calls
 	// between internal services, which would rather be slowed than fail.
 	MaxWait time.Duration
 	// QueueLength bounds how many requests wait at once for a Global
