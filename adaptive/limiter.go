@@ -38,6 +38,13 @@ type Request struct {
 	// SheddablePlus, -2 Sheddable, 1 CriticalPlus. Higher priorities are
 	// served first and shed last (see queueing.Priority).
 	Priority int8
+	// Tenant and Weight place the request in the fair share of a Limiter
+	// whose queue shares its limit among tenants
+	// (WithQueue(queueing.WithFairShare()), see Limiter.FairShare): a
+	// weight of 0 counts as 1, others must be in [1, queueing.MaxWeight].
+	// Without fair share they are ignored.
+	Tenant string
+	Weight int
 }
 
 // Limiter enforces a limit that an Algorithm adapts from the outcomes of the
@@ -165,22 +172,45 @@ func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 	if l.overPressure(r.Class) {
 		return Token{}, ErrLimited
 	}
-	if !l.lane(r.Priority).TryAcquire(1) { // never ahead of a waiter the queue serves first
+	lane, err := l.lane(r)
+	if err != nil {
+		return Token{}, err
+	}
+	if !lane.TryAcquire(1) { // never ahead of a waiter the queue serves first
 		return Token{}, ErrLimited
 	}
-	return l.issue(now, r.Priority), nil
+	return l.issue(now, lane), nil
 }
 
-// lane is the queue's way in for priority p (relative to Critical).
-func (l *Limiter) lane(p int8) queueing.Lane {
-	if i := int(p) + 2; i >= 0 && i < len(l.lanes) {
-		return l.lanes[i]
+// lane is the queue's way in for r: its priority (relative to Critical)
+// and, with fair share, its tenant. The error is a weight out of range.
+func (l *Limiter) lane(r Request) (queueing.Lane, error) {
+	var ln queueing.Lane
+	if i := int(r.Priority) + 2; i >= 0 && i < len(l.lanes) {
+		ln = l.lanes[i]
+	} else {
+		ln, _ = l.q.Lane(queueing.Critical+queueing.Priority(r.Priority), "") // no partitions: never an error
 	}
-	ln, _ := l.q.Lane(queueing.Critical+queueing.Priority(p), "") // no partitions: never an error
-	return ln
+	if !l.q.FairShare() {
+		return ln, nil
+	}
+	w := r.Weight
+	if w == 0 {
+		w = 1
+	}
+	ln, err := ln.Tenant(r.Tenant, w)
+	if err != nil {
+		return queueing.Lane{}, fmt.Errorf("adaptive: %w", err)
+	}
+	return ln, nil
 }
 
-func (l *Limiter) issue(now int64, prio int8) Token {
+// FairShare reports whether the Limiter's queue shares the limit among
+// tenants (WithQueue(queueing.WithFairShare())): then Request.Tenant and
+// Request.Weight place each request in it.
+func (l *Limiter) FairShare() bool { return l.q.FairShare() }
+
+func (l *Limiter) issue(now int64, lane queueing.Lane) Token {
 	// One load and, only when it is a new maximum, a CAS: most admissions
 	// do not write the shared line.
 	in := l.sem.Inflight()
@@ -191,7 +221,7 @@ func (l *Limiter) issue(now int64, prio int8) Token {
 		}
 	}
 	s := l.tokens.Get().(*tokenState)
-	s.start, s.prio = now, prio
+	s.start, s.lane = now, lane
 	return Token{s: s, gen: s.gen.Load()}
 }
 
@@ -221,7 +251,10 @@ func (l *Limiter) Acquire(ctx context.Context, r Request) (Token, error) {
 	if err != ErrLimited || l.overPressure(r.Class) {
 		return t, err
 	}
-	lane := l.lane(r.Priority)
+	lane, err := l.lane(r) // no error: TryAcquireAt made the same lane
+	if err != nil {
+		return Token{}, err
+	}
 	if r.Deadline != 0 {
 		rtt := l.rtt.Load()
 		wait := rtt * (lane.Ahead() + 1) / max(1, l.sem.Limit())
@@ -235,7 +268,7 @@ func (l *Limiter) Acquire(ctx context.Context, r Request) (Token, error) {
 		}
 		return Token{}, err
 	}
-	return l.issue(clock.Now(), r.Priority), nil
+	return l.issue(clock.Now(), lane), nil
 }
 
 // overPressure reports whether class c holds its pressure bound already.
@@ -249,7 +282,7 @@ func (l *Limiter) overPressure(c Class) bool {
 
 // finish records one outcome, returns the permit and closes the window when
 // it is due.
-func (l *Limiter) finish(now, latency int64, o Outcome, prio int8) {
+func (l *Limiter) finish(now, latency int64, o Outcome, lane queueing.Lane) {
 	switch o {
 	case Success:
 		latency = max(0, latency)
@@ -269,7 +302,7 @@ func (l *Limiter) finish(now, latency int64, o Outcome, prio int8) {
 			l.drops.Add(1)
 		}
 	}
-	l.lane(prio).Release(1) // through the queue: its next waiter gets it
+	lane.Release(1) // through the queue: its next waiter gets it
 	if o == Ignore {
 		return
 	}

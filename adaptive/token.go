@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/queueing"
 )
 
 // Token is the permit for one admitted unit of work. Report its end exactly
@@ -21,7 +22,7 @@ type Token struct {
 type tokenState struct {
 	l     *Limiter
 	start int64
-	prio  int8 // the request's, to give the permit back through its lane
+	lane  queueing.Lane // the request's, to give the permit back through it
 	gen   atomic.Uint64
 }
 
@@ -41,9 +42,10 @@ func (t Token) DoneAt(now int64, o Outcome) {
 	if !s.gen.CompareAndSwap(t.gen, t.gen+1) {
 		panic("adaptive: Token reported twice")
 	}
-	l, start, prio := s.l, s.start, s.prio
+	l, start, lane := s.l, s.start, s.lane
+	s.lane = queueing.Lane{}
 	l.tokens.Put(s)
-	l.finish(now, now-start, o, prio)
+	l.finish(now, now-start, o, lane)
 }
 
 // DoneWithLatency reports o with a latency the caller measured itself and

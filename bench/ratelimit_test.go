@@ -18,26 +18,26 @@ const (
 	tbBurst = 1 << 30
 )
 
-// countingClock is uber's clock with its sleeps counted: Take never rejects,
-// it blocks, so the benchmark reports its sleeps per call and fails when
-// more than 1% of calls slept (the rate would then be too low to measure a
-// decision). Some sleeps are unavoidable in parallel: uber reads the clock
-// before it loads its state, so a caller whose reading went stale while
-// another caller moved the state on (on a busy machine, a descheduled
-// goroutine) waits out the difference.
+// countingClock is uber's clock with its sleeps counted and skipped: Take
+// never rejects, it blocks until its slot, so with a real Sleep the case
+// measured sleeps whenever a caller found itself ahead of the rate (at short
+// benchtimes, and in parallel always: uber reads the clock before it loads
+// its state, so a caller whose reading went stale while another moved the
+// state on waits out the difference). Skipping the sleep leaves what the
+// other cases measure, one decision, uber's own clock read included; the
+// benchmark reports the sleeps it skipped per call.
 type countingClock struct{ sleeps atomic.Int64 }
 
 func (c *countingClock) Now() time.Time { return time.Now() }
-func (c *countingClock) Sleep(d time.Duration) {
+func (c *countingClock) Sleep(time.Duration) {
 	c.sleeps.Add(1)
-	time.Sleep(d)
 }
 
 // BenchmarkTokenBucketAllow: one token-bucket decision of one token, serial
 // and parallel. sluice and x/time/rate take the time explicitly (each
 // goroutine advances its own by 1 ns per call, so both see out-of-order
 // times in parallel); uber reads the clock itself and blocks instead of
-// rejecting, so its rate is set high enough that it never sleeps. Each case
+// rejecting, so its sleeps are skipped (see countingClock). Each case
 // checks that every call was admitted.
 func BenchmarkTokenBucketAllow(b *testing.B) {
 	base := time.Now()
@@ -63,11 +63,7 @@ func BenchmarkTokenBucketAllow(b *testing.B) {
 			clk := &countingClock{}
 			lim := ratelimit.New(tbRate, ratelimit.WithClock(clk))
 			return func(int64) bool { lim.Take(); return true }, func(calls int) {
-				n := clk.sleeps.Load()
-				b.ReportMetric(float64(n)/float64(max(calls, 1)), "sleeps/op")
-				if n*100 > int64(calls) {
-					b.Errorf("uber limiter slept %d times in %d calls: the rate is too low to measure a decision", n, calls)
-				}
+				b.ReportMetric(float64(clk.sleeps.Load())/float64(max(calls, 1)), "skipped-sleeps/op")
 			}
 		}},
 	}

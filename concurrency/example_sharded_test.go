@@ -43,3 +43,23 @@ func ExampleShardedWindow() {
 	// search 3 at +300ms: allowed=false remaining=0 retry after 700ms
 	// search 4 at +1s: allowed=true remaining=1 retry after 0s
 }
+
+func ExampleShardedBucket() {
+	// 1,000 requests a second with a burst of 256 across the whole service,
+	// split over 4 shards of 64 tokens.
+	api, err := concurrency.NewShardedBucket(concurrency.Per(1000, time.Second), 256, concurrency.WithShardCount(4))
+	if err != nil {
+		panic(err)
+	}
+	now := int64(10 * time.Second) // now, in monotonic nanoseconds
+	fmt.Println("a burst of 200:", api.AllowN(now, 200).Allowed())
+	fmt.Println("56 more:", api.AllowN(now, 56).Allowed(), "then one:", api.AllowN(now, 1).Allowed())
+	api.Refund(now, 10) // a later limit rejected ten of them
+	fmt.Println("available:", api.Available(now))
+	fmt.Println("after 100 ms:", api.Available(now+int64(100*time.Millisecond)))
+	// Output:
+	// a burst of 200: true
+	// 56 more: true then one: false
+	// available: 10
+	// after 100 ms: 110
+}

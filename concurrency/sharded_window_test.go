@@ -185,6 +185,22 @@ func TestShardedWindowModel(t *testing.T) {
 					rt.Fatalf("Remaining %d, model %d", d.Remaining, limit-used)
 				}
 			},
+			"refund": func(rt *rapid.T) {
+				// Units admitted in the window of now come back; a refund
+				// in any other window gives nothing.
+				// (Refund trusts its caller: nothing is refunded in the
+				// current window that it did not admit.)
+				inCur := now/window == cur
+				if inCur && used == 0 {
+					return
+				}
+				n := rapid.Int64Range(1, limit).Draw(rt, "refund")
+				if inCur {
+					n = rapid.Int64Range(1, used).Draw(rt, "refund-cur")
+					used -= n
+				}
+				atDepth(rapid.IntRange(0, 8).Draw(rt, "depth"), func() { sw.Refund(now, n) })
+			},
 			"advance": func(rt *rapid.T) {
 				now += rapid.Int64Range(0, 2*window).Draw(rt, "dt")
 			},
@@ -193,6 +209,94 @@ func TestShardedWindowModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// TestShardedWindowNeverOverAdmitsWithRefunds: goroutines on a shared
+// virtual clock admit and give back about a third of what they got, in the
+// window they got it; what each window holds net (admitted minus refunded)
+// never exceeds the limit, and refunds are admitted again.
+func TestShardedWindowNeverOverAdmitsWithRefunds(t *testing.T) {
+	const limit, window, windows, workers, tick = 200, int64(MinWindow), 40, 8, int64(MinWindow) / 2000
+	for _, shards := range []int{1, 4, 64} {
+		sw, err := NewShardedWindow(limit, time.Duration(window), WithShardCount(shards))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clock atomic.Int64
+		var net, gross [windows + 2]atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				n := int64(w%3 + 1)
+				for i := 0; ; i++ {
+					now := clock.Add(tick)
+					if now >= windows*window {
+						return
+					}
+					d := sw.AllowN(now, n)
+					if !d.Allowed() {
+						continue
+					}
+					at := (now+int64(d.ResetAfter))/window - 1
+					// Counted before the refund, so that net never shows
+					// less than the window holds.
+					net[at].Add(n)
+					gross[at].Add(n)
+					if i%3 == 0 && at == now/window {
+						net[at].Add(-n)
+						sw.Refund(now, n)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		var over int64
+		for i := range net {
+			if c := net[i].Load(); c > limit {
+				t.Fatalf("%d shards: window %d holds %d units net, limit %d", shards, i, c, limit)
+			}
+			over = max(over, gross[i].Load())
+		}
+		if over <= limit {
+			t.Errorf("%d shards: no window admitted more than its limit gross (%d): refunds were never admitted again", shards, over)
+		}
+	}
+}
+
+func TestShardedWindowRefundBasics(t *testing.T) {
+	sw, err := NewShardedWindow(3, time.Second, WithShardCount(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(10 * time.Second)
+	for range 3 {
+		if !sw.AllowN(now, 1).Allowed() {
+			t.Fatal("rejected below the limit")
+		}
+	}
+	if sw.AllowN(now, 1).Allowed() {
+		t.Fatal("admitted above the limit")
+	}
+	sw.Refund(now, 2)
+	if !sw.AllowN(now, 2).Allowed() || sw.AllowN(now, 1).Allowed() {
+		t.Fatal("the refunded units were not admitted again exactly")
+	}
+	sw.Refund(now+int64(time.Second), 2) // the next window is not open: nothing
+	next := now + int64(time.Second)
+	if !sw.AllowN(next, 3).Allowed() || sw.AllowN(next, 1).Allowed() {
+		t.Fatal("a refund before its window opened changed it")
+	}
+	sw.Refund(now, 3) // the old window has passed: nothing
+	if sw.AllowN(next, 1).Allowed() {
+		t.Fatal("a refund in a past window was admitted in the current one")
+	}
+	sw.Refund(next, 0)
+	defer func() {
+		if recover() == nil {
+			t.Error("a negative refund did not panic")
+		}
+	}()
+	sw.Refund(next, -1)
 }
 
 func TestShardedWindowDoesNotAllocate(t *testing.T) {

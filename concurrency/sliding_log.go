@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/clock"
 )
@@ -133,6 +134,15 @@ func NewSlidingLog(limit int64, window time.Duration) (*SlidingLog, error) {
 
 // Limit returns the admissions allowed per window.
 func (l *SlidingLog) Limit() int64 { return l.limit }
+
+// KeyBytes returns the memory one key's state holds beyond the
+// SlidingLogState itself once it has admitted anything: its ring of Limit
+// slots (16 bytes each) and the ring's header, as the allocator rounds
+// them (AllocBytes). A table of such states costs KeyBytes per live entry
+// on top of TableBytes.
+func (l *SlidingLog) KeyBytes() int64 {
+	return AllocBytes(int64(unsafe.Sizeof(logRing{}))) + AllocBytes(l.limit*int64(unsafe.Sizeof(logSlot{})))
+}
 
 // Window returns the window length.
 func (l *SlidingLog) Window() time.Duration { return time.Duration(l.window) }

@@ -217,10 +217,7 @@ func NewTable[V any, P interface {
 	}
 	n := cfg.shards
 	if n == 0 {
-		n = 1 << bits.Len(uint(max(1, runtime.GOMAXPROCS(0))-1))
-		for n > 1 && capacity/n < 1024 {
-			n /= 2
-		}
+		n = defaultShards(capacity)
 	} else if n < 0 || n&(n-1) != 0 || n > capacity {
 		return nil, fmt.Errorf("concurrency: table shards must be a power of two between 1 and the capacity (%d), got %d", capacity, n)
 	}
@@ -233,26 +230,82 @@ func NewTable[V any, P interface {
 		overflow:   cfg.overflow,
 		recovered:  recovered,
 	}
-	shardBuckets := func(i int) (c, nb int) {
-		c = capacity / n
-		if i < capacity%n {
-			c++
-		}
-		return c, max(1, (c*slotsPerEntry4/4+bucketSlots-1)/bucketSlots)
-	}
-	total := 0
-	for i := range t.shards {
-		_, nb := shardBuckets(i)
-		total += nb
-	}
-	t.buckets = make([]bucket[V], total)
+	t.buckets = make([]bucket[V], totalBuckets(capacity, n))
 	next := t.buckets
 	for i := range t.shards {
-		c, nb := shardBuckets(i)
+		c, nb := shardBuckets(capacity, n, i)
 		t.shards[i].cap = int64(c)
 		t.shards[i].buckets, next = next[:nb:nb], next[nb:]
 	}
 	return t, nil
+}
+
+// defaultShards is the shard count of a table of capacity without
+// WithShards (see WithShards).
+func defaultShards(capacity int) int {
+	n := 1 << bits.Len(uint(max(1, runtime.GOMAXPROCS(0))-1))
+	for n > 1 && capacity/n < 1024 {
+		n /= 2
+	}
+	return n
+}
+
+// shardBuckets returns the capacity and the buckets of shard i of n of a
+// table of capacity.
+func shardBuckets(capacity, n, i int) (c, nb int) {
+	c = capacity / n
+	if i < capacity%n {
+		c++
+	}
+	return c, max(1, (c*slotsPerEntry4/4+bucketSlots-1)/bucketSlots)
+}
+
+func totalBuckets(capacity, n int) int {
+	total := 0
+	for i := range n {
+		_, nb := shardBuckets(capacity, n, i)
+		total += nb
+	}
+	return total
+}
+
+// TableBytes returns the bytes NewTable preallocates for a table of
+// capacity entries of state V with the default shards (at the current
+// GOMAXPROCS): its buckets, 5/4 slots per entry rounded up to whole
+// buckets in each shard, each slot 16 bytes plus the size of V (see
+// Table). A state that points to memory of its own (a SlidingLogState's
+// ring) costs that memory on top. It returns the error NewTable would for a
+// capacity that is not positive or is above MaxTableCapacity.
+func TableBytes[V any](capacity int) (int64, error) {
+	if capacity <= 0 {
+		return 0, fmt.Errorf("concurrency: table capacity must be positive, got %d", capacity)
+	}
+	if capacity > MaxTableCapacity {
+		return 0, fmt.Errorf("concurrency: table capacity %d is above the supported %d", capacity, MaxTableCapacity)
+	}
+	// At most 2^24·5/4/8 buckets of a few KiB: no overflow.
+	n := defaultShards(capacity)
+	return AllocBytes(int64(totalBuckets(capacity, n))*int64(unsafe.Sizeof(bucket[V]{}))) +
+		AllocBytes(int64(n)*int64(unsafe.Sizeof(tableShard[V]{}))) + AllocBytes(tableHeader+int64(unsafe.Sizeof(*new(V)))), nil
+}
+
+// tableHeader bounds the fields of a Table other than its shared state V.
+const tableHeader = 128
+
+// AllocBytes returns the memory an allocation of n bytes takes: n rounded
+// up to the Go allocator's size class, as append rounds a slice's capacity
+// (measured so, on a small allocation), or to whole 8 KiB pages above
+// 32 KiB, the largest size class. Sizes of memory bounds use it, so that a
+// bound is one.
+func AllocBytes(n int64) int64 {
+	const largest, page = 32 << 10, 8 << 10
+	switch {
+	case n <= 0:
+		return 0
+	case n > largest:
+		return (n + page - 1) &^ (page - 1)
+	}
+	return int64(cap(append([]byte(nil), make([]byte, n)...)))
 }
 
 // Ref is a pinned reference to one key's state, returned by Get and Lookup.

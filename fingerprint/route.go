@@ -7,36 +7,65 @@ import "net/http"
 type MethodClass uint8
 
 const (
-	// MethodOther is any method not named below (CONNECT, TRACE, extension
-	// methods, and lower-case spellings, as methods are case-sensitive).
-	MethodOther MethodClass = iota
-	// MethodRead is GET, HEAD and OPTIONS.
-	MethodRead
-	// MethodWrite is POST, PUT, PATCH and DELETE.
+	// MethodRead is GET, HEAD and OPTIONS, in any case.
+	MethodRead MethodClass = iota + 1
+	// MethodWrite is every other method: POST, PUT, PATCH, DELETE, and
+	// CONNECT, TRACE and extension methods too, since a method a limit does
+	// not know must not escape the limits of writes.
 	MethodWrite
 )
 
-// String returns "read", "write" or "other".
+// String returns "read" or "write".
 func (c MethodClass) String() string {
-	switch c {
-	case MethodRead:
+	if c == MethodRead {
 		return "read"
-	case MethodWrite:
-		return "write"
 	}
-	return "other"
+	return "write"
 }
 
-// ClassOf returns the class of an HTTP method; "" (which net/http reads as
-// GET) is a read.
+// ClassOf returns the class of an HTTP method, compared without regard to
+// case (a client that sends "get" or "Post" is classed as GET or POST);
+// "" (which net/http reads as GET) is a read. It allocates nothing.
 func ClassOf(method string) MethodClass {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, "":
+	if method == "" || EqualMethod(method, http.MethodGet) || EqualMethod(method, http.MethodHead) ||
+		EqualMethod(method, http.MethodOptions) {
 		return MethodRead
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		return MethodWrite
 	}
-	return MethodOther
+	return MethodWrite
+}
+
+// EqualMethod reports whether two method names are equal without regard to
+// ASCII case, with HEAD equal to GET (a HEAD is a GET without its body, so
+// it is routed and limited as one). It allocates nothing.
+func EqualMethod(a, b string) bool {
+	return foldMethod(a) == foldMethod(b) || len(a) == len(b) && asciiEqualFold(a, b)
+}
+
+// foldMethod returns GET for any spelling of HEAD or GET, and m otherwise.
+func foldMethod(m string) string {
+	if len(m) == 4 && asciiEqualFold(m, http.MethodHead) || len(m) == 3 && asciiEqualFold(m, http.MethodGet) {
+		return http.MethodGet
+	}
+	return m
+}
+
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x >= 'a' && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if y >= 'a' && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // AppendRoute appends the route key of req: the ServeMux pattern that

@@ -68,16 +68,38 @@ func TestAppendRoute(t *testing.T) {
 func TestClassOf(t *testing.T) {
 	cases := map[string]MethodClass{
 		"GET": MethodRead, "HEAD": MethodRead, "OPTIONS": MethodRead, "": MethodRead,
+		"get": MethodRead, "Head": MethodRead, "options": MethodRead,
 		"POST": MethodWrite, "PUT": MethodWrite, "PATCH": MethodWrite, "DELETE": MethodWrite,
-		"CONNECT": MethodOther, "TRACE": MethodOther, "get": MethodOther, "PROPFIND": MethodOther,
+		"post": MethodWrite, "Delete": MethodWrite,
+		"CONNECT": MethodWrite, "TRACE": MethodWrite, "PROPFIND": MethodWrite, "BREW": MethodWrite,
+		"GETX": MethodWrite, "GE": MethodWrite, "HEADS": MethodWrite, "OPTION": MethodWrite,
 	}
 	for m, want := range cases {
 		if got := ClassOf(m); got != want {
 			t.Errorf("ClassOf(%q) = %v, want %v", m, got, want)
 		}
 	}
-	if MethodRead.String() != "read" || MethodWrite.String() != "write" || MethodOther.String() != "other" {
+	if MethodRead.String() != "read" || MethodWrite.String() != "write" {
 		t.Error("names")
+	}
+	if n := testing.AllocsPerRun(100, func() { ClassOf("propfind") }); n != 0 {
+		t.Errorf("ClassOf allocates %v times", n)
+	}
+}
+
+func TestEqualMethod(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"GET", "GET", true}, {"get", "GET", true}, {"HEAD", "GET", true}, {"head", "get", true},
+		{"GET", "HEAD", true}, {"POST", "post", true}, {"PoSt", "POST", true},
+		{"POST", "PUT", false}, {"HEAD", "POST", false}, {"GET", "GETS", false}, {"", "GET", false},
+		{"PROPFIND", "propfind", true}, {"OPTIONS", "GET", false},
+	} {
+		if got := EqualMethod(tc.a, tc.b); got != tc.want {
+			t.Errorf("EqualMethod(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
 

@@ -52,7 +52,7 @@ func TestCalendarAndOverflowFields(t *testing.T) {
 		{"calendar on a log", rule("     \"algorithm\": \"sliding_log\", \"window\": \"1d\",\n     \"calendar\": {\"zone\": \"+01:00\"}\n"),
 			"t.json:6: rules[0].calendar: applies only to fixed_window and sliding_window"},
 		{"overflow", rule("     \"algorithm\": \"fixed_window\", \"window\": \"1d\",\n     \"overflow\": \"drop\"\n"),
-			"t.json:6: rules[0].overflow: must be reject or share"},
+			"t.json:6: rules[0].overflow: must be reject, share or prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := policy.Parse("t.json", []byte(tc.doc))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/fingerprint"
 )
@@ -18,22 +19,30 @@ type category struct {
 // route is one compiled route pattern.
 type route struct {
 	method string // "" for any
+	// path is normalised (fingerprint.AppendNormalizedPath); a prefix
+	// keeps the "/" it ends in, and then also matches its root without it.
 	path   string
-	prefix bool // path ends in "*": a prefix
+	prefix bool // path ended in "*": a prefix
 }
 
+// match reports whether a request of method for the normalised path
+// matches r: methods compare without regard to case, HEAD as GET.
 func (r route) match(method, path string) bool {
-	if r.method != "" && r.method != method {
+	if r.method != "" && !fingerprint.EqualMethod(r.method, method) {
 		return false
 	}
-	if r.prefix {
-		return strings.HasPrefix(path, r.path)
+	if !r.prefix {
+		return path == r.path
 	}
-	return path == r.path
+	if strings.HasPrefix(path, r.path) {
+		return true
+	}
+	// "/api/*" covers "/api" too, the spelling normalisation gives "/api/".
+	return strings.HasSuffix(r.path, "/") && len(path)+1 == len(r.path) && r.path[:len(path)] == path
 }
 
 var classes = map[string]fingerprint.MethodClass{"read": fingerprint.MethodRead,
-	"write": fingerprint.MethodWrite, "other": fingerprint.MethodOther}
+	"write": fingerprint.MethodWrite}
 
 func (v *validator) categories(specs []CategorySpec) []category {
 	out := make([]category, len(specs))
@@ -63,7 +72,7 @@ func (v *validator) categories(specs []CategorySpec) []category {
 		for j, m := range s.Methods {
 			cl, ok := classes[m]
 			if !ok {
-				v.failf(fmt.Sprintf("%s.methods[%d]", path, j), "must be read, write or other, got %q", m)
+				v.failf(fmt.Sprintf("%s.methods[%d]", path, j), "must be read or write (every method but GET, HEAD and OPTIONS is a write), got %q", m)
 			}
 			c.classes |= 1 << cl
 		}
@@ -72,7 +81,8 @@ func (v *validator) categories(specs []CategorySpec) []category {
 	return out
 }
 
-// parseRoute parses "[METHOD ]/path[*]".
+// parseRoute parses "[METHOD ]/path[*]". The path is normalised as
+// request paths are, so that "/Login/" and "/login" name one route.
 func parseRoute(s string) (route, error) {
 	var r route
 	if m, p, ok := strings.Cut(s, " "); ok {
@@ -84,25 +94,32 @@ func parseRoute(s string) (route, error) {
 	if !strings.HasPrefix(s, "/") {
 		return r, fmt.Errorf("route %q must start with /", s)
 	}
-	if p, ok := strings.CutSuffix(s, "*"); ok {
-		r.path, r.prefix = p, true
-	} else {
-		r.path = s
-	}
-	if strings.Contains(r.path, "*") {
+	p, prefix := strings.CutSuffix(s, "*")
+	if strings.Contains(p, "*") {
 		return r, fmt.Errorf("route %q may have * only at its end", s)
+	}
+	r.path, r.prefix = fingerprint.NormalizePath(p), prefix
+	if prefix && strings.HasSuffix(p, "/") && r.path != "/" {
+		r.path += "/"
 	}
 	return r, nil
 }
 
 // Category returns the endpoint category of a request with method and
 // route (the pattern the router matched, such as http.Request.Pattern, or
-// the normalised path): the first declared category that matches, else
-// the method class ("read", "write", "other"). It allocates nothing.
+// the request's escaped path): the first declared category that matches,
+// else the method class ("read", "write"). The route's path is normalised
+// first (fingerprint.AppendNormalizedPath: case, slashes, dot segments,
+// escapes), so /login, /Login/, //login and /%6cogin are one route;
+// methods compare without regard to case, and HEAD matches what GET
+// matches. It allocates nothing for routes up to 256 bytes.
 func (p *Policy) Category(method, route string) string {
 	if m, path, ok := strings.Cut(route, " "); ok && m != "" && path != "" && path[0] == '/' {
 		route = path // a ServeMux pattern with its method
 	}
+	var buf [256]byte
+	norm := fingerprint.AppendNormalizedPath(buf[:0], route)
+	path := unsafe.String(unsafe.SliceData(norm), len(norm)) // read only below, while buf lives
 	class := fingerprint.ClassOf(method)
 	for i := range p.cats {
 		c := &p.cats[i]
@@ -113,7 +130,7 @@ func (p *Policy) Category(method, route string) string {
 			return c.name
 		}
 		for _, r := range c.routes {
-			if r.match(method, route) {
+			if r.match(method, path) {
 				return c.name
 			}
 		}
@@ -122,13 +139,16 @@ func (p *Policy) Category(method, route string) string {
 }
 
 // CategoryFunc returns the categorizer for shed.WithCategory: Category of
-// the request's method and r.Pattern (http.ServeMux's match), or its
-// URL path when no pattern matched.
+// the request's method and route. The route is r.Pattern (http.ServeMux's
+// match) when it names one route; when no pattern matched (the middleware
+// wraps the mux), or the pattern is a subtree ("/api/", "/files/{p...}":
+// the middleware is mounted on it), it is the request's path, so that
+// path routes under a subtree match.
 func (p *Policy) CategoryFunc() func(*http.Request) string {
 	return func(r *http.Request) string {
 		route := r.Pattern
-		if route == "" {
-			route = r.URL.Path
+		if route == "" || strings.HasSuffix(route, "/") || strings.HasSuffix(route, "...}") {
+			route = r.URL.EscapedPath()
 		}
 		return p.Category(r.Method, route)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/queueing"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -51,6 +52,9 @@ func newLimiter(a AdaptiveSpec) (*adaptive.Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.fair {
+		return adaptive.NewLimiter(alg, adaptive.WithQueue(queueing.WithFairShare()))
+	}
 	return adaptive.NewLimiter(alg)
 }
 
@@ -61,6 +65,9 @@ func (p *Policy) Options() ([]shed.Option, error) {
 	opts := []shed.Option{shed.WithCategory(p.CategoryFunc())}
 	if p.tiers != nil {
 		opts = append(opts, shed.WithDefaultTier(p.tiers.Default))
+		if len(p.tiers.Weights) > 0 {
+			opts = append(opts, shed.WithTierWeights(p.tiers.Weights))
+		}
 	}
 	if p.file.DryRun {
 		opts = append(opts, shed.WithDryRun())
@@ -74,7 +81,8 @@ func (p *Policy) Options() ([]shed.Option, error) {
 		if err != nil {
 			return nil, p.errAt("suspicion", err)
 		}
-		opts = append(opts, shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale}))
+		opts = append(opts, shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale,
+			Demote: s.DemoteTo != "", Priority: demotions[s.DemoteTo], DryRun: s.DryRun}))
 	}
 	if p.exempt != nil {
 		opts = append(opts, shed.WithExemptions(*p.exempt))

@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -25,14 +26,19 @@ func FromRules(rules []shed.Rule) (File, error) {
 		if r.Algorithm == shed.Adaptive || r.Limiter != nil {
 			return File{}, fmt.Errorf("policy: rule %q: an adaptive limiter cannot be written; use RuleSpec.Adaptive", r.Name)
 		}
-		if r.Identity > shed.Tenant || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed ||
-			r.Queue.Order > queueing.AdaptiveLIFO {
+		if r.Identity > shed.Composite || r.Algorithm < shed.TokenBucket || r.Algorithm > shed.Adaptive || r.Failure > shed.FailClosed ||
+			r.Queue.Order > queueing.AdaptiveLIFO || r.Queue.FairShare > shed.Tenant {
 			return File{}, fmt.Errorf("policy: rule %q: identity, algorithm or failure mode out of range", r.Name)
 		}
 		s := RuleSpec{Name: r.Name, Category: r.Category, Identity: r.Identity.String(),
-			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity,
+			Algorithm: r.Algorithm.String(), Limit: r.Limit, Capacity: r.Capacity, MaxBytes: r.MaxBytes,
 			QueueLength: r.QueueLength, SoftLimit: r.SoftLimit, DryRun: r.DryRun, Tier: r.Tier,
 			CGNATFactor: r.CGNATFactor, CGNATDefer: r.CGNATDefer}
+		for _, p := range r.Key {
+			if p != "" {
+				s.Key = append(s.Key, p)
+			}
+		}
 		if r.Count != shed.CountAll {
 			s.Count = r.Count.String()
 		}
@@ -47,9 +53,18 @@ func FromRules(rules []shed.Rule) (File, error) {
 		if q := r.Queue; q != (shed.Queue{}) {
 			s.Queue = &QueueSpec{Order: [...]string{"", "lifo", "adaptive_lifo"}[q.Order], CoDel: q.CoDel,
 				DeadlineAware: q.DeadlineAware, Reserve: q.Reserve}
+			if q.FairShare != shed.Global {
+				s.Queue.FairShare = q.FairShare.String()
+			}
 		}
-		if r.Overflow == concurrency.OverflowShare {
+		switch r.Overflow {
+		case concurrency.OverflowShare:
 			s.Overflow = "share"
+		case shed.OverflowPrefix:
+			s.Overflow = "prefix"
+		}
+		if p := r.Prefix; p != (shed.Prefix{}) {
+			s.Prefix = &PrefixSpec{IPv4: p.IPv4, IPv6: p.IPv6, Factor: p.Factor}
 		}
 		s.LeaseTTL = optDuration(r.LeaseTTL)
 		s.MaxWait = optDuration(r.MaxWait)
@@ -117,6 +132,7 @@ func cloneFile(f File) File {
 	if f.Tiers != nil {
 		t := *f.Tiers
 		t.Names = slices.Clone(t.Names)
+		t.Weights = maps.Clone(t.Weights)
 		f.Tiers = &t
 	}
 	f.Overrides = slices.Clone(f.Overrides)

@@ -10,7 +10,7 @@ type File struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Categories map requests to endpoint categories, first match wins;
 	// a request no category matches falls in its method class ("read",
-	// "write", "other").
+	// "write").
 	Categories []CategorySpec `json:"categories,omitempty"`
 	// Rules are the limits, layered: every rule of a request's category
 	// and every rule without a category apply to it, all or nothing.
@@ -37,11 +37,15 @@ type File struct {
 
 // SuspicionSpec is a shed.Suspicion: a tracker of Capacity clients and a
 // scale that tightens limits to Floor (in (0, 1]) above Threshold (in
-// [0, 1)).
+// [0, 1)). DemoteTo caps a tightened client's priority ("sheddable",
+// "sheddable_plus", "critical"); DryRun tightens nothing and counts what
+// tightening would have rejected.
 type SuspicionSpec struct {
 	Capacity  int     `json:"capacity"`
 	Threshold float64 `json:"threshold"`
 	Floor     float64 `json:"floor"`
+	DemoteTo  string  `json:"demote_to,omitempty"`
+	DryRun    bool    `json:"dry_run,omitempty"`
 }
 
 // ExemptSpec is a shed.Exemptions.
@@ -68,6 +72,10 @@ type TiersSpec struct {
 	Attribute string   `json:"attribute,omitempty"`
 	Names     []string `json:"names"`
 	Default   string   `json:"default"`
+	// Weights are the fair-share weights of declared tiers
+	// (shed.WithTierWeights), 1 to shed.MaxWeight; a tier not listed
+	// weighs 1.
+	Weights map[string]int `json:"weights,omitempty"`
 }
 
 // TierLimits are the limits of one tier of a rule; absent fields keep the
@@ -95,7 +103,8 @@ type CategorySpec struct {
 	// "*" ("/api/reports/*"), either optionally after a method as in
 	// http.ServeMux ("POST /login"). Empty matches every route.
 	Routes []string `json:"routes,omitempty"`
-	// Methods are method classes, "read", "write" or "other"; empty
+	// Methods are method classes, "read" or "write" (every method but
+	// GET, HEAD and OPTIONS, in any case, is a write); empty
 	// matches every method.
 	Methods []string `json:"methods,omitempty"`
 }
@@ -103,11 +112,20 @@ type CategorySpec struct {
 // RuleSpec is one shed.Rule. Fields that do not apply to the algorithm
 // must be absent.
 type RuleSpec struct {
-	Name      string `json:"name"`
-	Category  string `json:"category,omitempty"`
-	Identity  string `json:"identity"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit,omitempty"`
+	Name     string `json:"name"`
+	Category string `json:"category,omitempty"`
+	// Identity is what the rule counts per: "global", "ip", "user",
+	// "api_key" or "tenant"; "composite" (or absent) with Key.
+	Identity string `json:"identity,omitempty"`
+	// Key makes the rule count per a composite of parts (shed.Key):
+	// identities ("ip", "user", "api_key", "tenant"), "route", "ja4",
+	// "header:<Name>" (hashed) and "attr:<name>" (an attribute the
+	// application gives, shed.Client.Attributes), such as
+	// ["tenant", "attr:model"] or ["ip", "route"]; at most
+	// shed.MaxKeyParts.
+	Key       []string `json:"key,omitempty"`
+	Algorithm string   `json:"algorithm"`
+	Limit     int64    `json:"limit,omitempty"`
 	// Rate is the refill of a token bucket.
 	Rate *RateSpec `json:"rate,omitempty"`
 	// Window is the window of the window algorithms.
@@ -116,10 +134,18 @@ type RuleSpec struct {
 	LeaseTTL string `json:"lease_ttl,omitempty"`
 	// Capacity bounds the keys kept for a per-key rule.
 	Capacity int `json:"capacity,omitempty"`
+	// MaxBytes is a per-key rule's byte budget (shed.Rule.MaxBytes):
+	// absent means shed.DefaultMaxBytes (64 MiB); a rule whose worst case
+	// exceeds it is refused, naming the figures.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// Overflow is what a per-key rule does with a new key when its table
-	// is full of live ones: "reject" (the default: 503) or "share" (one
-	// shared bounded state).
+	// is full of live ones: "reject" (the default: 503), "share" (one
+	// shared bounded state) or, for an ip rule, "prefix" (a bounded limit
+	// per network prefix, see Prefix and shed.OverflowPrefix).
 	Overflow string `json:"overflow,omitempty"`
+	// Prefix is the network prefix limit of "overflow": "prefix" (absent:
+	// a /24, a /48, shed.DefaultPrefixFactor).
+	Prefix *PrefixSpec `json:"prefix,omitempty"`
 	// Count is which finished requests a rate rule's charge stands for:
 	// "all" (the default), "failures" (status >= 400), "client_errors"
 	// (4xx) or "auth_failures" (401, 403); the others are given back.
@@ -158,12 +184,17 @@ type RuleSpec struct {
 
 // QueueSpec is a shed.Queue: Order "fifo" (the default), "lifo" or
 // "adaptive_lifo"; CoDel and DeadlineAware shed early; Reserve is the share
-// of the limit kept for critical work, in [0, 1).
+// of the limit kept for critical work, in [0, 1); FairShare shares the
+// limit among the identities it names ("ip", "user", "api_key" or
+// "tenant"; absent: none), weighted by shed.Attempt.Weight or by tier
+// (tiers.weights). On an adaptive rule with a max_wait, fair_share is the
+// only field that applies (its limiter's queue then shares the limit).
 type QueueSpec struct {
 	Order         string  `json:"order,omitempty"`
 	CoDel         bool    `json:"codel,omitempty"`
 	DeadlineAware bool    `json:"deadline_aware,omitempty"`
 	Reserve       float64 `json:"reserve,omitempty"`
+	FairShare     string  `json:"fair_share,omitempty"`
 }
 
 // RateSpec is a concurrency.Rate: Count events per Per.
@@ -179,6 +210,9 @@ type AdaptiveSpec struct {
 	InitialLimit int    `json:"initial_limit,omitempty"`
 	MinLimit     int    `json:"min_limit,omitempty"`
 	MaxLimit     int    `json:"max_limit,omitempty"`
+	// fair gives the limiter a fair-share queue: the rule's
+	// queue.fair_share, not a field of its own.
+	fair bool
 }
 
 // PenaltySpec is a penalty.Box and the identity it keys on.
@@ -189,4 +223,15 @@ type PenaltySpec struct {
 	Window     string   `json:"window,omitempty"`
 	Timeouts   []string `json:"timeouts,omitempty"`
 	LevelDecay string   `json:"level_decay,omitempty"`
+}
+
+// PrefixSpec is a shed.Prefix: the prefix lengths, in bits, by which the
+// addresses a full table has no room for are counted, and the factor on
+// the rule's limit of one prefix's limit. An absent or zero field is the
+// default (shed.DefaultPrefixIPv4, shed.DefaultPrefixIPv6,
+// shed.DefaultPrefixFactor).
+type PrefixSpec struct {
+	IPv4   int     `json:"ipv4,omitempty"`
+	IPv6   int     `json:"ipv6,omitempty"`
+	Factor float64 `json:"factor,omitempty"`
 }

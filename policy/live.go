@@ -94,7 +94,7 @@ func (l *Live) Apply(p *Policy) error {
 	if err != nil {
 		return err
 	}
-	err = l.c.Reload(shed.Config{Rules: rules, Overrides: p.overrides, Category: p.CategoryFunc()})
+	err = l.c.Reload(shed.Config{Rules: rules, Overrides: p.overrides, Category: p.CategoryFunc(), TierWeights: tierWeights(p)})
 	var oe *shed.OverrideError
 	switch {
 	case errors.As(err, &oe):
@@ -105,6 +105,15 @@ func (l *Live) Apply(p *Policy) error {
 	l.cur = p
 	l.keep(p, rules)
 	return nil
+}
+
+// tierWeights returns the tier weights of p, an empty map for none (so
+// that a reload that drops them removes them).
+func tierWeights(p *Policy) map[string]int {
+	if p.tiers == nil || p.tiers.Weights == nil {
+		return map[string]int{}
+	}
+	return p.tiers.Weights
 }
 
 func defaultTier(p *Policy) string {

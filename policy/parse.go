@@ -170,7 +170,7 @@ func (v *validator) policy(p *Policy) {
 		return
 	}
 	p.cats = v.categories(f.Categories)
-	names := map[string]bool{"read": true, "write": true, "other": true}
+	names := map[string]bool{"read": true, "write": true}
 	for _, c := range f.Categories {
 		names[c.Name] = true
 	}
@@ -183,6 +183,9 @@ func (v *validator) policy(p *Policy) {
 	if s := f.Suspicion; s != nil {
 		if s.Capacity <= 0 || s.Capacity > MaxCapacity {
 			v.failf("suspicion.capacity", "must be in [1, %d], got %d", MaxCapacity, s.Capacity)
+		}
+		if _, ok := demotions[s.DemoteTo]; !ok {
+			v.failf("suspicion.demote_to", "must be sheddable, sheddable_plus or critical, got %q", s.DemoteTo)
 		}
 		if _, err := penalty.NewSuspicionScale(s.Threshold, s.Floor); err != nil {
 			v.failf("suspicion", "%v", err)
@@ -206,7 +209,9 @@ func (v *validator) policy(p *Policy) {
 				if p.adaptive == nil {
 					p.adaptive = make(map[int]AdaptiveSpec)
 				}
-				p.adaptive[len(p.rules)] = *f.Rules[i].Adaptive
+				a := *f.Rules[i].Adaptive
+				a.fair = tr.Queue.FairShare != shed.Global
+				p.adaptive[len(p.rules)] = a
 			}
 			p.rules = append(p.rules, tr)
 			p.origin = append(p.origin, i)
@@ -237,15 +242,17 @@ func (v *validator) policy(p *Policy) {
 // Enumerations of the format, by name.
 var (
 	identities = map[string]shed.Identity{"global": shed.Global, "ip": shed.IP, "user": shed.User,
-		"api_key": shed.APIKey, "tenant": shed.Tenant}
+		"api_key": shed.APIKey, "tenant": shed.Tenant, "composite": shed.Composite}
 	algorithms = map[string]shed.Algorithm{"token_bucket": shed.TokenBucket, "fixed_window": shed.FixedWindow,
 		"sliding_window": shed.SlidingWindow, "sliding_log": shed.SlidingLog, "concurrency": shed.Concurrency,
 		"adaptive": shed.Adaptive}
+	demotions = map[string]shed.Priority{"": shed.Critical, "sheddable": shed.Sheddable,
+		"sheddable_plus": shed.SheddablePlus, "critical": shed.Critical}
 	failures = map[string]shed.FailureMode{"": shed.FailOpen, "fail_open": shed.FailOpen, "fail_closed": shed.FailClosed}
 )
 
 func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Rule {
-	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, QueueLength: s.QueueLength,
+	r := shed.Rule{Name: s.Name, Category: s.Category, Capacity: s.Capacity, MaxBytes: s.MaxBytes, QueueLength: s.QueueLength,
 		SoftLimit: s.SoftLimit, DryRun: s.DryRun, CGNATFactor: s.CGNATFactor, CGNATDefer: s.CGNATDefer}
 	var ok bool
 	if s.Name == "" {
@@ -254,8 +261,25 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	if s.Category != "" && !cats[s.Category] {
 		v.failf(path+".category", "%q is neither a declared category nor a method class", s.Category)
 	}
-	if r.Identity, ok = identities[s.Identity]; !ok {
-		v.failf(path+".identity", "must be global, ip, user, api_key or tenant, got %q", s.Identity)
+	switch {
+	case len(s.Key) > 0 && s.Identity != "" && s.Identity != "composite":
+		v.failf(path+".key", "a key makes the rule composite; leave identity out (or composite), not %q", s.Identity)
+	case len(s.Key) > shed.MaxKeyParts:
+		v.failf(path+".key", "at most %d parts, got %d", shed.MaxKeyParts, len(s.Key))
+	case len(s.Key) > 0:
+		r.Identity = shed.Composite
+		copy(r.Key[:], s.Key)
+		for j, p := range s.Key {
+			if p == "" {
+				v.failf(fmt.Sprintf("%s.key[%d]", path, j), "is empty")
+			}
+		}
+	case s.Identity == "composite":
+		v.failf(path+".key", "is required for a composite rule")
+	default:
+		if r.Identity, ok = identities[s.Identity]; !ok {
+			v.failf(path+".identity", "must be global, ip, user, api_key, tenant or composite (with a key), got %q", s.Identity)
+		}
 	}
 	if r.Algorithm, ok = algorithms[s.Algorithm]; !ok {
 		v.failf(path+".algorithm", "must be token_bucket, fixed_window, sliding_window, sliding_log, concurrency or adaptive, got %q", s.Algorithm)
@@ -318,17 +342,47 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		if q.Reserve < 0 || q.Reserve >= 1 {
 			v.failf(path+".queue.reserve", "must be in [0, 1), got %v", q.Reserve)
 		}
-		if s.MaxWait == "" || r.Algorithm != shed.Concurrency || r.Identity != shed.Global {
-			v.failf(path+".queue", "applies only to a global concurrency rule with a max_wait")
+		var fair shed.Identity
+		if q.FairShare != "" {
+			if fair, ok = identities[q.FairShare]; !ok || fair == shed.Global {
+				v.failf(path+".queue.fair_share", "must be ip, user, api_key or tenant, got %q", q.FairShare)
+			}
 		}
-		r.Queue = shed.Queue{Order: o, CoDel: q.CoDel, DeadlineAware: q.DeadlineAware, Reserve: q.Reserve}
+		onlyFair := *q == QueueSpec{FairShare: q.FairShare}
+		switch {
+		case s.MaxWait == "" || r.Identity != shed.Global:
+			v.failf(path+".queue", "applies only to a global concurrency or adaptive rule with a max_wait")
+		case r.Algorithm == shed.Adaptive && !onlyFair:
+			v.failf(path+".queue", "on an adaptive rule only fair_share applies (the rest is its limiter's)")
+		case r.Algorithm != shed.Concurrency && r.Algorithm != shed.Adaptive:
+			v.failf(path+".queue", "applies only to a global concurrency or adaptive rule with a max_wait")
+		}
+		r.Queue = shed.Queue{Order: o, CoDel: q.CoDel, DeadlineAware: q.DeadlineAware, Reserve: q.Reserve, FairShare: fair}
 	}
 	switch s.Overflow {
 	case "", "reject":
 	case "share":
 		r.Overflow = concurrency.OverflowShare
+	case "prefix":
+		r.Overflow = shed.OverflowPrefix
+		if r.Identity != shed.IP {
+			v.failf(path+".overflow", "prefix applies only to ip rules")
+		}
 	default:
-		v.failf(path+".overflow", "must be reject or share, got %q", s.Overflow)
+		v.failf(path+".overflow", "must be reject, share or prefix, got %q", s.Overflow)
+	}
+	if p := s.Prefix; p != nil {
+		switch {
+		case r.Overflow != shed.OverflowPrefix:
+			v.failf(path+".prefix", "applies only to \"overflow\": \"prefix\"")
+		case p.IPv4 < 0 || p.IPv4 > 32:
+			v.failf(path+".prefix.ipv4", "must be 1 to 32 bits (or absent for %d), got %d", shed.DefaultPrefixIPv4, p.IPv4)
+		case p.IPv6 < 0 || p.IPv6 > 128:
+			v.failf(path+".prefix.ipv6", "must be 1 to 128 bits (or absent for %d), got %d", shed.DefaultPrefixIPv6, p.IPv6)
+		case p.Factor < 0:
+			v.failf(path+".prefix.factor", "must be positive (or absent for %d), got %v", shed.DefaultPrefixFactor, p.Factor)
+		}
+		r.Prefix = shed.Prefix{IPv4: p.IPv4, IPv6: p.IPv6, Factor: p.Factor}
 	}
 	counts := map[string]shed.Count{"": shed.CountAll, "all": shed.CountAll, "failures": shed.CountFailures,
 		"client_errors": shed.CountClientErrors, "auth_failures": shed.CountAuthFailures}
@@ -361,6 +415,12 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	}
 	if s.Capacity < 0 || s.Capacity > MaxCapacity {
 		v.failf(path+".capacity", "must be in [0, %d], got %d", MaxCapacity, s.Capacity)
+	}
+	switch {
+	case s.MaxBytes < 0:
+		v.failf(path+".max_bytes", "must not be negative, got %d", s.MaxBytes)
+	case s.MaxBytes != 0 && r.Identity == shed.Global:
+		v.failf(path+".max_bytes", "applies only to per-key rules (a global rule keeps no table of keys)")
 	}
 	if s.QueueLength < 0 {
 		v.failf(path+".queue_length", "must not be negative, got %d", s.QueueLength)

@@ -116,7 +116,8 @@ func TestCategory(t *testing.T) {
 		{"POST", "/api/reports/42", "reports"},
 		{"DELETE", "/api/reports/", "reports"},
 		{"GET", "/api/reports/42", "everything-else-read"},
-		{"CONNECT", "/x", "other"},
+		{"CONNECT", "/x", "write"},
+		{"propfind", "/x", "write"},
 	} {
 		if got := p.Category(tc.method, tc.route); got != tc.want {
 			t.Errorf("Category(%s, %s) = %q, want %q", tc.method, tc.route, got, tc.want)

@@ -29,11 +29,16 @@ func genRule(t *rapid.T, i int) shed.Rule {
 	}
 	r := shed.Rule{
 		Name:      fmt.Sprintf("rule-%d", i),
-		Category:  rapid.SampledFrom([]string{"", "read", "write", "other", "auth", "reports"}).Draw(t, "category"),
-		Identity:  shed.Identity(rapid.IntRange(int(shed.Global), int(shed.Tenant)).Draw(t, "identity")),
+		Category:  rapid.SampledFrom([]string{"", "read", "write", "auth", "reports"}).Draw(t, "category"),
+		Identity:  shed.Identity(rapid.IntRange(int(shed.Global), int(shed.Composite)).Draw(t, "identity")),
 		Algorithm: shed.Algorithm(rapid.IntRange(int(shed.TokenBucket), int(shed.Concurrency)).Draw(t, "algorithm")),
 		DryRun:    rapid.Bool().Draw(t, "dry"),
 		Tier:      rapid.SampledFrom([]string{"", "", "free", "pro"}).Draw(t, "tier"),
+	}
+	if r.Identity == shed.Composite {
+		parts := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"ip", "user", "api_key", "tenant", "route", "ja4",
+			"header:X-Model", "attr:model"}), 1, shed.MaxKeyParts, rapid.ID).Draw(t, "key")
+		copy(r.Key[:], parts)
 	}
 	if r.Algorithm != shed.Concurrency {
 		r.Count = shed.Count(rapid.IntRange(0, 3).Draw(t, "count"))
@@ -75,20 +80,30 @@ func genRule(t *rapid.T, i int) shed.Rule {
 				if rapid.Bool().Draw(t, "reserves") {
 					r.Queue.Reserve = rapid.Float64Range(0.01, 0.99).Draw(t, "reserve")
 				}
+				r.Queue.FairShare = shed.Identity(rapid.IntRange(0, int(shed.Tenant)).Draw(t, "fair-share"))
 			}
 		} else {
 			r.LeaseTTL = dur("lease", int64(time.Hour))
+			// A key's leases take 64 bytes a permit at worst: within the
+			// default byte budget at the capacities drawn below.
+			r.Limit = rapid.Int64Range(1, 1000).Draw(t, "key-limit")
 		}
 	}
 	if r.Identity != shed.Global {
 		// Capacity 0 (the store's default) is covered by the seed files; small
 		// tables keep the check fast.
 		r.Capacity = rapid.IntRange(1, 100).Draw(t, "capacity")
+		r.MaxBytes = int64(rapid.IntRange(0, 2).Draw(t, "max-bytes")) << 30 // 0: the default
 		r.Failure = shed.FailureMode(rapid.IntRange(0, 1).Draw(t, "failure"))
 		r.Overflow = concurrency.Overflow(rapid.IntRange(0, 1).Draw(t, "overflow"))
 		if r.Identity == shed.IP {
 			r.CGNATFactor = float64(rapid.IntRange(0, 20).Draw(t, "cgnat-factor")) // 0: the default, 1: off
 			r.CGNATDefer = rapid.Bool().Draw(t, "cgnat-defer")
+			if rapid.Bool().Draw(t, "by-prefix") {
+				r.Overflow = shed.OverflowPrefix
+				r.Prefix = shed.Prefix{IPv4: rapid.IntRange(0, 32).Draw(t, "prefix-v4"), IPv6: rapid.IntRange(0, 128).Draw(t, "prefix-v6"),
+					Factor: float64(rapid.IntRange(0, 10).Draw(t, "prefix-factor"))}
+			}
 		}
 	}
 	return r

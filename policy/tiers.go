@@ -2,8 +2,10 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -28,6 +30,14 @@ func (v *validator) tierSpec(path string, t *TiersSpec, names map[string]bool) {
 	}
 	if !names[t.Default] {
 		v.failf(path+".default", "must be one of the declared tiers, got %q", t.Default)
+	}
+	for _, n := range slices.Sorted(maps.Keys(t.Weights)) { // in order: the first error is the same every time
+		switch w := t.Weights[n]; {
+		case !names[n]:
+			v.failf(path+".weights", "%q is not a declared tier", n)
+		case w < 1 || w > shed.MaxWeight:
+			v.failf(path+".weights", "tier %q weight must be in [1, %d], got %d", n, shed.MaxWeight, w)
+		}
 	}
 }
 

@@ -5,8 +5,9 @@
 // instead of being rejected at once. Waiting cannot collapse the service:
 // the queue has a hard length, an optional max wait, optional CoDel
 // (controlled delay) shedding, deadline-aware rejection, priority classes
-// with a graded cut-off and a reserve for critical work, and named
-// partitions with guaranteed shares. A permit released through the queue is
+// with a graded cut-off and a reserve for critical work, named
+// partitions with guaranteed shares, and work-conserving fair share among
+// a dynamic set of weighted tenants (WithFairShare, Lane.Tenant). A permit released through the queue is
 // handed directly to the next eligible waiter, so there is no thundering
 // herd and nobody barges past a waiter.
 //

@@ -100,3 +100,42 @@ func ExampleShare() {
 	// sheddable-plus 60
 	// critical 90
 }
+
+func ExampleWithFairShare() {
+	// Four permits shared by tenants. "batch" borrows them all while
+	// nobody else asks; when "web" comes, the next permit freed is its.
+	sem, _ := concurrency.NewSemaphore(4)
+	q, err := queueing.New(sem, queueing.WithFairShare())
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+	base, _ := q.Lane(queueing.Critical, "")
+	batch, _ := base.Tenant("batch", 1)
+	web, _ := base.Tenant("web", 1)
+	ctx := context.Background()
+
+	fmt.Println("batch took 4:", batch.TryAcquire(4))
+	batchWaits := make(chan error)
+	go func() { batchWaits <- batch.Acquire(ctx, 1) }()
+	for q.Len() == 0 { // batch's fifth request waits first
+		runtime.Gosched()
+	}
+	webWaits := make(chan error)
+	go func() { webWaits <- web.Acquire(ctx, 1) }()
+	for q.Len() == 1 {
+		runtime.Gosched()
+	}
+	batch.Release(1)
+	fmt.Println("web served:", <-webWaits, "- web holds", q.TenantHeld("web"), "batch holds", q.TenantHeld("batch"))
+	batch.Release(1)
+	fmt.Println("batch served:", <-batchWaits)
+	batch.Release(3)
+	web.Release(1)
+	fmt.Println("inflight:", sem.Inflight(), "tenants:", q.Stats().Tenants)
+	// Output:
+	// batch took 4: true
+	// web served: <nil> - web holds 1 batch holds 3
+	// batch served: <nil>
+	// inflight: 0 tenants: 0
+}

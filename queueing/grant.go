@@ -15,6 +15,10 @@ func (q *Queue) grantLocked(now int64) {
 	if q.line.len == 0 {
 		return
 	}
+	if q.fair != nil {
+		q.grantFairLocked(now)
+		return
+	}
 	q.line.each(q.lifoLocked(now), func(w *waiter) bool {
 		if !q.rulesOKLocked(w.lane, w.n) {
 			return true
@@ -23,14 +27,38 @@ func (q *Queue) grantLocked(now int64) {
 			q.blocked = w
 			return false
 		}
-		q.accountLocked(w.lane, w.n)
-		q.rate.granted(now, w.n, q.line.len > 1) // before leaving, which may mark it idle
-		q.leaveLocked(w, now)
-		q.stats.Granted++
-		w.state = granted
-		w.ready <- struct{}{}
+		q.serveLocked(w, now)
 		return true
 	})
+}
+
+// grantFairLocked is grantLocked's pass in a fair-share queue: the
+// waiters in fair order (fairShare.next), until the next one does not fit
+// (remembered in blocked) or its reserve does not allow it, which then
+// holds for every waiter after it too (of its priority or lower).
+func (q *Queue) grantFairLocked(now int64) {
+	lifo := q.lifoLocked(now)
+	for q.line.len > 0 {
+		w := q.fair.next(lifo)
+		if !q.rulesOKLocked(w.lane, w.n) {
+			return
+		}
+		if !q.tryAdm(w.n) {
+			q.blocked = w
+			return
+		}
+		q.serveLocked(w, now)
+	}
+}
+
+// serveLocked hands w the units the Admitter just gave it.
+func (q *Queue) serveLocked(w *waiter, now int64) {
+	q.accountLocked(w.lane, w.n)
+	q.rate.granted(now, w.n, q.line.len > 1) // before leaving, which may mark it idle
+	q.leaveLocked(w, now)
+	q.stats.Granted++
+	w.state = granted
+	w.ready <- struct{}{}
 }
 
 // mayPassLocked reports whether a new request of lane l may be admitted
@@ -40,6 +68,9 @@ func (q *Queue) mayPassLocked(l lane, now int64) bool {
 	b := q.blocked
 	if b == nil {
 		return true
+	}
+	if q.fair != nil {
+		return q.fair.before(l, b)
 	}
 	return b.lane.prio < l.prio || (b.lane.prio == l.prio && q.lifoLocked(now))
 }
@@ -114,6 +145,9 @@ func (q *Queue) sweepLocked(now int64) {
 // leaveLocked takes w out of the line.
 func (q *Queue) leaveLocked(w *waiter, now int64) {
 	q.line.remove(w)
+	if q.fair != nil {
+		q.fair.unlink(w)
+	}
 	q.nwait.Add(-1)
 	if q.blocked == w {
 		q.blocked = nil

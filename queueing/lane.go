@@ -160,6 +160,9 @@ func (q *Queue) acquireSlow(ctx context.Context, l lane, n int64) error {
 		q.rate.start(now)
 	}
 	q.line.push(w)
+	if q.fair != nil {
+		q.fair.link(w)
+	}
 	expiry, _ := q.expiryLocked(w)
 	q.unlock()
 	return q.wait(ctx, w, expiry, now)
@@ -194,6 +197,12 @@ func (q *Queue) joinLocked(ctx context.Context, l lane, n int64, now int64) erro
 	if v := q.line.last(lifo); v != nil && (v.lane.prio < l.prio || (v.lane.prio == l.prio && lifo)) {
 		q.dropLocked(v, now, ErrDisplaced)
 		return nil
+	}
+	if q.fair != nil {
+		if v := q.fair.victim(l); v != nil {
+			q.dropLocked(v, now, ErrDisplaced)
+			return nil
+		}
 	}
 	return ErrQueueFull
 }

@@ -9,10 +9,14 @@ const (
 	shed
 )
 
-// lane is who is asking: a priority and a partition index (-1: none).
+// lane is who is asking: a priority, a partition index (-1: none) and,
+// in a fair-share queue, a tenant (its hashed name) and its weight (0:
+// made without Lane.Tenant, weighs 1).
 type lane struct {
-	prio Priority
-	part int
+	prio   Priority
+	part   int
+	tenant uint64
+	weight int64
 }
 
 // waiter is one blocked Acquire. ready receives exactly one value, sent
@@ -26,6 +30,11 @@ type waiter struct {
 	state      waitState
 	err        error
 	ready      chan struct{}
+	// In a fair-share queue: the waiter's tenant, its place among the
+	// tenant's waiters, and its arrival number.
+	t            *tenant
+	tprev, tnext *waiter
+	seq          uint64
 }
 
 // bucket holds the waiters of one priority in arrival order (head oldest).

@@ -53,6 +53,7 @@ type config struct {
 	reserve       float64
 	reserveFrom   Priority
 	partitions    []partitionSpec
+	fair          bool
 }
 
 type partitionSpec struct {
@@ -173,6 +174,30 @@ func WithPartition(name string, fraction float64) Option {
 			return fmt.Errorf("queueing: partition fractions add up to %v, more than 1", sum)
 		}
 		c.partitions = append(c.partitions, partitionSpec{name, fraction})
+		return nil
+	})
+}
+
+// WithFairShare shares the limit among tenants, work-conserving: a
+// request names its tenant and weight with Lane.Tenant; whenever units
+// free up they go, within the highest priority waiting, to the tenant that
+// holds the least per unit of weight. So each busy tenant gets at least its
+// weight's share, floor(Limit·w/W) with W the weights of the tenants that
+// hold units or wait, as fast as holders release; capacity no other tenant
+// waits for is lent to whoever asks, and taken back at the next releases
+// once its owner waits again (running work is never preempted). A full
+// queue sheds the newest waiter of the tenant with the most waiters per
+// unit of weight rather than another tenant's newcomer. The Admitter must
+// have a Limit() int64 method; every call then takes the queue lock, and
+// the admission is decided under it, in one step with the Admitter's
+// TryAcquire (no check-then-act race); serving a waiter scans the tenants
+// that wait. The queue tracks one entry per tenant that holds units or
+// waits, so at most Limit plus the max length entries, and drops an entry
+// as soon as its tenant holds nothing and waits for nothing. It returns an
+// error from New when combined with WithPartition.
+func WithFairShare() Option {
+	return optionFunc(func(c *config) error {
+		c.fair = true
 		return nil
 	})
 }

@@ -58,7 +58,7 @@ func (q *Queue) rulesOKLocked(l lane, n int64) bool {
 		}
 	}
 	if len(q.parts) == 0 {
-		return true
+		return true // fair share, if any, orders the waiters (see fairShare.next)
 	}
 	total, others := q.unpart, int64(0)
 	for i := range q.parts {
@@ -93,6 +93,13 @@ func (q *Queue) accountLocked(l lane, delta int64) {
 	}
 	if (low && q.low+delta < 0) || (c != nil && *c+delta < 0) {
 		panic(fmt.Sprintf("queueing: Release of %d units more than lane (priority %v, partition %d) holds", -delta, l.prio, l.part))
+	}
+	if q.fair != nil {
+		if delta > 0 {
+			q.fair.get(l).held += delta
+		} else {
+			q.fair.account(l, delta) // panics before anything changed here
+		}
 	}
 	if low {
 		q.low += delta

@@ -25,8 +25,9 @@ const closedBias = 1 << 40
 // is woken. Callers that use the Admitter directly, outside the queue, can
 // still take capacity the instant it is released.
 //
-// The order among waiters is by priority, then FIFO, LIFO or adaptive
-// LIFO (WithOrder). With WithReserve or WithPartition a waiter that its
+// The order among waiters is by priority, then (WithFairShare) the tenant
+// that holds least per unit of weight, then FIFO, LIFO or adaptive LIFO
+// (WithOrder). With WithReserve or WithPartition a waiter that its
 // share does not allow yet is passed over by those behind it (the one
 // explicit exception to strict order); otherwise a waiter that does not fit
 // blocks those behind it, so large requests are not starved. A request
@@ -42,7 +43,7 @@ const closedBias = 1 << 40
 // signalled; with a reserve or partitions it can change which waiter is
 // allowed, and the queue acts on that at its next event.
 //
-// When the queue is not configured with reserves or partitions and nobody
+// When the queue is not configured with reserves, partitions or fair share and nobody
 // waits, Acquire, TryAcquire and Release take no lock, read no clock and
 // allocate nothing: each costs one atomic load on top of the Admitter's own
 // call (Acquire also asks its context whether it has ended), and over
@@ -83,6 +84,7 @@ type Queue struct {
 	low     int64   // units held below cfg.reserveFrom
 	parts   []partition
 	unpart  int64 // units held outside any partition (with partitions)
+	fair    *fairShare
 	closed  bool
 	stats   Stats
 }
@@ -111,6 +113,9 @@ type Stats struct {
 	Cancelled uint64
 	// TooLarge counts requests refused with ErrTooLarge (not shed).
 	TooLarge uint64
+	// Tenants is the number of tenants a fair-share queue tracks: those
+	// that hold units or wait.
+	Tenants int
 }
 
 // New returns a Queue over adm. When adm has an
@@ -119,8 +124,8 @@ type Stats struct {
 // method, the queue registers its hook there to wake waiters when capacity
 // frees up outside the queue; New returns that method's error, such as
 // concurrency.ErrHookInUse. It also returns an error for an invalid option,
-// and when WithReserve or WithPartition is given but adm has no
-// Limit() int64 method.
+// and when WithReserve, WithPartition or WithFairShare is given but adm has
+// no Limit() int64 method.
 func New(adm Admitter, opts ...Option) (*Queue, error) {
 	if adm == nil {
 		return nil, fmt.Errorf("queueing: nil Admitter")
@@ -138,11 +143,17 @@ func New(adm Admitter, opts ...Option) (*Queue, error) {
 	q.sem, _ = adm.(*concurrency.Semaphore)
 	q.def = Lane{q: q, l: lane{prio: Critical, part: -1}}
 	q.lim, _ = adm.(limitReader) // also bounds a request's size (ErrTooLarge)
-	if cfg.reserve > 0 || len(cfg.partitions) > 0 {
+	if cfg.fair && len(cfg.partitions) > 0 {
+		return nil, errors.New("queueing: fair share and partitions do not combine; give each tenant a weight instead")
+	}
+	if cfg.reserve > 0 || len(cfg.partitions) > 0 || cfg.fair {
 		if q.lim == nil {
-			return nil, fmt.Errorf("queueing: reserves and partitions need an Admitter with Limit() int64, %T has none", adm)
+			return nil, fmt.Errorf("queueing: reserves, partitions and fair share need an Admitter with Limit() int64, %T has none", adm)
 		}
 		q.locked = true
+		if cfg.fair {
+			q.fair = newFairShare()
+		}
 		for _, p := range cfg.partitions {
 			q.parts = append(q.parts, partition{name: p.name, fraction: p.fraction})
 		}
@@ -271,6 +282,9 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	s := q.stats
 	s.Waiting = q.line.len
+	if q.fair != nil {
+		s.Tenants = len(q.fair.tenants)
+	}
 	return s
 }
 

@@ -78,3 +78,40 @@ func BenchmarkParts(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOverflow compares a newcomer's decision while a flood holds the
+// per-IP table: rejected outright (OverflowReject), and decided again on
+// its network prefix (OverflowPrefix; two store calls).
+func BenchmarkOverflow(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		overflow concurrency.Overflow
+	}{{"reject", concurrency.OverflowReject}, {"prefix", OverflowPrefix}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1 << 20,
+				Rate: concurrency.Per(1, time.Second), Capacity: 1024, Overflow: tc.overflow}}, quiet())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = c.Close() }()
+			for i := range 4096 { // the flood
+				_, tok, _ := c.Decide(context.Background(), Attempt{IP: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})})
+				tok.Done(Success)
+			}
+			ips := make([]netip.Addr, 1024) // newcomers of 1,024 /24s
+			for i := range ips {
+				ips[i] = netip.AddrFrom4([4]byte{172, 16, byte(i >> 2), byte(i)})
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				d, tok, _ := c.Decide(context.Background(), Attempt{IP: ips[i&1023]})
+				if d.Allowed {
+					tok.Done(Success)
+				}
+			}
+			if c.Stats().Rules[0].Overflowed == 0 {
+				b.Fatal("no newcomer overflowed: the benchmark says nothing")
+			}
+		})
+	}
+}

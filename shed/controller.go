@@ -44,6 +44,9 @@ type rule struct {
 	// suspectID is the store limit of tightened keys (WithSuspicion), at
 	// the parameters scaled by the tightening floor; 0 for none.
 	suspectID store.LimitID
+	// prefixID is the store limit of the network prefixes of addresses the
+	// rule's full table has no room for (OverflowPrefix); 0 for none.
+	prefixID store.LimitID
 	// storeName is the name id is registered under: the rule's, or on a
 	// reload the rule's and a sequence number.
 	storeName string
@@ -69,6 +72,7 @@ type plan struct {
 	policyV []string // RateLimit-Policy, shared by every response; nil if no rate rule applies
 	fields  HeaderFields
 	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
+	fair    bool    // some rule of concs shares its limit (Queue.FairShare)
 }
 
 // Controller decides admission for attempts against its rules, and is the
@@ -129,7 +133,7 @@ type Controller struct {
 // logGates are the Controller's log lines that are rate limited, one gate
 // each: at most one line of a kind per second, the rest counted.
 type logGates struct {
-	failOpen, dryRun, overflow, peer, proxy, cgnat, suspect, early loggate.Gate
+	failOpen, dryRun, overflow, prefix, peer, proxy, cgnat, suspect, early, tightenDry loggate.Gate
 }
 
 // New returns a Controller over rules (copied). It returns an error
@@ -194,6 +198,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		return nil, err
 	}
 	set.cat = c.cat
+	set.weights = cfg.tierWeights
 	c.publish(set)
 	c.pool.New = func() any {
 		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}

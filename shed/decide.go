@@ -29,6 +29,9 @@ func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d
 	if r != nil && a.set.categorized() { // some rule names a category
 		a.ask.Category = a.set.cat(r)
 	}
+	if r != nil && a.set.keyed != nil { // some rule's key reads the request
+		a.readParts(&a.set.req, r)
+	}
 	return c.decide(ctx, a, d)
 }
 
@@ -45,7 +48,10 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
+	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
+		if uint(a.ask.Weight) > MaxWeight {
+			return fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
+		}
 		if a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
 			return fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
 		}
@@ -60,16 +66,25 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	a.tight = false
 	if a.ask.Tightened && c.suspicion != nil {
 		d.Tightened, d.Suspicion = true, a.ask.reasons
 		c.ctr.add(a.shard, cTightened, 1)
+		a.tight = c.tighten(a)
 	}
 
 	// Identity keys first: the strings over buf are taken after the last
 	// append.
 	checkPenalty := c.pen != nil && a.buildKey(c.penID)
-	for _, i := range p.stored {
-		a.buildKey(a.set.rules[i].Identity)
+	for j, i := range p.stored {
+		if id := a.set.rules[i].Identity; id != Composite {
+			a.buildKey(id)
+		} else {
+			a.buildComposite(j, a.set.keyed[i])
+		}
+	}
+	if p.fair {
+		a.buildFairKeys(p)
 	}
 
 	// 1. The penalty box.
@@ -201,14 +216,23 @@ func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Dec
 // (what it held is given back then).
 func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
 	a.req.N, a.req.Now, a.req.Wait = 0, a.now, a.wait // reserving hits start no earlier than a Global rule's slot
-	for _, i := range p.stored {
+	for j, i := range p.stored {
 		r := &a.set.rules[i]
-		if !a.buildKey(r.Identity) {
+		var key string
+		switch {
+		case r.Identity == Composite:
+			if a.ckeys[j].end == 0 {
+				continue // the attempt lacks an identity of the key
+			}
+			key = a.compositeString(j)
+		case !a.buildKey(r.Identity):
 			continue // the attempt has no such identity
+		default:
+			key = a.keyString(r.Identity)
 		}
 		id := r.id
 		switch {
-		case a.ask.Tightened && r.suspectID != 0:
+		case a.tight && r.suspectID != 0:
 			id = r.suspectID
 		case r.Identity == IP && a.ask.CGNAT:
 			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
@@ -221,7 +245,6 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			}
 		}
 		a.hitRule[a.req.N] = i
-		key := a.keyString(r.Identity)
 		if a.set.over != nil { // a key of this rule may have an override
 			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
 				id = o.id
@@ -249,20 +272,27 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			r := &a.set.rules[i]
 			rd := a.res.Hits[h].Decision
 			full := a.res.Hits[h].Overflow // the table is full, not the client over its limit
-			if full {
+			prefix := a.onPrefix(r, h)     // decided on its network prefix already
+			if full && !prefix && c.overflowToPrefix(a, h, i) {
+				continue // the same request again, this key on its prefix
+			}
+			if full && !prefix {
 				r.ctr.add(a.shard, rOverflowed, 1)
 			}
 			if !r.dry {
 				c.rollback(a, d)
-				if full {
+				switch {
+				case full:
 					c.shedOverflow(a, d, i)
-				} else {
+				case prefix:
+					c.shedPrefix(a, d, i, rd)
+				default:
 					c.rejectBy(a, d, i, rd)
 				}
 				return false, nil
 			}
 			kind := r.kind
-			if full {
+			if full || prefix {
 				kind = Shedding
 			}
 			c.markDry(a, d, r.Name, kind)
@@ -278,18 +308,24 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			i := a.hitRule[j]
 			hr := &a.res.Hits[j]
 			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
-			if hr.Overflow {
+			prefix := a.onPrefix(&a.set.rules[i], j)
+			if hr.Overflow && !prefix { // a prefix hit was counted when it moved there
 				a.set.rules[i].ctr.add(a.shard, rOverflowed, 1)
 			}
 			if hr.Lease.Held() {
 				a.leases = append(a.leases, hr.Lease)
 			}
-			if a.set.rules[i].Algorithm.rate() {
+			// A prefix's figures are its network's, not the client's: they
+			// make no headers or early warnings.
+			if a.set.rules[i].Algorithm.rate() && !prefix {
 				c.consider(d, i, hr.Decision)
 				if r := &a.set.rules[i]; r.early > 0 {
 					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
 				}
 			}
+		}
+		if a.ask.Tightened && !a.tight && c.suspicion != nil {
+			c.shadowTightened(ctx, a, d)
 		}
 		break
 	}

@@ -28,6 +28,12 @@ type Attempt struct {
 	// tenant ids are used as given up to MaxIdentity bytes and hashed
 	// beyond (or when they start with "#").
 	User, APIKey, Tenant string
+	// Attributes are the values of Composite rules' key parts other than
+	// identities (see Key): by attribute name for "attr:" parts, or by
+	// the whole part name ("route", "ja4", "header:X-Model"). The
+	// middleware passes Client.Attributes and reads the others from the
+	// request. A part without a value counts with the empty value.
+	Attributes []Attribute
 	// Tier is the client's tier (its plan, or its client type): it
 	// selects the rules of that tier (Rule.Tier). A tier no rule names,
 	// "" included, is decided as the Controller's default tier.
@@ -52,6 +58,13 @@ type Attempt struct {
 	// higher classes are served first and shed last. The zero value is Critical; a value outside the four classes
 	// is an error.
 	Priority Priority
+	// Weight is the attempt's share in a rule that shares its limit
+	// fairly (Queue.FairShare): an identity whose attempts weigh 2 is
+	// guaranteed twice the share of one whose attempts weigh 1. The weight
+	// of an identity's latest attempt stands for all of its attempts then
+	// waiting or running. Zero means 1; a weight outside [0, MaxWeight] is
+	// an error.
+	Weight int
 	// Now is the instant of the decision in monotonic nanoseconds on the
 	// Controller's clock (WithClock; internal clock.Now by default), from
 	// which X-RateLimit-Reset is derived; zero means read that clock.

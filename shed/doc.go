@@ -9,17 +9,34 @@
 // budgets), is package upstream.
 //
 // A Rule names a category of endpoints ("" for all), an Identity to count
-// per (IP, User, APIKey, Tenant or Global), an Algorithm (token bucket,
-// fixed window, sliding window, sliding log, concurrency, adaptive
-// concurrency) with its limits, a failure mode for when the store fails, a
-// soft limit and a dry-run flag. New builds a Controller from rules.
+// per (IP, User, APIKey, Tenant, a Composite Key of identities and request
+// attributes such as tenant + model or IP + route, or Global), an
+// Algorithm (token bucket, fixed window, sliding window, sliding log,
+// concurrency, adaptive concurrency) with its limits, a failure mode for
+// when the store fails, a soft limit and a dry-run flag. New builds a
+// Controller from rules.
+//
+// Keys cannot be dodged: the default category is the method class in any
+// case (HEAD is a read like GET; every method but GET, HEAD and OPTIONS is
+// a write), a route in a key is the router's pattern or the normalised
+// path (/login, /Login/, //login and /%6cogin are one), values are bounded
+// before they reach a store key (long ones, API keys and headers hashed),
+// and a header a client leaves out counts on the empty value. Memory is
+// bounded in bytes, not only in keys: each per-key rule has a byte budget
+// (Rule.MaxBytes, DefaultMaxBytes), and New refuses a rule whose worst
+// case, every key of its capacity live and grown at once, exceeds it.
 //
 // For each attempt the Controller, in this order:
 //
 //  1. asks the penalty box (WithPenalties: a penalty.Box) whether the
 //     client is serving a timeout, and rejects it at once if so (an
 //     over-limit rejection is a strike);
-//  2. charges the Global rate rules, in this process;
+//  2. charges the Global rate rules, in this process (a Global FixedWindow
+//     rule with a limit up to 2^31-1 on a concurrency.ShardedWindow, a
+//     Global TokenBucket rule with a burst of 128 and more on a
+//     concurrency.ShardedBucket, so that parallel requests do not all write
+//     one word: exact like the single word, with a Remaining that is a
+//     lower bound; sliding windows and logs decide on one word);
 //  3. takes the Global concurrency and adaptive permits, in this process,
 //     waiting up to a rule's MaxWait if it allows waiting;
 //  4. decides every per-key rule in one store call (store.Store; a Memory
@@ -46,7 +63,11 @@
 // and returns every permit exactly once.
 //
 // Dry-run (per rule, or WithDryRun) rejects nothing and counts, logs and
-// reports what would have been rejected. Stats snapshots the counters; a
+// reports what would have been rejected; for suspicion tightening
+// (Suspicion.DryRun, or WithDryRun) it counts what the tightened limits
+// would have rejected (Stats.TightenedWouldReject). WithSuspicion can
+// also demote a suspicious client to a lower Priority, which Global
+// Concurrency queues and Adaptive limiters serve last. Stats snapshots the counters; a
 // decision hook (WithDecisionHook) sees every decision. Log lines go
 // through log/slog, at most one per kind per second. Errors start with
 // "shed: ".
@@ -63,4 +84,24 @@
 // timeout, both by hashed key and read when asked (nothing is kept per
 // decision); ResetHash and PardonHash act on those keys. The policy
 // package reads all of this from files.
+//
+// A Global Concurrency or Adaptive rule's waiters are served by
+// Attempt.Priority (Queue: order, CoDel, deadlines, a reserve for critical
+// work), and Queue.FairShare shares its limit among tenants (or users, API
+// keys, addresses) by Attempt.Weight, work-conserving: a noisy tenant
+// borrows only what the others leave idle, and gives it back as its
+// permits free up.
+//
+// Every per-key table is bounded (Rule.Capacity) and evicts only keys
+// indistinguishable from fresh ones, so under a key flood a new key may
+// find no room. That is the server's condition, never the client's: the
+// rule's Overflow answers it with a 503 and a short Retry-After
+// (OverflowReject), one bounded state shared by such keys (OverflowShare)
+// or, for an IP rule, a bounded limit per network prefix (OverflowPrefix: a
+// /24 or a /48 at Prefix.Factor times the limit), which keeps newcomers of
+// other networks served while a flood from one network holds the table.
+// None is a 429 or a penalty strike; all are counted (RuleStats.Overflowed,
+// RuleStats.OverflowPrefix) and logged once a second. OverflowPrefix is not
+// the default: it admits up to a prefix's allowance more per window for
+// addresses of a flooding network, and keeps a second table per rule.
 package shed

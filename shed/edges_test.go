@@ -359,9 +359,10 @@ func TestDayWindowResetsAtMidnightUTC(t *testing.T) {
 // TestFullKeyTableIsTheServersFault: once a per-key rule's table is full of
 // live keys, a newcomer that exceeded nothing is not told it is over its
 // limit: 503 with a short Retry-After (OverflowReject), no penalty strike,
-// counted apart; with OverflowShare it is counted on the shared state.
+// counted apart; with OverflowShare it is counted on the shared state,
+// with OverflowPrefix on its network prefix's limit.
 func TestFullKeyTableIsTheServersFault(t *testing.T) {
-	for _, overflow := range []concurrency.Overflow{concurrency.OverflowReject, concurrency.OverflowShare} {
+	for _, overflow := range []concurrency.Overflow{concurrency.OverflowReject, concurrency.OverflowShare, OverflowPrefix} {
 		t.Run(fmt.Sprint("overflow=", int(overflow)), func(t *testing.T) {
 			pen := &fakePenalties{strikes: map[string]int{}}
 			c, h, _ := newTest(t, []Rule{{Name: "login-ip", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Hour,
@@ -377,7 +378,7 @@ func TestFullKeyTableIsTheServersFault(t *testing.T) {
 					if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
 						t.Fatalf("newcomer try %d on a full table: %d, Retry-After %q; want 503 and 1", try, w.Code, w.Header().Get("Retry-After"))
 					}
-				case concurrency.OverflowShare:
+				case concurrency.OverflowShare, OverflowPrefix:
 					if w.Code == http.StatusTooManyRequests {
 						t.Fatalf("newcomer try %d on a full table: 429, over a limit it never passed", try)
 					}

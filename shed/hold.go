@@ -14,7 +14,7 @@ import (
 // Retry-After hint; the error is ctx's when ctx ended while waiting.
 func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bool, time.Duration, error) {
 	if r.lim != nil {
-		req := adaptive.Request{Priority: int8(a.ask.Priority)} // the same scale: 0 is Critical
+		req := r.adaptiveRequest(a)
 		if dl, ok := ctx.Deadline(); ok {
 			req.Deadline = a.now + int64(time.Until(dl))
 		}
@@ -39,7 +39,7 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 		a.sems = append(a.sems, i)
 		return true, 0, nil
 	}
-	lane := r.lanes[a.ask.Priority.lane()]
+	lane := r.lane(a)
 	if lane.TryAcquire(a.cost) {
 		a.sems = append(a.sems, i)
 		return true, 0, nil
@@ -135,8 +135,8 @@ func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
 	}
 	for _, i := range a.sems {
 		r := &a.set.rules[i]
-		if r.queue != nil {
-			r.lanes[a.ask.Priority.lane()].Release(a.cost)
+		if r.queue != nil && !r.dry { // a dry-run rule takes its permits from sem itself
+			r.lane(a).Release(a.cost)
 		} else {
 			r.sem.Release(a.cost)
 		}

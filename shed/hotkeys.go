@@ -30,7 +30,8 @@ type HotKey struct {
 	// Scope says which of the rule's store limits holds the key: "" for
 	// the rule's own, "cgnat" for addresses in carrier-grade NAT ranges
 	// (Rule.CGNATFactor), "tightened" for suspicious clients
-	// (WithSuspicion).
+	// (WithSuspicion), "prefix" for the network prefixes of addresses a
+	// full table had no room for (OverflowPrefix).
 	Scope string
 	// Used, Limit and Remaining are the key's use of the rule at the time
 	// of the call (Used = Limit - Remaining; a Concurrency rule's permits
@@ -97,6 +98,9 @@ func (r *rule) keyLimits() []scopedLimit {
 	}
 	if r.suspectID != 0 {
 		ls = append(ls, scopedLimit{r.suspectID, "tightened"})
+	}
+	if r.prefixID != 0 {
+		ls = append(ls, scopedLimit{r.prefixID, "prefix"})
 	}
 	return ls
 }

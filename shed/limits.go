@@ -76,6 +76,9 @@ func (s *ruleSet) storeIDs() map[store.LimitID]bool {
 		if id := s.rules[i].suspectID; id != 0 {
 			ids[id] = true
 		}
+		if id := s.rules[i].prefixID; id != 0 {
+			ids[id] = true
+		}
 	}
 	for _, m := range s.over {
 		for _, o := range m {

@@ -19,7 +19,7 @@ import (
 // that changes with v, and a Global one.
 func limitRules(v int) []Rule {
 	return []Rule{
-		{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1000, Window: time.Hour},
+		{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1000, Window: time.Hour, Capacity: 100},
 		// A window change: the store cannot keep the state, so each version
 		// registers a new limit and retires the one before.
 		{Name: "user", Identity: User, Algorithm: FixedWindow, Limit: 100, Window: time.Hour + time.Duration(v)*time.Minute},

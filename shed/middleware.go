@@ -56,6 +56,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.client != nil {
 		cl := c.client(r)
 		a.ask.User, a.ask.APIKey, a.ask.Tenant, a.ask.Tier, a.ask.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
+		a.ask.Attributes = cl.Attributes
+		a.ask.Weight = cl.Weight
 		signals = cl.Signals
 	}
 	if c.suspicion != nil && a.ask.IP.IsValid() {

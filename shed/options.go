@@ -31,6 +31,13 @@ type Client struct {
 	// Priority is the request's class (see Attempt.Priority), from a
 	// header such as X-Priority, the route or the tier; zero is Critical.
 	Priority Priority
+	// Attributes are the request's values for the "attr:" parts of
+	// Composite rules' keys (a model name, a device id; see Key), by
+	// name without "attr:".
+	Attributes []Attribute
+	// Weight is the client's share in a rule that shares its limit fairly
+	// (see Attempt.Weight, Queue.FairShare); zero is 1.
+	Weight int
 	// Signals are the caller's suspicion signals about this request (a
 	// failed CAPTCHA, a known-bad fingerprint), fed to the Tracker of
 	// WithSuspicion with the request's own.
@@ -54,6 +61,7 @@ type config struct {
 	obs         Observer
 	category    func(*http.Request) string
 	hook        func(Decision)
+	tierWeights map[string]int
 	headers     func(http.Header, Decision)
 	reject      func(http.ResponseWriter, *http.Request, Decision)
 	fields      HeaderFields
@@ -187,8 +195,10 @@ func WithCost(f func(*http.Request) int64) Option {
 }
 
 // WithCategory gives the middleware a request's endpoint category. The
-// default is the method class of fingerprint.ClassOf: "read" (GET, HEAD,
-// OPTIONS), "write" (POST, PUT, PATCH, DELETE) or "other".
+// default is the method class of fingerprint.ClassOf, in any case: "read"
+// (GET, HEAD, OPTIONS) or "write" (every other method, extension methods
+// included, so that no method escapes the limits of writes). A policy
+// file's categories (policy.Policy.CategoryFunc) add routes, normalised.
 func WithCategory(f func(*http.Request) string) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {

@@ -25,7 +25,9 @@ type Override struct {
 	// treats a client (an IPv4-mapped address is its IPv4 address, a zone
 	// is dropped, and any address of an IPv6 /64 names that /64 by
 	// default), a user id, an API key (raw; it is hashed here as for
-	// requests) or a tenant id.
+	// requests) or a tenant id; for a Composite rule, the values of its
+	// Key's parts in order, separated by '|' ("acme|gpt-4" for
+	// Key{"tenant", "attr:model"}).
 	Key string
 	// Factor multiplies the rule's Limit and, for a token bucket, its
 	// refill count; the scaled values are rounded up to whole requests.
@@ -100,7 +102,7 @@ func (c *Controller) compileOverrides(s *ruleSet, list []Override) ([]map[string
 		if math.IsNaN(o.Factor) || math.IsInf(o.Factor, 0) || o.Factor <= 0 {
 			return nil, overrideError(n, o, fmt.Errorf("factor must be positive and finite, got %v", o.Factor))
 		}
-		key, err := c.overrideKey(r.Identity, o.Key)
+		key, err := c.overrideKey(&r.Rule, o.Key)
 		if err != nil {
 			return nil, overrideError(n, o, err)
 		}
@@ -171,13 +173,15 @@ func overrideError(n int, o Override, err error) error {
 	return &OverrideError{Index: n, Rule: o.Rule, First: -1, Err: err}
 }
 
-// overrideKey returns the store key of identity id for value v, as
-// buildKey makes it for a request.
-func (c *Controller) overrideKey(id Identity, v string) (string, error) {
+// overrideKey returns the store key of per-key rule r for value v, as
+// buildKey (or buildComposite) makes it for a request.
+func (c *Controller) overrideKey(r *Rule, v string) (string, error) {
 	if v == "" {
 		return "", errors.New("empty key")
 	}
-	switch id {
+	switch id := r.Identity; id {
+	case Composite:
+		return c.compositeKey(r, v)
 	case IP:
 		// One address, nothing else (no port, brackets or prefix); then the
 		// resolver the middleware uses normalises and groups it as it does
@@ -197,33 +201,20 @@ func (c *Controller) overrideKey(id Identity, v string) (string, error) {
 	case Tenant:
 		return string(c.appendID([]byte("tenant:"), v)), nil
 	}
-	return "", fmt.Errorf("identity %v has no keys", id)
+	return "", fmt.Errorf("identity %v has no keys", r.Identity)
 }
 
-// scaled registers (once per distinct parameters) the store limit of r
-// scaled by factor, named for what it serves (label), holding at most
-// capacity keys (0: the rule's capacity). Caller holds c.mu.
+// scaled registers (once per distinct parameters and label) the store
+// limit of r scaled by factor, named for what it serves (label), holding at
+// most capacity keys (0: the rule's capacity). Limits of two labels are
+// never one, even at equal parameters: each has a table of its own. Caller
+// holds c.mu.
 func (c *Controller) scaled(r *rule, factor float64, label string, capacity int) (store.LimitID, error) {
-	spec := r.spec()
-	if capacity > 0 && (spec.Capacity == 0 || spec.Capacity > capacity) {
-		spec.Capacity = capacity
-	}
-	up := func(v int64) (int64, error) {
-		f := math.Ceil(float64(v) * factor)
-		if f < 1 || f > math.MaxInt64/2 {
-			return 0, fmt.Errorf("scaled limit %v out of range", f)
-		}
-		return int64(f), nil
-	}
-	var err error
-	if spec.Limit, err = up(spec.Limit); err != nil {
+	spec, err := scaledSpec(&r.Rule, factor, capacity)
+	if err != nil {
 		return 0, err
 	}
-	if spec.Algorithm == store.TokenBucket {
-		if spec.Rate.Count, err = up(spec.Rate.Count); err != nil {
-			return 0, err
-		}
-	}
+	spec.Name = r.Name + "#" + label // the key of scaledIDs; registered under named.Name
 	if c.scaledIDs == nil {
 		c.scaledIDs = make(map[store.Spec]store.LimitID)
 	}
@@ -239,4 +230,31 @@ func (c *Controller) scaled(r *rule, factor float64, label string, capacity int)
 	}
 	c.scaledIDs[spec] = id
 	return id, nil
+}
+
+// scaledSpec returns the store limit of r with its Limit (and a token
+// bucket's refill) times factor, rounded up, holding at most capacity
+// keys (when positive and below r's own).
+func scaledSpec(r *Rule, factor float64, capacity int) (store.Spec, error) {
+	spec := r.spec()
+	if capacity > 0 && (spec.Capacity == 0 || spec.Capacity > capacity) {
+		spec.Capacity = capacity
+	}
+	up := func(v int64) (int64, error) {
+		f := math.Ceil(float64(v) * factor)
+		if f < 1 || f > math.MaxInt64/2 {
+			return 0, fmt.Errorf("scaled limit %v out of range", f)
+		}
+		return int64(f), nil
+	}
+	var err error
+	if spec.Limit, err = up(spec.Limit); err != nil {
+		return spec, err
+	}
+	if spec.Algorithm == store.TokenBucket {
+		if spec.Rate.Count, err = up(spec.Rate.Count); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
 }

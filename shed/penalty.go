@@ -52,7 +52,7 @@ func (c *Controller) Pardon(v string) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("shed: Pardon: the penalty box (%T) cannot pardon", c.pen)
 	}
-	key, err := c.overrideKey(c.penID, v)
+	key, err := c.overrideKey(&Rule{Identity: c.penID}, v)
 	if err != nil {
 		return false, fmt.Errorf("shed: Pardon: %w", err)
 	}

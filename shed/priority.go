@@ -67,6 +67,22 @@ type Queue struct {
 	// Reserve is the share of the limit, in [0, 1), that only Critical and
 	// CriticalPlus attempts may take through the queue (Stripe keeps 0.2).
 	Reserve float64
+	// FairShare shares the limit among the identities it names (Tenant,
+	// User, APIKey or IP; Global, the zero value, shares nothing), work
+	// conserving: each busy identity is guaranteed its weight's share
+	// (Attempt.Weight) of the limit, capacity that no other identity
+	// waits for is lent to whoever asks, and it is taken back as permits
+	// free up, for the owner's waiters are served first: within a
+	// priority, the identity holding least per unit of weight (see
+	// queueing.WithFairShare). A full queue sheds the newest waiter of the
+	// identity with the most waiting. Attempts without that identity share
+	// one share. The queue tracks an identity only while it holds or waits
+	// for permits, so at most Limit plus QueueLength of them. It applies to
+	// Global Concurrency rules with a MaxWait and to Adaptive rules with a
+	// MaxWait whose Limiter's queue has fair share
+	// (adaptive.WithQueue(queueing.WithFairShare())); for an Adaptive rule
+	// it is the only Queue field that applies (the rest is the Limiter's).
+	FairShare Identity
 }
 
 // options returns the queueing options of q beside the rule's max wait and
@@ -84,6 +100,9 @@ func (q Queue) options() []queueing.Option {
 	}
 	if q.Reserve > 0 {
 		opts = append(opts, queueing.WithReserve(q.Reserve, Critical.queueing()))
+	}
+	if q.FairShare != Global {
+		opts = append(opts, queueing.WithFairShare())
 	}
 	return opts
 }

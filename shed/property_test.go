@@ -165,7 +165,7 @@ func TestHeadersParse(t *testing.T) {
 		name := rapid.StringMatching(`[ -~]{1,64}`).Draw(t, "name")
 		limit := rapid.Int64Range(1, 50).Draw(t, "limit")
 		alg := rapid.SampledFrom([]Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog}).Draw(t, "alg")
-		r := Rule{Name: name, Identity: IP, Algorithm: alg, Limit: limit}
+		r := Rule{Name: name, Identity: IP, Algorithm: alg, Limit: limit, Capacity: 4096}
 		if alg == TokenBucket {
 			r.Rate = concurrency.Per(rapid.Int64Range(1, 100).Draw(t, "rate"), time.Minute)
 		} else {

@@ -11,11 +11,14 @@ type Config struct {
 	// Category, when not nil, replaces the middleware's categorizer
 	// (WithCategory) together with the rules that name its categories.
 	Category func(*http.Request) string
+	// TierWeights, when not nil, replaces the fair-share weights of tiers
+	// (WithTierWeights); an empty map removes them.
+	TierWeights map[string]int
 }
 
 // Reload puts cfg in force on a running Controller, atomically: every
 // decision sees the old rule set or the new one whole (rules, overrides,
-// categorizer), never a mix, and the request path takes no lock and never
+// categorizer, tier weights), never a mix, and the request path takes no lock and never
 // waits for a reload.
 //
 // A rule equal to one in force (same name, every field equal; an
@@ -62,6 +65,14 @@ func (c *Controller) Reload(cfg Config) error {
 	next.cat = cur.cat
 	if cfg.Category != nil {
 		next.cat = cfg.Category
+	}
+	next.weights = cur.weights
+	if cfg.TierWeights != nil {
+		if next.weights, err = tierWeights(cfg.TierWeights); err != nil {
+			c.discard(next, cur)
+			c.dropFresh()
+			return err
+		}
 	}
 	if next.over, err = c.compileOverrides(next, cfg.Overrides); err != nil {
 		c.discard(next, cur)

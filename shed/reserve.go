@@ -63,6 +63,20 @@ func (c calendarRate) cancel(now, n int64, rv concurrency.Reservation) {
 	c.rate.(reserver).cancel(c.clock.At(now), n, rv)
 }
 
+// reserves reports whether lr can reserve: a rate of one state (a bucket,
+// a window); the sharded ones (concurrency.ShardedBucket, ShardedWindow)
+// cannot tell the next slot, so a rule on one is charged at once.
+func reserves(lr localRate) bool {
+	if c, ok := lr.(calendarRate); ok {
+		lr = c.rate
+	}
+	switch lr.(type) {
+	case *bucketRate, *stateRate[concurrency.FixedWindowState, *concurrency.FixedWindow]:
+		return true
+	}
+	return false
+}
+
 // waiters bounds the requests waiting for one rule's reserved slots. A
 // rule kept across a Reload keeps it, so that the bound holds across it.
 type waiters struct {

@@ -498,3 +498,29 @@ func TestReserveUnderLoadKeepsTheBoundAndLeavesNothing(t *testing.T) {
 	}
 	t.Logf("waits %d+%d, cancelled %d+%d, rejected by the window %d", g.Waited, p.Waited, g.WaitCancelled, p.WaitCancelled, total[2].Rejected)
 }
+
+// TestReserveBigBurstAndShardedRules: a Global bucket of a burst that would
+// be sharded reserves when it has MaxWait (it stays one bucket); a sharded
+// one without MaxWait, in the same attempt as one that waits, is charged at
+// once.
+func TestReserveBigBurstAndShardedRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := Rule{Name: "big", Algorithm: TokenBucket, Limit: 256, Rate: concurrency.Per(256, time.Second), MaxWait: time.Second}
+		sharded := Rule{Name: "sharded", Algorithm: TokenBucket, Limit: 1024, Rate: concurrency.Per(1024, time.Second)}
+		window := Rule{Name: "window", Algorithm: FixedWindow, Limit: 1 << 20, Window: time.Minute}
+		c := newReserving(t, big, sharded, window)
+		start := time.Now()
+		for range 256 {
+			if d, tok, err := c.Decide(context.Background(), Attempt{}); err != nil || !d.Allowed || time.Since(start) != 0 {
+				t.Fatalf("within the burst: %+v %v after %v", d, err, time.Since(start))
+			} else {
+				tok.Done(Success)
+			}
+		}
+		d, tok, err := c.Decide(context.Background(), Attempt{})
+		if err != nil || !d.Allowed || time.Since(start) != time.Second/256 {
+			t.Fatalf("past the burst: %+v %v after %v, want %v", d, err, time.Since(start), time.Second/256)
+		}
+		tok.Done(Success)
+	})
+}

@@ -32,7 +32,7 @@ func (c *Controller) ResetKey(ctx context.Context, name, v string) error {
 		if r.local() {
 			return fmt.Errorf("shed: ResetKey: rule %q is Global: it has no keys", name)
 		}
-		key, err := c.overrideKey(r.Identity, v)
+		key, err := c.overrideKey(&r.Rule, v)
 		if err != nil {
 			return fmt.Errorf("shed: ResetKey: rule %q: %w", name, err)
 		}

@@ -12,7 +12,8 @@ import (
 )
 
 // Identity is what a rule counts per: one client address, user, API key or
-// tenant, or every request together (Global).
+// tenant, a composite of those and of request attributes (Composite), or
+// every request together (Global).
 type Identity uint8
 
 const (
@@ -30,9 +31,14 @@ const (
 	APIKey
 	// Tenant counts per tenant id, as given by the caller.
 	Tenant
+	// Composite counts per the parts of the rule's Key: identities and
+	// request attributes together (tenant and model, IP and route), or an
+	// attribute alone (a header, a JA4). See Key.
+	Composite
 )
 
-// String returns "global", "ip", "user", "api_key" or "tenant".
+// String returns "global", "ip", "user", "api_key", "tenant" or
+// "composite".
 func (i Identity) String() string {
 	switch i {
 	case Global:
@@ -45,6 +51,8 @@ func (i Identity) String() string {
 		return "api_key"
 	case Tenant:
 		return "tenant"
+	case Composite:
+		return "composite"
 	}
 	return fmt.Sprintf("Identity(%d)", uint8(i))
 }
@@ -154,6 +162,10 @@ type Rule struct {
 	// Identity is what the rule counts per. A rule whose identity a request
 	// does not carry (no user, no API key, no tenant) does not apply to it.
 	Identity Identity
+	// Key is the parts a Composite rule counts per, such as
+	// Key{"tenant", "attr:model"} or Key{"ip", "route"} (only, and
+	// required, for Composite; see Key).
+	Key Key
 	// Algorithm is how the rule counts; the zero value is rejected.
 	Algorithm Algorithm
 	// Limit is the burst of a TokenBucket, the requests per Window of the
@@ -180,14 +192,28 @@ type Rule struct {
 	// Capacity bounds the keys the store keeps for a per-key rule (see
 	// store.Spec.Capacity); zero means the store's default.
 	Capacity int
+	// MaxBytes is the per-key rule's byte budget: New rejects a rule whose
+	// worst case, every key of its Capacity live and grown at once in a
+	// Memory store (store.Spec.MemoryBytes; its CGNAT and tightened keys'
+	// limits included), exceeds it, naming the figures. Zero means
+	// DefaultMaxBytes; negative is rejected. A sliding log's keys grow
+	// with Limit (16 bytes an admission): 1,000 an hour at the default
+	// capacity is 1 GiB, so it needs a lower Capacity or another
+	// algorithm. Per-key rules only.
+	MaxBytes int64
 	// Overflow is what a per-key rule does with a new key when the store's
 	// table of keys is full of live ones (a key flood): reject it
-	// (concurrency.OverflowReject, the zero value) or count it on one
-	// bounded state shared by all such keys (concurrency.OverflowShare).
-	// A full table is the server's condition, not the client's: such a
-	// rejection is a 503 with a short Retry-After, never a 429 and never a
-	// penalty strike, and it is counted in RuleStats.Overflowed.
+	// (concurrency.OverflowReject, the zero value), count it on one
+	// bounded state shared by all such keys (concurrency.OverflowShare),
+	// or, for an IP rule, decide it on a bounded limit of its network
+	// prefix (OverflowPrefix, see Prefix). A full table is the server's
+	// condition, not the client's: such a rejection is a 503 with a short
+	// Retry-After, never a 429 and never a penalty strike, and it is
+	// counted in RuleStats.Overflowed.
 	Overflow concurrency.Overflow
+	// Prefix is the network prefix limit of OverflowPrefix (only): prefix
+	// lengths and the factor on Limit; the zero value is the defaults.
+	Prefix Prefix
 	// Count says which finished requests a rate rule's charge stands for:
 	// CountAll (zero), or only failures of some kind, the others given
 	// back when the request is done (the middleware knows its status;
@@ -289,14 +315,24 @@ func (r *Rule) validate() error {
 	if len(r.Tier) > 64 {
 		return r.errorf("tier must be at most 64 bytes, got %d", len(r.Tier))
 	}
-	if r.Identity > Tenant {
+	if r.Identity > Composite {
 		return r.errorf("unknown identity %v", r.Identity)
+	}
+	if r.Identity == Composite {
+		if _, err := r.Key.parts(); err != nil {
+			return r.errorf("%w", err)
+		}
+	} else if r.Key != (Key{}) {
+		return r.errorf("a key applies only to %v rules, not %v", Composite, r.Identity)
 	}
 	if r.Algorithm < TokenBucket || r.Algorithm > Adaptive {
 		return r.errorf("unknown algorithm %v", r.Algorithm)
 	}
 	if r.Failure > FailClosed {
 		return r.errorf("unknown failure mode %v", r.Failure)
+	}
+	if r.MaxBytes < 0 {
+		return r.errorf("byte budget must not be negative (or 0 for %d), got %d", DefaultMaxBytes, r.MaxBytes)
 	}
 	if math.IsNaN(r.SoftLimit) || r.SoftLimit < 0 || r.SoftLimit > 1 {
 		return r.errorf("soft limit must be in (0, 1] (or 0 for the default), got %v", r.SoftLimit)
@@ -311,6 +347,9 @@ func (r *Rule) validate() error {
 	case r.CGNATFactor != 0 && (math.IsNaN(r.CGNATFactor) || math.IsInf(r.CGNATFactor, 0) || r.CGNATFactor < 1):
 		return r.errorf("CGNAT factor must be at least 1 and finite (or 0 for %d), got %v", DefaultCGNATFactor, r.CGNATFactor)
 	}
+	if err := r.validatePrefix(); err != nil {
+		return err
+	}
 	if r.Algorithm == Adaptive {
 		switch {
 		case r.Limiter == nil:
@@ -323,7 +362,8 @@ func (r *Rule) validate() error {
 	} else if r.Limiter != nil {
 		return r.errorf("a Limiter applies only to %v, not %v", Adaptive, r.Algorithm)
 	}
-	waits := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive) || r.reserves()
+	queues := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive)
+	waits := queues || r.reserves()
 	switch {
 	case r.MaxWait < 0:
 		return r.errorf("max wait must not be negative, got %v", r.MaxWait)
@@ -336,7 +376,13 @@ func (r *Rule) validate() error {
 		return r.errorf("queue length must not be negative, got %d", r.QueueLength)
 	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency && !r.reserves()):
 		return r.errorf("a queue length applies only to a Global %v rule or a rate rule with a max wait", Concurrency)
-	case r.Queue != (Queue{}) && (r.MaxWait == 0 || r.Algorithm != Concurrency):
+	case r.Queue.FairShare > Tenant:
+		return r.errorf("unknown fair-share identity %v", r.Queue.FairShare)
+	case r.Queue.FairShare != Global && (r.MaxWait == 0 || !queues):
+		return r.errorf("fair share applies only to a Global %v or %v rule with a max wait", Concurrency, Adaptive)
+	case r.Queue.FairShare != Global && r.Algorithm == Adaptive && !r.Limiter.FairShare():
+		return r.errorf("fair share on an %v rule needs a Limiter whose queue has it: adaptive.WithQueue(queueing.WithFairShare())", Adaptive)
+	case r.Queue.withoutFairShare() != (Queue{}) && (r.MaxWait == 0 || r.Algorithm != Concurrency):
 		return r.errorf("a queue discipline applies only to a Global %v rule with a max wait", Concurrency)
 	case r.Queue.Order > queueing.AdaptiveLIFO:
 		return r.errorf("unknown queue order %v", r.Queue.Order)
@@ -349,6 +395,9 @@ func (r *Rule) validate() error {
 		}
 		if r.Capacity != 0 {
 			return r.errorf("a capacity (of keys) does not apply to a Global rule")
+		}
+		if r.MaxBytes != 0 {
+			return r.errorf("a byte budget (of a key table) does not apply to a Global rule")
 		}
 		if r.Overflow != concurrency.OverflowReject {
 			return r.errorf("an overflow policy (of a full key table) does not apply to a Global rule")
@@ -364,7 +413,7 @@ func (r *Rule) validate() error {
 func (r *Rule) spec() store.Spec {
 	alg := store.Algorithm(r.Algorithm) // the constants are the store's
 	return store.Spec{Name: r.Name, Algorithm: alg, Limit: r.Limit, Rate: r.Rate,
-		Window: r.Window, Capacity: r.Capacity, Overflow: r.Overflow, Calendar: r.Calendar, LeaseTTL: r.LeaseTTL}
+		Window: r.Window, Capacity: r.Capacity, Overflow: r.storeOverflow(), Calendar: r.Calendar, LeaseTTL: r.LeaseTTL}
 }
 
 // cgnatFactor returns the rule's CGNAT factor; 1 for rules other than IP.

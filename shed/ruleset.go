@@ -30,6 +30,9 @@ type ruleSet struct {
 	// a request never meets the categories of one set and the rules of
 	// another.
 	cat func(*http.Request) string
+	// weights are the fair-share weights of tiers (WithTierWeights),
+	// swapped with the rules like cat; nil when there are none.
+	weights map[string]int
 	// resized are the Global Concurrency rules whose semaphore this set
 	// took over from the set before with another limit: Reload sets the
 	// new limits once the set is in force (see resize).
@@ -41,6 +44,11 @@ type ruleSet struct {
 	// counting reports that some rule counts only some outcomes
 	// (Rule.Count): finishing an attempt may give charges back.
 	counting bool
+	// keyed holds, by rule index, the parts of Composite rules (nil for
+	// the others; nil when there is none), and req what the middleware
+	// reads from a request for them.
+	keyed [][]keyPart
+	req   requestParts
 }
 
 // resize puts the limits of the rules that took over a semaphore in force.
@@ -171,6 +179,9 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 			s.def = i
 		}
 	}
+	if err := s.collectParts(); err != nil {
+		return fail(err)
+	}
 	if err := s.makePlans(c.fields); err != nil {
 		return fail(err)
 	}
@@ -254,7 +265,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if r.reserves() {
 			dst.waits = &waiters{max: r.maxWaiters()}
 		}
-		dst.canReserve = r.Algorithm.rate() && store.CheckReserve(r.spec()) == nil
+		dst.canReserve = r.Algorithm.rate() && store.CheckReserve(r.spec()) == nil && reserves(dst.rate)
 	default:
 		spec := r.spec()
 		if err := spec.Validate(); err != nil {
@@ -262,6 +273,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		}
 		if r.reserves() {
 			dst.waits = &waiters{max: r.maxWaiters()}
+		}
+		if err := c.checkBudget(&r); err != nil {
+			return err
 		}
 		switch {
 		case keep != nil:
@@ -285,6 +299,11 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 	if f := r.cgnatFactor(); f != 1 && !r.local() {
 		if dst.cgnatID, err = c.scaled(dst, f, "cgnat", CGNATCapacity); err != nil {
 			return r.errorf("CGNAT factor %v: %w", f, err)
+		}
+	}
+	if r.Overflow == OverflowPrefix {
+		if dst.prefixID, err = c.registerPrefix(dst); err != nil {
+			return r.errorf("prefix factor %v: %w", dst.prefixFactor(), err)
 		}
 	}
 	if r.Algorithm.rate() {
@@ -311,7 +330,9 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 
 // updatable reports whether r, a changed version of the per-key rule o in
 // force, differs from it only in what a store.Updater changes in place
-// (Limit, Rate, LeaseTTL), and the store is one.
+// (Limit, Rate, LeaseTTL) or what is not the rule's own store limit (a
+// prefix overflow: OverflowPrefix is OverflowReject to the store, and the
+// prefix limit is registered anew), and the store is one.
 func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 	if _, ok := c.store.(store.Updater); !ok || o.id == 0 || o.dry != (r.DryRun || dryAll) {
 		return false
@@ -319,6 +340,8 @@ func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 	was := o.Rule
 	was.Limit, was.Rate, was.LeaseTTL = 0, concurrency.Rate{}, 0
 	r.Limit, r.Rate, r.LeaseTTL = 0, concurrency.Rate{}, 0
+	was.Overflow, r.Overflow = was.storeOverflow(), r.storeOverflow()
+	was.Prefix, r.Prefix = Prefix{}, Prefix{}
 	return was == r
 }
 
@@ -416,6 +439,7 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 			p.rates = append(p.rates, i)
 		default:
 			p.concs = append(p.concs, i)
+			p.fair = p.fair || r.Queue.FairShare != Global
 		}
 		if r.Algorithm.rate() {
 			policies = append(policies, r.policy())

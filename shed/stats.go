@@ -34,6 +34,7 @@ const (
 	cCGNAT
 	cExempt
 	cTightened
+	cTightenedWouldReject
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -56,6 +57,8 @@ const (
 	rWaited
 	rWaitNs
 	rWaitCancelled
+	rTightenedWouldReject
+	rOverflowPrefix
 	nPerRule
 )
 
@@ -166,8 +169,11 @@ type Stats struct {
 	// Exempt counts requests the middleware let through unlimited
 	// (WithExemptions).
 	Exempt uint64
-	// Tightened counts decisions made on tightened limits (WithSuspicion).
-	Tightened uint64
+	// Tightened counts decisions made on tightened limits (WithSuspicion;
+	// with tightening in dry-run, decisions that would have been).
+	// TightenedWouldReject counts admitted decisions that tightening in
+	// dry-run (Suspicion.DryRun, WithDryRun) would have rejected.
+	Tightened, TightenedWouldReject uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -191,8 +197,12 @@ type RuleStats struct {
 	EarlyWarnings uint64
 	// Overflowed counts the rule's decisions of keys that did not fit the
 	// store's full table (Rule.Overflow): shed with 503, or counted on the
-	// shared overflow state.
+	// shared overflow state, or decided on its network prefix.
 	Overflowed uint64
+	// OverflowPrefix counts those of the Overflowed decisions made on the
+	// limit of the client's network prefix (OverflowPrefix), admitted or
+	// not.
+	OverflowPrefix uint64
 	// Refunded counts charges given back when a request was done with a
 	// status the rule does not count (Rule.Count); RefundsLost those the
 	// store could not give back (it is no store.Refunder, or it failed).
@@ -207,6 +217,9 @@ type RuleStats struct {
 	// reservation was cancelled). MaxWait repeats the rule's.
 	Waited, WaitCancelled uint64
 	WaitTime, MaxWait     time.Duration
+	// TightenedWouldReject counts attempts the rule's tightened limit
+	// would have rejected, with tightening in dry-run (Suspicion.DryRun).
+	TightenedWouldReject uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -240,7 +253,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {
@@ -256,7 +269,8 @@ func (c *Controller) Stats() Stats {
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
 			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent),
-			Waited: ru(rWaited), WaitCancelled: ru(rWaitCancelled), WaitTime: time.Duration(r.ctr.sum(rWaitNs)), MaxWait: r.MaxWait, Limit: r.Limit}
+			Waited: ru(rWaited), WaitCancelled: ru(rWaitCancelled), WaitTime: time.Duration(r.ctr.sum(rWaitNs)), MaxWait: r.MaxWait,
+			TightenedWouldReject: ru(rTightenedWouldReject), OverflowPrefix: ru(rOverflowPrefix), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()

@@ -1,7 +1,9 @@
 package shed
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -36,6 +38,22 @@ type Suspicion struct {
 	// at suspicion 1. Tightening applies the floor to every client above
 	// the threshold (two levels: whole, or tightened). Required.
 	Scale penalty.SuspicionScale
+	// Demote caps the Priority of a tightened client's attempts at
+	// Priority (Sheddable, say): Global Concurrency rules' queues and
+	// Adaptive rules' limiters then serve it last and shed it first. A
+	// client already below Priority keeps its own.
+	Demote   bool
+	Priority Priority
+	// DryRun tightens nothing: a suspicious client is decided on its
+	// normal limits (and priority), and what its tightened limits would
+	// have rejected is counted (Stats.TightenedWouldReject,
+	// RuleStats.TightenedWouldReject, Stats.DryRun), reported in
+	// Decision.DryRun and logged, at most a line a second: to calibrate a
+	// threshold before it acts. WithDryRun puts tightening in dry-run
+	// too. The tightened limits are charged alongside the normal ones, as
+	// if in force (rate rules only: a per-key Concurrency rule's
+	// tightened permits are not taken).
+	DryRun bool
 }
 
 // WithSuspicion feeds every request's signals to s.Tracker and tightens
@@ -49,7 +67,14 @@ func WithSuspicion(s Suspicion) Option {
 		if s.Scale.Floor() == 0 {
 			return errors.New("shed: WithSuspicion needs a Scale (penalty.NewSuspicionScale)")
 		}
-		c.suspicion = &suspicion{tracker: s.Tracker, floor: s.Scale.Floor(), threshold: s.Scale.Threshold()}
+		if s.Priority < Sheddable || s.Priority > CriticalPlus {
+			return fmt.Errorf("shed: WithSuspicion: unknown priority %v", s.Priority)
+		}
+		if s.Priority != Critical && !s.Demote {
+			return fmt.Errorf("shed: WithSuspicion: a priority (%v) without Demote", s.Priority)
+		}
+		c.suspicion = &suspicion{tracker: s.Tracker, floor: s.Scale.Floor(), threshold: s.Scale.Threshold(),
+			demote: s.Demote, priority: s.Priority, dry: s.DryRun}
 		return nil
 	})
 }
@@ -59,6 +84,9 @@ type suspicion struct {
 	tracker   *fingerprint.Tracker
 	floor     float64 // the tightened multiplier
 	threshold float64 // scores above it are tightened
+	demote    bool
+	priority  Priority // with demote: the cap of tightened attempts
+	dry       bool     // Suspicion.DryRun (or WithDryRun: see tightenDry)
 }
 
 // observe feeds r's signals for a's client and marks a tightened when its
@@ -78,7 +106,64 @@ func (c *Controller) observe(a *ticket, r *http.Request, signals []fingerprint.S
 	}
 	a.ask.Tightened, a.ask.reasons = true, sc.Reasons
 	if ok, n := c.logs.suspect.Allow(a.ask.Now); ok {
-		c.log.Info("shed: suspicious client, limits tightened", slog.String("ip", a.ask.IP.String()),
+		msg := "shed: suspicious client, limits tightened"
+		if s.dry || c.dryAll {
+			msg = "shed: suspicious client, limits not tightened (dry run)"
+		}
+		c.log.Info(msg, slog.String("ip", a.ask.IP.String()),
 			slog.Float64("score", sc.Value), slog.String("reasons", sc.Reasons.String()), slog.Int64("suppressed", n))
+	}
+}
+
+// tighten applies WithSuspicion to a tightened attempt before its rules
+// are decided: the demotion of its priority, unless tightening is in
+// dry-run. It reports whether the per-key rules decide it on their
+// tightened limits.
+func (c *Controller) tighten(a *ticket) bool {
+	s := c.suspicion
+	if s.dry || c.dryAll {
+		return false
+	}
+	if s.demote && a.ask.Priority > s.priority {
+		a.ask.Priority = s.priority
+	}
+	return true
+}
+
+// shadowTightened decides, for an admitted attempt whose tightening is in
+// dry-run, the tightened limits of its rate rules in a store call of their
+// own (a.adj, free until the attempt is done), and counts, marks and logs
+// a would-be rejection. The store gives back what a rejected call took; an
+// admitted one stays charged, as the tightened limits would be in force.
+// A failing store says nothing about tightening: it is ignored.
+func (c *Controller) shadowTightened(ctx context.Context, a *ticket, d *Decision) {
+	a.adj.N, a.adj.Now = 0, a.now
+	var rules [len(a.hitRule)]int
+	for j := range a.req.N {
+		i := a.hitRule[j]
+		r := &a.set.rules[i]
+		if r.suspectID == 0 || !r.Algorithm.rate() {
+			continue
+		}
+		rules[a.adj.N] = i
+		a.adj.Add(r.suspectID, a.req.Hits[j].Key, a.req.Hits[j].Cost)
+	}
+	if a.adj.N == 0 {
+		return
+	}
+	if err := c.store.Decide(ctx, &a.adj, &a.adjRes); err != nil || a.adjRes.Allowed {
+		return
+	}
+	i := rules[a.adjRes.Decider]
+	r := &a.set.rules[i]
+	r.ctr.add(a.shard, rTightenedWouldReject, 1)
+	c.ctr.add(a.shard, cTightenedWouldReject, 1)
+	if !d.DryRun {
+		d.DryRun, d.DryRunRule, d.DryRunKind = true, r.Name, OverLimit
+		c.ctr.add(a.shard, cDryRun, 1)
+	}
+	if ok, n := c.logs.tightenDry.Allow(a.now); ok {
+		c.log.Info("shed: dry run, tightening would reject", slog.String("rule", r.Name),
+			slog.String("reasons", a.ask.reasons.String()), slog.Int64("suppressed", n))
 	}
 }

@@ -27,8 +27,11 @@ type ticket struct {
 	// began is when the decision started, for an Observer's latency.
 	began int64
 
-	ask  Attempt // what was asked; cost and now below are its decided values
-	cost int64
+	ask Attempt // what was asked; cost and now below are its decided values
+	// tight reports that the per-key rules decide the attempt on their
+	// tightened limits (a tightened attempt, tightening not in dry-run).
+	tight bool
+	cost  int64
 	// charged is what the rate rules were charged: cost, until the work
 	// says what it really cost (Token.Recost, WithActualCost).
 	charged int64
@@ -37,6 +40,21 @@ type ticket struct {
 	// it is not written again until the attempt is done.
 	buf  []byte
 	keys [Tenant + 1]struct{ start, end int }
+	// ckeys are the keys of Composite rules, by position in the plan's
+	// per-key rules; the zero span when the attempt lacks an identity.
+	ckeys [store.MaxHits]span
+	// What the middleware read from the request for Composite keys
+	// (readParts): the route in buf, the JA4, header values by the
+	// index of the set's requestParts.headers.
+	reqParts *requestParts
+	route    span
+	hasRoute bool
+	hasJA4   bool
+	ja4      string
+	headers  [maxRequestHeaders]string
+	// pfx holds the prefix key of an address its rule's full table had no
+	// room for (OverflowPrefix), a string over it like the keys over buf.
+	pfx [maxPrefixKey]byte
 
 	req store.Request
 	res store.Result
@@ -85,6 +103,9 @@ func (c *Controller) put(a *ticket) {
 		a.buf = make([]byte, 0, 256)
 	}
 	a.keys = [Tenant + 1]struct{ start, end int }{}
+	if a.reqParts != nil { // readParts ran: forget the request's values
+		a.reqParts, a.route, a.hasRoute, a.hasJA4, a.ja4, a.headers = nil, span{}, false, false, "", [maxRequestHeaders]string{}
+	}
 	a.w = statusWriter{}
 	c.pool.Put(a)
 }

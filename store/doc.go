@@ -48,11 +48,12 @@
 //	  where only Memcached runs                                      evictions reset them
 //
 // Redis keeps nothing on disk here, so a quota that must survive a restart
-// or be read back for billing (pgstore's and mysqlstore's Usage) belongs in
-// a database, where a decision commits a transaction: use it for windows
-// of hours and more, not per request bursts. Memcached's one incr is the
-// cheapest round trip, but it decides fixed windows only and forgets what
-// it evicts (memcachestore counts the evictions it sees). The package
+// or be read back for billing (a Usage, from pgstore's and mysqlstore's
+// Usage) belongs in a database, where a decision commits a transaction:
+// use it for windows of hours and more, not per request bursts.
+// Memcached's one incr is the cheapest round trip, but it decides fixed
+// windows only and forgets what it evicts (memcachestore counts the
+// evictions it sees). The package
 // store/fallback (redisstore.NewFallback, pgstore.NewFallback,
 // mysqlstore.NewFallback, memcachestore.NewFallback) keeps every remote
 // store's limits enforced on this instance's share while the remote is

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/concurrency"
 )
@@ -155,6 +156,55 @@ func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
 		return nil, fmt.Errorf("store: limit %q: %w", spec.Name, err)
 	}
 	return l, nil
+}
+
+// MemoryBytes returns the most memory a Memory store holds for a limit of
+// spec, a worst case with every key of its capacity live and grown at
+// once: its preallocated table of Capacity keys (DefaultCapacity when
+// zero) of the algorithm's state (concurrency.TableBytes) and a KiB of its
+// own structures, plus, for every
+// one of those keys and the shared overflow state, what the state
+// allocates of its own: a SlidingLog key's ring
+// (concurrency.SlidingLog.KeyBytes: 16·Limit bytes and a header), a
+// Concurrency key's lease slots (one per permit held at once, Limit at
+// most, and as many again that append may leave spare). The other
+// algorithms' states allocate nothing. It returns Validate's error for an
+// invalid spec and the table's for a capacity above
+// concurrency.MaxTableCapacity, both starting with "store: ".
+func (s Spec) MemoryBytes() (int64, error) {
+	b, err := s.build()
+	if err != nil {
+		return 0, err
+	}
+	capacity := s.Capacity
+	if capacity == 0 {
+		capacity = DefaultCapacity
+	}
+	var table, perKey int64
+	switch s.Algorithm {
+	case TokenBucket:
+		table, err = concurrency.TableBytes[concurrency.GCRAState](capacity)
+	case FixedWindow:
+		table, err = concurrency.TableBytes[concurrency.FixedWindowState](capacity)
+	case SlidingWindow:
+		table, err = concurrency.TableBytes[concurrency.SlidingWindowState](capacity)
+	case SlidingLog:
+		table, err = concurrency.TableBytes[concurrency.SlidingLogState](capacity)
+		perKey = b.log.KeyBytes()
+	case Concurrency:
+		table, err = concurrency.TableBytes[leaseState](capacity)
+		perKey = concurrency.AllocBytes(2 * s.Limit * int64(unsafe.Sizeof(leaseSlot{})))
+	}
+	if err != nil {
+		return 0, s.errorf("%w", err)
+	}
+	// The limit's own structures (its parameters, the keys' shared state
+	// and the padding around it, the store's index entries): bounded by
+	// a KiB, whatever the algorithm.
+	const keysHeader = 8 * cacheLine
+	// Bounded: capacity <= 2^24 and perKey <= 2^31 (a sliding log of
+	// 2^16 slots, 2^24 leases of 32 bytes twice), so no overflow.
+	return table + keysHeader + (int64(capacity)+1)*perKey, nil
 }
 
 // lookup returns the registered limit id, or nil (unregistered

@@ -13,8 +13,8 @@ import (
 // parameters L, boxed once for the server, by LimitID, and the names in
 // use. Lookups take no lock (the table is copied on write); changes are
 // serialized. IDs are never reused. The zero value is an empty Registry;
-// it must not be copied after first use. redisstore and pgstore keep theirs
-// in one.
+// it must not be copied after first use. redisstore, pgstore, mysqlstore and
+// memcachestore keep theirs in one.
 type Registry[L any] struct {
 	mu    sync.Mutex
 	names map[string]struct{}
@@ -95,6 +95,21 @@ func (r *Registry[L]) Lookup(id LimitID) *L {
 		return nil
 	}
 	return ls[id-1]
+}
+
+// ReleaseNone is Release (see Store) for a network store that keeps no
+// concurrency limits in r, so holds no lease: it returns ErrLeaseNotHeld
+// for a lease not held, an error matching ErrUnknownLimit for a lease of a
+// limit not registered, and otherwise an error starting with "store: "
+// that the limit is not a concurrency limit. It does no I/O.
+func (r *Registry[L]) ReleaseNone(lease Lease) error {
+	if !lease.Held() {
+		return ErrLeaseNotHeld
+	}
+	if r.Lookup(lease.Limit) == nil {
+		return fmt.Errorf("%w: lease names limit %d", ErrUnknownLimit, lease.Limit)
+	}
+	return fmt.Errorf("store: lease names limit %d, which is not a concurrency limit", lease.Limit)
 }
 
 // CheckInPlace reports whether a network store can change limit was to

@@ -60,3 +60,25 @@ func TestCheckInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryReleaseNoneNeverHoldsALease: a store that keeps no leases
+// answers every Release with an error that says why: a lease not held, a
+// limit it does not hold, or one that is no concurrency limit.
+func TestRegistryReleaseNoneNeverHoldsALease(t *testing.T) {
+	var r store.Registry[string]
+	a := "a"
+	id, err := r.Add("x", &a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReleaseNone(store.Lease{}); !errors.Is(err, store.ErrLeaseNotHeld) {
+		t.Fatalf("an empty lease: %v", err)
+	}
+	if err := r.ReleaseNone(store.Lease{Limit: id + 1, ID: 1, Cost: 1}); !errors.Is(err, store.ErrUnknownLimit) {
+		t.Fatalf("a lease of a limit not held: %v", err)
+	}
+	err = r.ReleaseNone(store.Lease{Limit: id, ID: 1, Cost: 1})
+	if err == nil || errors.Is(err, store.ErrLeaseNotHeld) || errors.Is(err, store.ErrUnknownLimit) {
+		t.Fatalf("a lease of a rate limit: %v", err)
+	}
+}

@@ -47,13 +47,13 @@ func (a Algorithm) String() string {
 }
 
 // DefaultCapacity is the number of keys a Memory store holds per limit when
-// Spec.Capacity is zero. A Memory store preallocates each limit's table:
-// about 1.25·Capacity·(12 + state) bytes, where the state is 8 bytes for
-// TokenBucket, FixedWindow, SlidingWindow and SlidingLog (plus, for
-// SlidingLog, a ring of 16·Limit + 40 bytes per key that has been admitted)
-// and 64 for Concurrency
-// (plus 32 bytes per lease a key has held at once). At DefaultCapacity that
-// is 1.6 MiB for a token bucket, 5.9 MiB for a concurrency limit.
+// Spec.Capacity is zero. A Memory store preallocates each limit's table
+// (concurrency.TableBytes of its state: 8 bytes for TokenBucket,
+// FixedWindow, SlidingWindow and SlidingLog, 64 for Concurrency), and a
+// SlidingLog key's ring (16·Limit bytes) or a Concurrency key's lease slots
+// grow on top; Spec.MemoryBytes is the worst case of a spec. At
+// DefaultCapacity a token bucket takes 2 MiB, a sliding log of 1,000 per
+// window up to 1 GiB.
 const DefaultCapacity = 1 << 16
 
 // MaxLeaseLimit is the largest Limit of a Concurrency spec: 2^24 permits per

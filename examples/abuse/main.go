@@ -6,7 +6,9 @@
 // looks automated (rotating User-Agents, clockwork timing, a JA4 whose
 // logins keep failing) and escalates penalties for those who keep going;
 // a flood of new keys from one IPv6 /48 fills the per-IP table, and what
-// does not fit is the server's condition (503), never a client's 429. It
+// does not fit is decided on its network prefix, so the flood spends only
+// its own /48 while newcomers from elsewhere are served (a spent prefix is
+// the server's condition, 503, never a client's 429). It
 // raises early warnings, has a dry-run switch, exports Prometheus metrics
 // on /metrics and serves the live status page on /debug/sluice/.
 //
@@ -96,8 +98,11 @@ func main() {
 // address), an API key a burst of 60 refilled at one a second, the whole
 // API 1000 a second; a login 10 attempts per IP and 5 per account in 15
 // minutes. The per-IP table of the API holds 1,024 keys: a flood of new
-// keys fills it, and the keys that do not fit share one bucket (503s when
-// it is empty: the server's condition, never a client's 429). Clients
+// keys fills it, and an address that does not fit is decided on its
+// network prefix (a /24, a /48), at four times the per-IP limit for each
+// prefix (503s when a prefix is spent: the server's condition, never a
+// client's 429), so the flood's /48 does not lock out other networks.
+// Clients
 // scoring above 0.7 get a tenth of each per-key limit (one login per 15
 // minutes); three rejections in 15 minutes put an IP in a timeout of 5
 // minutes, then 15, then an hour.

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // no legitimate request rejected (the bar is under 0.1%), the botnet
 // held to at most 5% of its attempts after its first minute, the scraper
 // tightened and penalized, the flood filling the per-IP table without one
-// newcomer answered 429, and the status page listing hot keys and
+// newcomer rejected, and the status page listing hot keys and
 // penalized clients by hash. The play, written as a trace and replayed
 // through the same policy by sim (which sees no User-Agent and no JA4, so
 // tightens no one), rejects the legitimate requests the live run did,

@@ -107,13 +107,15 @@ type result struct {
 // (429 or 503); botnet_* the botnet's attempts after its first minute and
 // those that reached the password check; scraper_admitted the scraper's
 // requests answered; flood_newcomer_rejected the newcomers' requests
-// answered 429 (a 503 while the flood holds the table is the server's
-// condition, not theirs); tightened the decisions made on tightened
-// limits (Stats.Tightened). It returns an error, after the line, when a
-// target is missed: a legitimate false-positive rate of 0.1% or more, the
-// botnet admitted to more than 5% of its attempts after its first minute,
-// a newcomer answered 429, or a flood that never filled the table (which
-// would make the newcomers' figure say nothing).
+// answered 429 or 503 while the flood holds the table (their addresses
+// are decided on their network prefix, which the flood's /48 does not
+// spend); tightened the decisions made on tightened limits
+// (Stats.Tightened). It returns an error, after the line, when a target is
+// missed: a legitimate false-positive rate of 0.1% or more, the botnet
+// admitted to more than 5% of its attempts after its first minute, a
+// newcomer answered 429, newcomers rejected at 0.1% or more, or a flood
+// that never filled the table (which would make the newcomers' figure say
+// nothing).
 //
 // When trace is not nil, the play is written to it as a CSV trace
 // (sim.CSVHeader; the legitimate users and newcomers labelled legit, the
@@ -184,7 +186,7 @@ func selfTest(out, trace io.Writer) (result, error) {
 	res.hotKeys, res.penalized = len(rep.HotKeys), len(rep.Penalized)
 
 	fmt.Fprintf(out, "abuse: legit_requests=%d legit_rejected=%d botnet_requests=%d botnet_admitted=%d scraper_admitted=%d flood_newcomer_rejected=%d tightened=%d\n",
-		res.legitRequests, res.legitRejected, res.botnetRequests, res.botnetAdmitted, res.scraperAdmitted, res.newcomerOverLimit, res.tightened)
+		res.legitRequests, res.legitRejected, res.botnetRequests, res.botnetAdmitted, res.scraperAdmitted, res.newcomerOverLimit+res.newcomerShed, res.tightened)
 	var missed []error
 	if res.legitRequests == 0 || res.legitRejected*1000 >= res.legitRequests {
 		missed = append(missed, fmt.Errorf("legitimate false positives %d of %d: not under 0.1%%", res.legitRejected, res.legitRequests))
@@ -194,6 +196,9 @@ func selfTest(out, trace io.Writer) (result, error) {
 	}
 	if res.newcomerOverLimit > 0 {
 		missed = append(missed, fmt.Errorf("%d newcomer requests answered 429 during the flood", res.newcomerOverLimit))
+	}
+	if n := res.newcomerOverLimit + res.newcomerShed; res.newcomerRequests == 0 || n*1000 >= res.newcomerRequests {
+		missed = append(missed, fmt.Errorf("newcomers rejected %d of %d during the flood: not under 0.1%%", n, res.newcomerRequests))
 	}
 	if res.overflowed == 0 {
 		missed = append(missed, errors.New("the flood never filled the per-IP table"))

@@ -2,11 +2,11 @@
 // requests per second: a search backend that can take that much and no
 // more, whoever asks. The cap is a concurrency.ShardedWindow used directly,
 // an exact fixed-window counter built for many cores hitting one limit: its
-// common path writes only a shard-local cache line. (shed's Global rate
-// rules use the unsharded limiters instead, because shed gives back what a
-// request took when a later rule rejects it, and a ShardedWindow has no
-// refund.) Over the cap, the answer is 503 with Retry-After: the server
-// protects itself, no client is at fault.
+// common path writes only a shard-local cache line. (A shed rule
+// {Identity: shed.Global, Algorithm: shed.FixedWindow} decides on one too,
+// with the refund that layered rules need; this example shows the
+// primitive alone.) Over the cap, the answer is 503 with Retry-After: the
+// server protects itself, no client is at fault.
 //
 //	go run ./examples/globalcap              # serve on 127.0.0.1:8085
 //	go run ./examples/globalcap -selftest    # drive a burst against itself

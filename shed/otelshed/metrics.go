@@ -136,6 +136,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.cgnat, count(s.CGNAT), plain)
 	o.ObserveInt64(in.exempt, count(s.Exempt), plain)
 	o.ObserveInt64(in.tightened, count(s.Tightened), plain)
+	o.ObserveInt64(in.tightenedDry, count(s.TightenedWouldReject), plain)
 	o.ObserveInt64(in.early, count(s.EarlyWarnings), plain)
 	o.ObserveInt64(in.earlyHeld, count(s.EarlyWarningsHeld), plain)
 	o.ObserveInt64(in.strikes, count(s.Strikes), plain)
@@ -171,7 +172,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			outcome string
 			n       uint64
 		}{{"allowed", r.Allowed}, {"rejected", r.Rejected}, {"would_reject", r.WouldReject},
-			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}} {
+			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}, {"overflow_prefix", r.OverflowPrefix}} {
 			o.ObserveInt64(in.ruleDecisions, count(d.n), m.with(name, keyOutcome.String(d.outcome)))
 		}
 		o.ObserveInt64(in.ruleRefunds, count(r.Refunded), m.with(name, keyResult.String("refunded")))

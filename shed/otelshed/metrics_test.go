@@ -154,12 +154,14 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		sluice.rule.decisions{sluice.outcome=fail_open,sluice.rule.name=per-ip} 0
 		sluice.rule.decisions{sluice.outcome=fail_closed,sluice.rule.name=per-ip} 0
 		sluice.rule.decisions{sluice.outcome=overflowed,sluice.rule.name=per-ip} 0
+		sluice.rule.decisions{sluice.outcome=overflow_prefix,sluice.rule.name=per-ip} 0
 		sluice.rule.decisions{sluice.outcome=allowed,sluice.rule.name=inflight} 2
 		sluice.rule.decisions{sluice.outcome=rejected,sluice.rule.name=inflight} 1
 		sluice.rule.decisions{sluice.outcome=would_reject,sluice.rule.name=inflight} 0
 		sluice.rule.decisions{sluice.outcome=fail_open,sluice.rule.name=inflight} 0
 		sluice.rule.decisions{sluice.outcome=fail_closed,sluice.rule.name=inflight} 0
 		sluice.rule.decisions{sluice.outcome=overflowed,sluice.rule.name=inflight} 0
+		sluice.rule.decisions{sluice.outcome=overflow_prefix,sluice.rule.name=inflight} 0
 		sluice.rule.limit{sluice.rule.name=per-ip} 2
 		sluice.rule.limit{sluice.rule.name=inflight} 1
 		sluice.rule.inflight{sluice.rule.name=inflight} 0
@@ -170,6 +172,7 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		sluice.rule.overflows{sluice.rule.name=per-ip} 0
 		sluice.exempt.requests{} 0
 		sluice.tightened.decisions{} 0
+		sluice.tightened.would_reject{} 0
 		sluice.rule.overspent{sluice.rule.name=inflight} 0
 		sluice.rule.overspent{sluice.rule.name=per-ip} 0
 		sluice.rule.refunds{sluice.refund.result=lost,sluice.rule.name=inflight} 0

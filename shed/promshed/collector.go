@@ -75,6 +75,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descCGNAT, s.CGNAT)
 	e.counter(descExempt, s.Exempt)
 	e.counter(descTightened, s.Tightened)
+	e.counter(descTightenedWouldReject, s.TightenedWouldReject)
 	e.counter(descStrikes, s.Strikes)
 	if s.StoreReports { // a store that can degrade, such as a fallback.Store
 		h := s.Store
@@ -106,6 +107,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(descRuleDecisions, r.FailOpen, r.Name, "fail_open")
 		e.counter(descRuleDecisions, r.FailClosed, r.Name, "fail_closed")
 		e.counter(descRuleDecisions, r.Overflowed, r.Name, "overflowed")
+		e.counter(descRuleDecisions, r.OverflowPrefix, r.Name, "overflow_prefix")
 		e.counter(descRuleRefunds, r.Refunded, r.Name, "refunded")
 		e.counter(descRuleRefunds, r.RefundsLost, r.Name, "lost")
 		e.counter(descRuleOverspent, r.Overspent, r.Name)

@@ -115,7 +115,7 @@ sluice_penalty_strikes_total 1
 # HELP sluice_penalty_timeouts_total Penalty timeouts started.
 # TYPE sluice_penalty_timeouts_total counter
 sluice_penalty_timeouts_total 1
-# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).
+# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix).
 # TYPE sluice_rule_decisions_total counter
 sluice_rule_decisions_total{outcome="allowed",rule="inflight"} 2
 sluice_rule_decisions_total{outcome="allowed",rule="per-ip"} 2
@@ -123,6 +123,8 @@ sluice_rule_decisions_total{outcome="fail_closed",rule="inflight"} 0
 sluice_rule_decisions_total{outcome="fail_closed",rule="per-ip"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="inflight"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="per-ip"} 0
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="inflight"} 0
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="per-ip"} 0
 sluice_rule_decisions_total{outcome="overflowed",rule="inflight"} 0
 sluice_rule_decisions_total{outcome="overflowed",rule="per-ip"} 0
 sluice_rule_decisions_total{outcome="rejected",rule="inflight"} 1

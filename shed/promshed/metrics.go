@@ -40,6 +40,8 @@ var (
 		"Requests let through unlimited by an explicit exemption.", nil, nil)
 	descTightened = prometheus.NewDesc("sluice_tightened_decisions_total",
 		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.", nil, nil)
+	descTightenedWouldReject = prometheus.NewDesc("sluice_tightened_would_reject_total",
+		"Admitted decisions that tightening in dry-run would have rejected.", nil, nil)
 	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
 		"Strikes given to the penalty box for over-limit rejections.", nil, nil)
 	descPenaltyKeys = prometheus.NewDesc("sluice_penalty_keys",
@@ -55,7 +57,7 @@ var (
 		"One series per rule, always 1, naming its category, identity and algorithm.",
 		[]string{"rule", "category", "identity", "algorithm"}, nil)
 	descRuleDecisions = prometheus.NewDesc("sluice_rule_decisions_total",
-		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).",
+		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix).",
 		[]string{"rule", "outcome"}, nil)
 	descRuleRefunds = prometheus.NewDesc("sluice_rule_refunds_total",
 		"Charges given back after the work (a status the rule does not count, a lower true cost): refunded, or lost (the store could not).",
@@ -100,7 +102,7 @@ var (
 	allDescs = []*prometheus.Desc{
 		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
-		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descStrikes,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
 		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
 		descRuleRateWaits, descRuleRateWaitSeconds, descRuleRateWaiting,

@@ -50,7 +50,7 @@ func TestStoreFailureMetrics(t *testing.T) {
 		tok.Done(shed.Success)
 	}
 	want := `
-# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, or counted on the shared overflow state).
+# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix).
 # TYPE sluice_rule_decisions_total counter
 sluice_rule_decisions_total{outcome="allowed",rule="closed"} 0
 sluice_rule_decisions_total{outcome="allowed",rule="open"} 0
@@ -58,6 +58,8 @@ sluice_rule_decisions_total{outcome="fail_closed",rule="closed"} 1
 sluice_rule_decisions_total{outcome="fail_closed",rule="open"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="closed"} 0
 sluice_rule_decisions_total{outcome="fail_open",rule="open"} 2
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="closed"} 0
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="open"} 0
 sluice_rule_decisions_total{outcome="overflowed",rule="closed"} 0
 sluice_rule_decisions_total{outcome="overflowed",rule="open"} 0
 sluice_rule_decisions_total{outcome="rejected",rule="closed"} 0
@@ -285,4 +287,48 @@ sluice_queue_wait_duration_seconds_count{outcome="rejected",rule="inflight"} 1
 			t.Fatalf("%d decision series, want one per outcome (4)", n)
 		}
 	})
+}
+
+// A per-IP rule's decisions on network prefixes (shed.OverflowPrefix)
+// show as their own outcome, among the overflowed.
+func TestOverflowPrefixMetrics(t *testing.T) {
+	c, err := shed.New([]shed.Rule{
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.SlidingLog, Limit: 5, Window: time.Hour, Capacity: 16,
+			Overflow: shed.OverflowPrefix},
+	}, shed.WithClock(fixedClock), shed.WithLogger(discardLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := promshed.New(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 40 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "198.51.100." + strconv.Itoa(i) + ":4000"
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_rule_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					got[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got["overflow_prefix"] == 0 || got["overflowed"] < got["overflow_prefix"] {
+		t.Fatalf("outcomes %v: want overflow_prefix > 0, among the overflowed", got)
+	}
 }

@@ -44,12 +44,12 @@ func TestFallbackDecidesOnTheShareWhileTheServerIsPaused(t *testing.T) {
 	if ok, _ := decideOn(); !ok {
 		t.Fatal("rejected on a live server")
 	}
-	srv.pause()
+	srv.Pause()
 	admitted := 0
 	for range 20 {
 		ok, took := decideOn()
 		if took > 500*time.Millisecond {
-			srv.resume()
+			srv.Resume()
 			t.Fatalf("a decision took %v on a paused server", took)
 		}
 		if ok {
@@ -57,7 +57,7 @@ func TestFallbackDecidesOnTheShareWhileTheServerIsPaused(t *testing.T) {
 		}
 	}
 	st := f.Stats()
-	srv.resume()
+	srv.Resume()
 	if !st.Degraded || st.FallbackDecisions != 20 || admitted != 5 {
 		t.Fatalf("paused: admitted %d locally (want 5, half of 10), %+v", admitted, st)
 	}

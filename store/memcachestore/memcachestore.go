@@ -189,15 +189,10 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 	return s.limits.Remove(id, func(l *limit) string { return l.spec.Name })
 }
 
-// Release returns an error: the Memcached store holds no leases.
+// Release returns an error: the Memcached store holds no leases (see
+// store.Registry.ReleaseNone). It does no I/O.
 func (s *Store) Release(_ context.Context, lease store.Lease, _ int64) error {
-	if !lease.Held() {
-		return store.ErrLeaseNotHeld
-	}
-	if s.limits.Lookup(lease.Limit) == nil {
-		return fmt.Errorf("%w: lease names limit %d", store.ErrUnknownLimit, lease.Limit)
-	}
-	return fmt.Errorf("store: lease names limit %d, which is not a concurrency limit", lease.Limit)
+	return s.limits.ReleaseNone(lease)
 }
 
 // counterKey returns the key of l's counter for key in window idx:

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcachestore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 func newStore(t testing.TB, c *memcache.Client) *memcachestore.Store {
@@ -28,15 +29,6 @@ func newStore(t testing.TB, c *memcache.Client) *memcachestore.Store {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func mustRegister(t testing.TB, s store.Store, spec store.Spec) store.LimitID {
-	t.Helper()
-	id, err := s.Register(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 func decideAt(t testing.TB, s store.Store, now int64, hits ...store.Hit) *store.Result {
@@ -105,7 +97,7 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 			default:
 				s.Calendar.Months = rapid.IntRange(1, 12).Draw(rt, "months")
 			}
-			ids[i], mids[i] = mustRegister(t, mc, s), mustRegister(t, m, s)
+			ids[i], mids[i] = storetest.MustRegister(t, mc, s), storetest.MustRegister(t, m, s)
 		}
 		// A start anywhere in 2020-2040, then forward steps of up to a day.
 		now := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + rapid.Int64Range(0, int64(20*365*24*time.Hour)).Draw(rt, "start")
@@ -157,8 +149,8 @@ func TestMultiRuleRacesNeverOverAdmit(t *testing.T) {
 	srv := startServer(t)
 	s := newStore(t, srv.client())
 	const sharedLimit, ownLimit, callers, each = 40, 5, 8, 50
-	shared := mustRegister(t, s, store.Spec{Name: "shared", Algorithm: store.FixedWindow, Limit: sharedLimit, Window: time.Hour})
-	own := mustRegister(t, s, store.Spec{Name: "own", Algorithm: store.FixedWindow, Limit: ownLimit, Window: time.Hour})
+	shared := storetest.MustRegister(t, s, store.Spec{Name: "shared", Algorithm: store.FixedWindow, Limit: sharedLimit, Window: time.Hour})
+	own := storetest.MustRegister(t, s, store.Spec{Name: "own", Algorithm: store.FixedWindow, Limit: ownLimit, Window: time.Hour})
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC).UnixNano()
 	var (
 		wg              sync.WaitGroup
@@ -212,7 +204,7 @@ func TestEvictionIsDetectedAndCounted(t *testing.T) {
 	srv := startServer(t)
 	c := srv.client()
 	s := newStore(t, c)
-	id := mustRegister(t, s, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 2, Window: 24 * time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 2, Window: 24 * time.Hour})
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC).UnixNano()
 	hit := store.Hit{Limit: id, Key: "tenant", Cost: 1}
 	for range 2 {
@@ -251,7 +243,7 @@ func TestRealEvictionUnderMemoryPressure(t *testing.T) {
 	s := newStore(t, c)
 	const keys, junk = 200, 40000
 	const limit = 1 << 20
-	id := mustRegister(t, s, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: limit, Window: 24 * time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: limit, Window: 24 * time.Hour})
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC).UnixNano()
 	round := func() (kept int) {
 		for k := range keys {
@@ -298,11 +290,11 @@ func TestRealEvictionUnderMemoryPressure(t *testing.T) {
 func TestPausedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 	srv := startServer(t)
 	s := newStore(t, srv.client())
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC).UnixNano()
 	decideAt(t, s, now, store.Hit{Limit: id, Key: "k", Cost: 1})
-	srv.pause()
-	defer srv.resume()
+	srv.Pause()
+	defer srv.Resume()
 	req := store.Request{Now: now}
 	req.Add(id, "k", 1)
 	start := time.Now()

@@ -39,8 +39,8 @@
 // SKIP LOCKED); call it from a ticker. Reset forgets a key (an operator's
 // pardon), Refund gives back what an admitted decision charged (one more
 // CALL, under the same locks in the same order), and Usage reads a key's
-// use of its current window without charging it. Update changes a limit
-// in place (its Limit; not a token bucket's rate).
+// use of its current window without charging it (a store.Usage). Update
+// changes a limit in place (its Limit; not a token bucket's rate).
 //
 // Decide refuses a hit with a max wait (store.Hit.MaxWait: a reservation)
 // with an error matching errors.ErrUnsupported: its SQL decides at once
@@ -49,9 +49,12 @@
 // # Failures
 //
 // Every call runs under a per-call deadline (WithTimeout) on both sides:
-// the client gives up, and the server aborts the statement
-// (SET STATEMENT max_statement_time ... FOR), so a decision still waiting
-// on a lock is rolled back rather than committed after the caller left.
+// the client gives up after it, and the server aborts the statement after
+// three quarters of it (SET STATEMENT max_statement_time ... FOR), so a
+// decision still waiting on a lock is rolled back rather than committed
+// after the caller left, unless the statement reached the server more than
+// a quarter of the deadline after the call began (then it may still commit
+// after the caller gave up: charged, never admitted, the safe side).
 // The store never retries a call whose outcome it does not know: a
 // decision whose reply is lost after the commit stays charged, and a retry
 // would charge it twice. It runs again only a decision the server rolled

@@ -70,12 +70,12 @@ func TestFallbackDecidesOnTheShareWhileTheServerIsPaused(t *testing.T) {
 		t.Fatalf("on a live server: admitted %v, %+v", ok, f.Stats())
 	}
 
-	srv.pause()
+	srv.Pause()
 	admitted := 0
 	for range 20 {
 		ok, took := decideOn()
 		if took > 500*time.Millisecond {
-			srv.resume()
+			srv.Resume()
 			t.Fatalf("a decision took %v on a paused server, want about the 100ms deadline at most", took)
 		}
 		if ok {
@@ -83,7 +83,7 @@ func TestFallbackDecidesOnTheShareWhileTheServerIsPaused(t *testing.T) {
 		}
 	}
 	st := f.Stats()
-	srv.resume()
+	srv.Resume()
 	if !st.Degraded || st.Trips != 1 || st.FallbackDecisions != 20 {
 		t.Fatalf("after 20 decisions on a paused server: %+v, want degraded, one trip, 20 local decisions", st)
 	}

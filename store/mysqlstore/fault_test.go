@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysqlstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestPausedAndStoppedServerIsUnavailableWithinTheDeadline: on a private
@@ -25,8 +26,8 @@ func TestPausedAndStoppedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
+	storetest.Decide(t, s, id, "k", 1)
 	var req store.Request
 	req.Add(id, "k", 1)
 	attempt := func() (time.Duration, error) {
@@ -35,14 +36,14 @@ func TestPausedAndStoppedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 		return time.Since(start), err
 	}
 
-	srv.pause()
+	srv.Pause()
 	for range 3 {
 		if took, err := attempt(); !errors.Is(err, store.ErrUnavailable) || took > 500*time.Millisecond {
-			srv.resume()
+			srv.Resume()
 			t.Fatalf("paused server: %v after %v, want ErrUnavailable within about 100ms", err, took)
 		}
 	}
-	srv.resume()
+	srv.Resume()
 	var ok bool
 	for range 50 { // bounded: the pool drops the connections it gave up on
 		if _, err := attempt(); err == nil {
@@ -54,7 +55,7 @@ func TestPausedAndStoppedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 		t.Fatal("the store did not recover once the server resumed")
 	}
 
-	srv.kill()
+	srv.Kill()
 	if took, err := attempt(); !errors.Is(err, store.ErrUnavailable) || took > 500*time.Millisecond {
 		t.Fatalf("killed server: %v after %v, want ErrUnavailable at once", err, took)
 	}
@@ -68,8 +69,8 @@ func TestKilledSessionIsUnavailableAndChargesNothing(t *testing.T) {
 	db := sharedDB(t)
 	s := newStore(t, db)
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
+	storetest.Decide(t, s, id, "k", 1)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func TestKilledSessionIsUnavailableAndChargesNothing(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if d := decide(t, s, id, "k", 0).Decision(); d.Remaining != 4 {
+	if d := storetest.Decide(t, s, id, "k", 0).Decision(); d.Remaining != 4 {
 		t.Fatalf("after the kill: Remaining %d, want 4 (nothing charged)", d.Remaining)
 	}
 }

@@ -11,13 +11,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysqlstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
-
-// requireMySQL reports whether a missing MariaDB fails the tests instead
-// of skipping them.
-func requireMySQL() bool { return os.Getenv("SLUICE_REQUIRE_MYSQL") == "1" }
 
 // sharedDSN is the shared MariaDB of the tests.
 func sharedDSN() string {
@@ -54,10 +50,7 @@ func sharedDB(t testing.TB) *sql.DB {
 	if err := db.PingContext(ctx); err != nil {
 		cfg, _ := mysql.ParseDSN(sharedDSN())
 		at := cfg.Addr + "/" + cfg.DBName // without user and password
-		if requireMySQL() {
-			t.Fatalf("MariaDB at %s does not answer (SLUICE_REQUIRE_MYSQL=1): %v", at, err)
-		}
-		t.Skipf("MariaDB at %s does not answer (set SLUICE_MYSQL_DSN, or SLUICE_REQUIRE_MYSQL=1 to fail): %v", at, err)
+		storetest.Missing(t, "SLUICE_REQUIRE_MYSQL", "MariaDB at "+at+" does not answer (point SLUICE_MYSQL_DSN at one)", err)
 	}
 	return db
 }
@@ -89,25 +82,4 @@ func newStore(t testing.TB, db *sql.DB, opts ...mysqlstore.Option) *mysqlstore.S
 		t.Fatal(err)
 	}
 	return s
-}
-
-func mustRegister(t testing.TB, s store.Store, spec store.Spec) store.LimitID {
-	t.Helper()
-	id, err := s.Register(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// decide decides one hit and fails the test on an error.
-func decide(t testing.TB, s store.Store, id store.LimitID, key string, cost int64) *store.Result {
-	t.Helper()
-	var req store.Request
-	req.Add(id, key, cost)
-	res := new(store.Result)
-	if err := s.Decide(context.Background(), &req, res); err != nil {
-		t.Fatalf("Decide: %v", err)
-	}
-	return res
 }

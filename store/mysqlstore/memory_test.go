@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestDecisionsAsMemoryAtTheSameInstants: any sequence of requests (one or
@@ -46,11 +47,11 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 		var long [2]bool // a window of a day or more: it does not roll over between a decision and its refund
 		for i := range 2 {
 			sp := spec(i)
-			ids[i], mids[i] = mustRegister(t, my, sp), mustRegister(t, m, sp)
+			ids[i], mids[i] = storetest.MustRegister(t, my, sp), storetest.MustRegister(t, m, sp)
 			long[i] = sp.Algorithm == store.FixedWindow && (sp.Window >= 24*time.Hour || sp.Calendar.Months > 0)
 		}
 		keys := []string{"a", "b"}
-		for step := range 15 {
+		for range 15 {
 			var req, mreq store.Request
 			refundable := true
 			for range rapid.IntRange(1, 2).Draw(rt, "hits") {
@@ -61,31 +62,16 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 				req.Add(ids[i], k, cost)
 				mreq.Add(mids[i], k, cost)
 			}
-			var res, mres store.Result
-			if err := my.Decide(ctx, &req, &res); err != nil {
-				rt.Fatal(err)
-			}
-			mreq.Now = res.Now
-			if err := m.Decide(ctx, &mreq, &mres); err != nil {
-				rt.Fatal(err)
-			}
-			if res.Allowed != mres.Allowed || res.N != mres.N || res.Decider != mres.Decider {
-				rt.Fatalf("step %d at %v: MariaDB %+v, Memory %+v", step, time.Unix(0, res.Now).UTC(), res, mres)
-			}
-			for i := range res.N {
-				if d, md := res.Hits[i].Decision, mres.Hits[i].Decision; d != md {
-					rt.Fatalf("step %d hit %d at %v: MariaDB %+v, Memory %+v", step, i, time.Unix(0, res.Now).UTC(), d, md)
-				}
-			}
+			res, mres := storetest.DecideAsMemory(rt, "MariaDB", my, &req, m, &mreq)
 			// Now and then an admitted request of long windows is refunded,
 			// on both (on MariaDB at its own later instant, in the same
 			// window).
 			if res.Allowed && refundable && rapid.Bool().Draw(rt, "refund") {
-				if err := my.Refund(ctx, &req, &res); err != nil {
+				if err := my.Refund(ctx, &req, res); err != nil {
 					rt.Fatal(err)
 				}
 				mreq.Now = res.Now // Memory refunds at the decision's instant
-				if err := m.Refund(ctx, &mreq, &mres); err != nil {
+				if err := m.Refund(ctx, &mreq, mres); err != nil {
 					rt.Fatal(err)
 				}
 			}
@@ -100,7 +86,6 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 	my := newStore(t, sharedDB(t))
 	m := store.NewMemory()
-	ctx := context.Background()
 	const longest = time.Duration(1) << 59
 	specs := []store.Spec{
 		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 1 << 40, Rate: concurrency.Per(1, 1<<19)},
@@ -114,7 +99,7 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 			if err := spec.Validate(); err != nil {
 				t.Fatalf("the test's spec: %v", err)
 			}
-			id, mid := mustRegister(t, my, spec), mustRegister(t, m, spec)
+			id, mid := storetest.MustRegister(t, my, spec), storetest.MustRegister(t, m, spec)
 			l := spec.Limit
 			for _, cost := range []int64{l / 2, l / 2, l, 1, l - 1, 0, math.MaxInt64, l/2 + 1, 1} {
 				var req, mreq store.Request
@@ -122,17 +107,7 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 				req.Add(id, "k", cost/3)
 				mreq.Add(mid, "k", cost)
 				mreq.Add(mid, "k", cost/3)
-				var res, mres store.Result
-				if err := my.Decide(ctx, &req, &res); err != nil {
-					t.Fatalf("cost %d: %v", cost, err)
-				}
-				mreq.Now = res.Now
-				if err := m.Decide(ctx, &mreq, &mres); err != nil {
-					t.Fatal(err)
-				}
-				if res.Allowed != mres.Allowed || res.N != mres.N || res.Hits != mres.Hits {
-					t.Fatalf("cost %d at %v: MariaDB %+v, Memory %+v", cost, time.Unix(0, res.Now).UTC(), res, mres)
-				}
+				storetest.DecideAsMemory(t, fmt.Sprintf("MariaDB, cost %d", cost), my, &req, m, &mreq)
 			}
 		})
 	}

@@ -5,18 +5,17 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
+	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
 // MaxNameLen and MaxKeyLen bound a limit's name and a hit's key, in bytes:
@@ -63,11 +62,12 @@ type Store struct {
 	decideSQL, refundSQL, stateTable, cleanupSQL string
 
 	// instance identifies this Store among the instances of its prefix
-	// (fallback.Membership); fallbacks counts the open Fallbacks around it.
+	// (fallback.Membership); fallbacks is the one Membership of the
+	// Fallbacks around it.
 	instance  string
-	fallbacks atomic.Int64
+	fallbacks *fallback.Shared
 
-	limits store.Registry[limit] // by LimitID, with the names in use
+	limits store.Registry[sqlquota.Limit] // by LimitID, with the names in use
 }
 
 var (
@@ -76,15 +76,6 @@ var (
 	_ store.Resetter = (*Store)(nil)
 	_ store.Refunder = (*Store)(nil)
 )
-
-// limit is a registered spec with the decide procedure's arguments.
-type limit struct {
-	spec  store.Spec
-	kind  int16 // 1 token bucket, 2 fixed window
-	param int64 // emission interval (bucket) or span on the window clock, ns
-	clock store.WindowClock
-	name  string // the name in hex
-}
 
 // New returns a Store deciding on db's database, in the table and
 // procedures of WithPrefix (DefaultPrefix by default), which Migrate
@@ -103,17 +94,19 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{
+	s := &Store{
 		db:         db,
 		prefix:     cfg.prefix,
 		timeout:    cfg.timeout,
-		set:        "SET STATEMENT max_statement_time=" + strconv.FormatFloat(cfg.timeout.Seconds(), 'f', 6, 64) + " FOR ",
+		set:        "SET STATEMENT max_statement_time=" + strconv.FormatFloat(serverTimeout(cfg.timeout).Seconds(), 'f', 6, 64) + " FOR ",
 		decideSQL:  "CALL " + object(cfg.prefix, "decide") + "('",
 		refundSQL:  "CALL " + object(cfg.prefix, "refund") + "('",
 		stateTable: object(cfg.prefix, "state"),
 		cleanupSQL: "CALL " + object(cfg.prefix, "cleanup") + "(",
 		instance:   rand.Text(),
-	}, nil
+	}
+	s.fallbacks = fallback.NewShared(&members{s: s})
+	return s, nil
 }
 
 // object returns the quoted name of the store's object of kind.
@@ -138,28 +131,14 @@ func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, err
 }
 
 // newLimit validates spec for the decide procedure.
-func newLimit(spec store.Spec) (*limit, error) {
+func newLimit(spec store.Spec) (*sqlquota.Limit, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	if len(spec.Name) > MaxNameLen {
 		return nil, fmt.Errorf("store: limit %q: the MySQL store keeps names of at most %d bytes, got %d", spec.Name, MaxNameLen, len(spec.Name))
 	}
-	l := &limit{spec: spec, name: hex.EncodeToString([]byte(spec.Name))}
-	switch spec.Algorithm {
-	case store.TokenBucket:
-		// The emission interval of concurrency.GCRA: Per/Count rounded up.
-		l.kind, l.param = 1, int64(spec.Rate.Per)/spec.Rate.Count
-		if int64(spec.Rate.Per)%spec.Rate.Count != 0 {
-			l.param++
-		}
-	case store.FixedWindow:
-		l.clock = spec.Calendar.Clock(spec.Window)
-		l.kind, l.param = 2, int64(l.clock.Span())
-	default:
-		return nil, fmt.Errorf("store: limit %q: the MySQL store keeps token buckets and fixed windows, not %v; use store.Memory or redisstore for it", spec.Name, spec.Algorithm)
-	}
-	return l, nil
+	return sqlquota.NewLimit(spec, "MySQL", false)
 }
 
 // Update changes limit id's Limit in place (store.Updater), without I/O:
@@ -176,7 +155,7 @@ func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) err
 	if err != nil {
 		return err
 	}
-	return s.limits.Replace(id, l, func(old *limit) error { return store.CheckInPlace(old.spec, spec, "MySQL") })
+	return s.limits.Replace(id, l, func(old *sqlquota.Limit) error { return store.CheckInPlace(old.Spec, spec, "MySQL") })
 }
 
 // Unregister drops limit id from this Store, without I/O (see
@@ -186,7 +165,7 @@ func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) err
 // returns an error matching store.ErrUnknownLimit when id is not
 // registered.
 func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
-	return s.limits.Remove(id, func(l *limit) string { return l.spec.Name })
+	return s.limits.Remove(id, (*sqlquota.Limit).Name)
 }
 
 // Decide charges req's hits, all or nothing, in one statement on the
@@ -214,7 +193,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := store.RefuseReserve(req, "mysqlstore"); err != nil {
 		return err // its SQL decides at once
 	}
-	var lim [store.MaxHits]*limit
+	var lim [store.MaxHits]*sqlquota.Limit
 	if err := s.hitLimits(req, &lim); err != nil {
 		return err
 	}
@@ -233,7 +212,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 
 // hitLimits fills lim with the limits req's hits name, or returns the
 // error of a limit this store does not hold or a key too long.
-func (s *Store) hitLimits(req *store.Request, lim *[store.MaxHits]*limit) error {
+func (s *Store) hitLimits(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) error {
 	ls := s.limits.All()
 	for i := range req.Hits[:req.N] {
 		h := &req.Hits[i]
@@ -252,7 +231,7 @@ func (s *Store) hitLimits(req *store.Request, lim *[store.MaxHits]*limit) error 
 // "CALL name('") on req: the hits and the lock order as JSON string
 // literals. Names and keys travel in hex and numbers in decimal, so the
 // literals hold no quote or backslash whatever the input or SQL mode.
-func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*limit) string {
+func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) string {
 	var b strings.Builder
 	b.Grow(len(s.set) + len(proc) + 128*req.N)
 	b.WriteString(s.set)
@@ -270,21 +249,17 @@ func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*
 			b.WriteByte(',')
 		}
 		b.WriteString(`["`)
-		b.WriteString(l.name)
+		writeHex(&b, l.Spec.Name)
 		b.WriteByte('"')
-		field(int64(l.kind))
+		field(int64(l.Kind))
 		b.WriteString(`,"`)
-		for j := 0; j < len(h.Key); j++ {
-			const digits = "0123456789abcdef"
-			b.WriteByte(digits[h.Key[j]>>4])
-			b.WriteByte(digits[h.Key[j]&15])
-		}
+		writeHex(&b, h.Key)
 		b.WriteByte('"')
 		field(h.Cost)
-		field(l.spec.Limit)
-		field(l.param)
-		field(int64(l.clock.Shift()))
-		field(int64(l.clock.Months()))
+		field(l.Spec.Limit)
+		field(l.Param)
+		field(int64(l.Clock.Shift()))
+		field(int64(l.Clock.Months()))
 		b.WriteByte(']')
 	}
 	b.WriteString("]','[")
@@ -299,6 +274,15 @@ func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*
 	return b.String()
 }
 
+// writeHex writes v's bytes to b in lower-case hex.
+func writeHex(b *strings.Builder, v string) {
+	const digits = "0123456789abcdef"
+	for j := 0; j < len(v); j++ {
+		b.WriteByte(digits[v[j]>>4])
+		b.WriteByte(digits[v[j]&15])
+	}
+}
+
 // hitOrder is the indexes of a request's distinct states, sorted.
 type hitOrder struct {
 	idx [store.MaxHits]int
@@ -308,14 +292,14 @@ type hitOrder struct {
 // lockOrder returns the first hit of each distinct state of req, ordered
 // by (name, kind, key) bytes: the one order in which every decision locks
 // its states, so that two decisions never wait for each other in a cycle.
-func lockOrder(req *store.Request, lim *[store.MaxHits]*limit) hitOrder {
+func lockOrder(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) hitOrder {
 	var o hitOrder
 	less := func(i, j int) int {
-		if c := strings.Compare(lim[i].spec.Name, lim[j].spec.Name); c != 0 {
+		if c := strings.Compare(lim[i].Spec.Name, lim[j].Spec.Name); c != 0 {
 			return c
 		}
-		if lim[i].kind != lim[j].kind {
-			return int(lim[i].kind) - int(lim[j].kind)
+		if lim[i].Kind != lim[j].Kind {
+			return int(lim[i].Kind) - int(lim[j].Kind)
 		}
 		return strings.Compare(req.Hits[i].Key, req.Hits[j].Key)
 	}
@@ -385,7 +369,7 @@ var errReply = errors.New("mysqlstore: malformed reply of the decide procedure")
 
 // parseReply fills res from the decide procedure's reply: "now,evaluated"
 // then five numbers per evaluated hit.
-func parseReply(reply string, req *store.Request, res *store.Result, lim *[store.MaxHits]*limit) error {
+func parseReply(reply string, req *store.Request, res *store.Result, lim *[store.MaxHits]*sqlquota.Limit) error {
 	var vals [2 + 5*store.MaxHits]int64
 	n := 0
 	for f := range strings.SplitSeq(reply, ",") {
@@ -399,41 +383,7 @@ func parseReply(reply string, req *store.Request, res *store.Result, lim *[store
 		vals[n] = v
 		n++
 	}
-	if n < 2 {
-		return errReply
-	}
-	hits := vals[1]
-	if hits < 1 || hits > int64(req.N) || n != 2+5*int(hits) {
-		return errReply
-	}
-	res.Now, res.N, res.Decider, res.Allowed = vals[0], int(hits), 0, true
-	for i := range res.N {
-		f := vals[2+5*i : 2+5*i+5]
-		d := concurrency.Decision{
-			Limit:      lim[i].spec.Limit,
-			Remaining:  f[2],
-			ResetAfter: time.Duration(f[4]),
-		}
-		switch {
-		case f[0] == 1:
-			// Admitted: RetryAfter stays 0.
-		case f[1] == 2:
-			d.RetryAfter = concurrency.Never
-		default:
-			// At least 1 ns: a rejection must not read as an admission.
-			d.RetryAfter = max(1, time.Duration(f[3]))
-		}
-		res.Hits[i] = store.HitResult{Decision: d}
-		if !d.Allowed() {
-			if i != res.N-1 {
-				return errReply
-			}
-			res.Allowed, res.Decider = false, i
-		} else if d.Remaining < res.Hits[res.Decider].Decision.Remaining {
-			res.Decider = i
-		}
-	}
-	if res.Allowed && res.N != req.N {
+	if !sqlquota.Decode(vals[:n], req, res, lim) {
 		return errReply
 	}
 	return nil
@@ -444,13 +394,7 @@ func parseReply(reply string, req *store.Request, res *store.Result, lim *[store
 // (store.ErrLeaseNotHeld) or names a limit this store does not hold
 // (store.ErrUnknownLimit). It does no I/O.
 func (s *Store) Release(_ context.Context, lease store.Lease, _ int64) error {
-	if !lease.Held() {
-		return store.ErrLeaseNotHeld
-	}
-	if s.limits.Lookup(lease.Limit) == nil {
-		return fmt.Errorf("%w: lease names limit %d", store.ErrUnknownLimit, lease.Limit)
-	}
-	return fmt.Errorf("store: lease names limit %d, which is not a concurrency limit", lease.Limit)
+	return s.limits.ReleaseNone(lease)
 }
 
 // MariaDB's error numbers that the store tells apart.
@@ -499,4 +443,12 @@ func (s *Store) schemaStatements() []string {
 		}
 	}
 	return out
+}
+
+// serverTimeout is the server's share of a call's deadline d: three
+// quarters of it (at least a millisecond), so that a statement that
+// reached the server within the first quarter is aborted there, and rolled
+// back, before the client gives up on it.
+func serverTimeout(d time.Duration) time.Duration {
+	return max(time.Millisecond, d/4*3)
 }

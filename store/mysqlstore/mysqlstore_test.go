@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysqlstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 func TestNewRefusesBadArguments(t *testing.T) {
@@ -68,14 +69,14 @@ func TestRegisterRefusesWhatItCannotKeep(t *testing.T) {
 // and any bytes, the empty key included, are a key.
 func TestNamesAndKeysAreBytes(t *testing.T) {
 	s := newStore(t, sharedDB(t))
-	lower := mustRegister(t, s, store.Spec{Name: "n", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
-	upper := mustRegister(t, s, store.Spec{Name: "N", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
+	lower := storetest.MustRegister(t, s, store.Spec{Name: "n", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
+	upper := storetest.MustRegister(t, s, store.Spec{Name: "N", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
 	for _, key := range []string{"a", "A", "k", "k ", "", "\x00", "\x00\xff", "é", strings.Repeat("x", mysqlstore.MaxKeyLen)} {
 		for _, id := range []store.LimitID{lower, upper} {
-			if res := decide(t, s, id, key, 1); !res.Allowed {
+			if res := storetest.Decide(t, s, id, key, 1); !res.Allowed {
 				t.Fatalf("key %q of limit %d: first request rejected, merged with another key", key, id)
 			}
-			if res := decide(t, s, id, key, 1); res.Allowed {
+			if res := storetest.Decide(t, s, id, key, 1); res.Allowed {
 				t.Fatalf("key %q of limit %d: second request admitted over a limit of 1", key, id)
 			}
 		}
@@ -96,7 +97,7 @@ func TestNotMigratedIsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
 	var req store.Request
 	req.Add(id, "k", 1)
 	err = s.Decide(context.Background(), &req, new(store.Result))
@@ -114,8 +115,8 @@ func TestNotMigratedIsUnavailable(t *testing.T) {
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	db := sharedDB(t)
 	s := newStore(t, db)
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
-	decide(t, s, id, "k", 2)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
+	storetest.Decide(t, s, id, "k", 2)
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
@@ -131,7 +132,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := decide(t, s, id, "k", 0).Decision(); d.Remaining != 1 {
+	if d := storetest.Decide(t, s, id, "k", 0).Decision(); d.Remaining != 1 {
 		t.Fatalf("after Migrate again: Remaining %d, want 1 (usage kept)", d.Remaining)
 	}
 }
@@ -152,9 +153,9 @@ func rows(t *testing.T, db *sql.DB, s *mysqlstore.Store) int {
 func TestRejectionsAndReadOutsWriteNothing(t *testing.T) {
 	db := sharedDB(t)
 	s := newStore(t, db)
-	small := mustRegister(t, s, store.Spec{Name: "small", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
-	big := mustRegister(t, s, store.Spec{Name: "big", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)})
-	decide(t, s, small, "full", 1)
+	small := storetest.MustRegister(t, s, store.Spec{Name: "small", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
+	big := storetest.MustRegister(t, s, store.Spec{Name: "big", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)})
+	storetest.Decide(t, s, small, "full", 1)
 	if n := rows(t, db, s); n != 1 {
 		t.Fatalf("after one admission: %d rows, want 1", n)
 	}
@@ -165,11 +166,11 @@ func TestRejectionsAndReadOutsWriteNothing(t *testing.T) {
 	if err := s.Decide(context.Background(), &req, &res); err != nil || res.Allowed || res.Decider != 1 {
 		t.Fatalf("a request whose second hit rejects: %v %+v", err, res)
 	}
-	decide(t, s, big, "peeked", 0)
+	storetest.Decide(t, s, big, "peeked", 0)
 	if n := rows(t, db, s); n != 1 {
 		t.Fatalf("after a rejection and a read-out: %d rows, want 1", n)
 	}
-	if d := decide(t, s, big, "fresh", 0).Decision(); d.Remaining != 10 {
+	if d := storetest.Decide(t, s, big, "fresh", 0).Decision(); d.Remaining != 10 {
 		t.Fatalf("the rejected request's first hit stayed charged: Remaining %d", d.Remaining)
 	}
 }
@@ -180,12 +181,12 @@ func TestRejectionsAndReadOutsWriteNothing(t *testing.T) {
 func TestUsageReadsTheWindowWithoutCharging(t *testing.T) {
 	s := newStore(t, sharedDB(t))
 	ctx := context.Background()
-	day := mustRegister(t, s, store.Spec{Name: "day", Algorithm: store.FixedWindow, Limit: 100, Window: 24 * time.Hour})
-	month := mustRegister(t, s, store.Spec{Name: "month", Algorithm: store.FixedWindow, Limit: 1000, Calendar: store.Calendar{Months: 1}})
-	bucket := mustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)})
-	decide(t, s, day, "acme", 7)
-	decide(t, s, month, "acme", 70)
-	decide(t, s, bucket, "acme", 3)
+	day := storetest.MustRegister(t, s, store.Spec{Name: "day", Algorithm: store.FixedWindow, Limit: 100, Window: 24 * time.Hour})
+	month := storetest.MustRegister(t, s, store.Spec{Name: "month", Algorithm: store.FixedWindow, Limit: 1000, Calendar: store.Calendar{Months: 1}})
+	bucket := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)})
+	storetest.Decide(t, s, day, "acme", 7)
+	storetest.Decide(t, s, month, "acme", 70)
+	storetest.Decide(t, s, bucket, "acme", 3)
 	for range 2 { // the second reading sees the same: the first charged nothing
 		u, err := s.Usage(ctx, day, "acme")
 		if err != nil {
@@ -223,8 +224,8 @@ func TestUnregister(t *testing.T) {
 	s := newStore(t, sharedDB(t))
 	ctx := context.Background()
 	spec := store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 2, Window: time.Hour}
-	id := mustRegister(t, s, spec)
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, spec)
+	storetest.Decide(t, s, id, "k", 1)
 	if err := s.Unregister(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestUnregister(t *testing.T) {
 	if err := s.Unregister(ctx, id); !errors.Is(err, store.ErrUnknownLimit) {
 		t.Fatalf("Unregister twice: %v", err)
 	}
-	again := mustRegister(t, s, spec)
+	again := storetest.MustRegister(t, s, spec)
 	if again == id {
 		t.Fatal("an ID was reused")
 	}
@@ -301,8 +302,8 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	db := sharedDB(t)
 	s := newStore(t, db, mysqlstore.WithTimeout(200*time.Millisecond))
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
+	storetest.Decide(t, s, id, "k", 1)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,10 +320,32 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) || took > time.Second {
 		t.Fatalf("Decide behind a held lock: %v after %v, want ErrUnavailable within about 200ms", err, took)
 	}
+	// The lock is released only once the server is done with the decision:
+	// a statement that reached the server late may still be waiting for
+	// it, and must be aborted there, not let through by the release.
+	var holder int64
+	if err := tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var n int
+		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%' AND ID <> CONNECTION_ID() AND ID <> ?",
+			"%"+s.Prefix()+"_state%", holder).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timed-out decision still runs on the server after 5 s")
+		}
+		time.Sleep(5 * time.Millisecond) // a real server's statement: no virtual time
+	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if d := decide(t, s, id, "k", 0).Decision(); d.Remaining != 4 {
+	if d := storetest.Decide(t, s, id, "k", 0).Decision(); d.Remaining != 4 {
 		t.Fatalf("after the lock went: Remaining %d, want 4 (the timed-out decision charged nothing)", d.Remaining)
 	}
 }
@@ -331,7 +354,7 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 // own error, not ErrUnavailable.
 func TestCallerCancelIsCtxErr(t *testing.T) {
 	s := newStore(t, sharedDB(t))
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var req store.Request
@@ -350,7 +373,7 @@ func TestCallerCancelIsCtxErr(t *testing.T) {
 func TestOverlappingRequestsNeitherFailNorOverAdmit(t *testing.T) {
 	s := newStore(t, sharedDB(t))
 	const limit, keys = 3, 30
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: limit, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: limit, Window: time.Hour})
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

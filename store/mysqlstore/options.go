@@ -61,7 +61,8 @@ func (o timeoutOption) apply(c *config) error {
 // WithTimeout sets the deadline of each call to the database
 // (DefaultTimeout by default), at least 1ms. It bounds the call on both
 // sides: the client gives up after it, and the server aborts the statement
-// (max_statement_time), rolling the decision back. A call that misses it
+// after three quarters of it (max_statement_time), rolling the decision
+// back (see the package doc for the one case where it cannot). A call that misses it
 // fails with an error matching store.ErrUnavailable; the caller's own
 // deadline, when earlier, still applies on the client side.
 func WithTimeout(d time.Duration) Option { return timeoutOption(d) }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
 // Refund gives back req's hits (store.Refunder) in one statement, a CALL of
@@ -18,7 +19,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 	if err := store.CheckRefund(req, res); err != nil {
 		return err
 	}
-	var lim [store.MaxHits]*limit
+	var lim [store.MaxHits]*sqlquota.Limit
 	if err := s.hitLimits(req, &lim); err != nil {
 		return err
 	}

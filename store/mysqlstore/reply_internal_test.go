@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
 // FuzzParseReply: whatever the database sends back, parseReply never
@@ -25,7 +26,7 @@ func FuzzParseReply(f *testing.F) {
 		var req store.Request
 		req.Add(1, "a", 1)
 		req.Add(1, "b", 1)
-		lim := [store.MaxHits]*limit{l, l}
+		lim := [store.MaxHits]*sqlquota.Limit{l, l}
 		var res store.Result
 		if parseReply(reply, &req, &res, &lim) != nil {
 			return

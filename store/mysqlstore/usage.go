@@ -5,30 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
-
-// Usage is one key's use of one limit at one instant, read without
-// charging: for billing and for a status page.
-type Usage struct {
-	// Limit is the limit's Limit.
-	Limit int64
-	// Used is what the key has taken: the units counted in the current
-	// window of a fixed window (at most Limit), the tokens a token bucket
-	// owes, rounded up. Remaining is Limit − Used.
-	Used, Remaining int64
-	// Start and End bound the current window of a fixed window on the
-	// database's clock (End exclusive; a calendar month's are its first
-	// instant and the next month's); both are zero for a token bucket.
-	Start, End time.Time
-	// ResetAfter is how long until the key has its whole limit again (the
-	// window ends, the bucket is full); zero when it has it now.
-	ResetAfter time.Duration
-	// Now is the instant of the reading on the database's clock.
-	Now time.Time
-}
 
 // Usage reads key's use of limit id, as Decide would report it for a cost
 // of 0: one round trip within the per-call deadline, nothing charged or
@@ -36,32 +16,8 @@ type Usage struct {
 // (nor delays one). It returns an error matching store.ErrUnknownLimit for
 // an id not registered here, the caller's ctx.Err() when ctx ends first,
 // and an error matching store.ErrUnavailable when the database fails.
-func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (Usage, error) {
-	l := s.limits.Lookup(id)
-	if l == nil {
-		return Usage{}, fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
-	}
-	var req store.Request
-	req.Add(id, key, 0)
-	var res store.Result
-	if err := s.Decide(ctx, &req, &res); err != nil {
-		return Usage{}, err
-	}
-	d := res.Hits[0].Decision
-	u := Usage{
-		Limit:      d.Limit,
-		Used:       d.Limit - d.Remaining,
-		Remaining:  d.Remaining,
-		ResetAfter: d.ResetAfter,
-		Now:        time.Unix(0, res.Now).UTC(),
-	}
-	if l.spec.Algorithm == store.FixedWindow && res.Now >= 0 {
-		at, span := l.clock.At(res.Now), l.param
-		idx := at / span
-		u.Start = time.Unix(0, l.clock.Real(idx*span)).UTC()
-		u.End = time.Unix(0, l.clock.Real((idx+1)*span)).UTC()
-	}
-	return u, nil
+func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (store.Usage, error) {
+	return sqlquota.Usage(ctx, s, &s.limits, id, key)
 }
 
 // Reset forgets key of limit id (store.Resetter): its row is deleted in one
@@ -78,8 +34,8 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
 	}
 	// Hex literals: any bytes, no quoting.
-	q := s.set + "DELETE FROM " + s.stateTable + " WHERE name = X'" + l.name +
-		"' AND kind = " + strconv.Itoa(int(l.kind)) + " AND k = X'" + hex.EncodeToString([]byte(key)) + "'"
+	q := s.set + "DELETE FROM " + s.stateTable + " WHERE name = X'" + hex.EncodeToString([]byte(l.Spec.Name)) +
+		"' AND kind = " + strconv.Itoa(int(l.Kind)) + " AND k = X'" + hex.EncodeToString([]byte(key)) + "'"
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if _, err := s.db.ExecContext(cctx, q); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // BenchmarkDecide decides one daily fixed-window quota per request over
@@ -27,7 +28,7 @@ func BenchmarkDecide(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := tc.make(b)
-			id := mustRegister(b, s, spec)
+			id := storetest.MustRegister(b, s, spec)
 			keys := make([]string, 1000)
 			for i := range keys {
 				keys[i] = fmt.Sprint("tenant:", i)

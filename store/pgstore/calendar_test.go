@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // calCase is a window limit on a calendar.
@@ -40,10 +41,10 @@ func TestWindowsOnTheCalendarAsMemory(t *testing.T) {
 			ctx := context.Background()
 			spec := store.Spec{Name: fmt.Sprint("cal", i), Algorithm: tc.alg, Limit: 5, Window: tc.w, Calendar: tc.cal}
 			pg := newStore(t, p)
-			pid := mustRegister(t, pg, spec)
+			pid := storetest.MustRegister(t, pg, spec)
 			m := store.NewMemory()
-			mid := mustRegister(t, m, spec)
-			pres := decide(t, pg, pid, "k", 1)
+			mid := storetest.MustRegister(t, m, spec)
+			pres := storetest.Decide(t, pg, pid, "k", 1)
 			req := store.Request{Now: pres.Now}
 			req.Add(mid, "k", 1)
 			var mres store.Result

@@ -43,7 +43,8 @@
 // Rows that have expired (a full bucket, a past window) are deleted by
 // Cleanup, in bounded batches that skip rows a decision holds; call it from
 // a ticker. Reset forgets a key (an operator's pardon, a quota given back),
-// Usage reads a key's use of its current window without charging it, and
+// Usage reads a key's use of its current window without charging it (a
+// store.Usage), and
 // Refund (store.Refunder) gives back what an admitted decision charged, in
 // one call of the schema's refund function under the same locks: a rule
 // that counts only failures, or a cost settled after the work.

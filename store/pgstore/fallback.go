@@ -22,16 +22,11 @@ func NewFallback(s *Store, opts ...fallback.Option) (*fallback.Store, error) {
 		return nil, errors.New("pgstore: nil store")
 	}
 	opts = append([]fallback.Option{fallback.WithBackendName("PostgreSQL")}, opts...)
-	s.fallbacks.Add(1)
-	f, err := fallback.New(s, &members{s: s}, opts...)
-	if err != nil {
-		s.fallbacks.Add(-1)
-		return nil, err
-	}
-	return f, nil
+	return s.fallbacks.New(s, opts...)
 }
 
-// members is one Fallback's handle on the instances table of its Store.
+// members is the Store's instance in the instances table, which its
+// Fallbacks share through s.fallbacks.
 type members struct{ s *Store }
 
 var _ fallback.Membership = (*members)(nil)
@@ -47,12 +42,9 @@ func (m *members) Beat(ctx context.Context, memory time.Duration) (int64, error)
 	return n, nil
 }
 
-// Leave deletes this instance's row when this is the last open Fallback
-// of the Store.
+// Leave deletes this instance's row; s.fallbacks calls it when the last
+// Fallback Closes.
 func (m *members) Leave(ctx context.Context) error {
-	if m.s.fallbacks.Add(-1) != 0 {
-		return nil
-	}
 	cctx, cancel := context.WithTimeout(ctx, m.s.timeout)
 	defer cancel()
 	if _, err := m.s.pool.Exec(cctx, m.s.leaveSQL, m.s.instance); err != nil {

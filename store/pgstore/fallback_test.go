@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +12,6 @@ import (
 	"github.com/sluicehq/sluice/store/pgstore"
 	"github.com/sluicehq/sluice/store/storetest"
 )
-
-// syncBuffer is a log destination safe for the Fallback's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // fbProbe is the heartbeat of the fault tests' Fallbacks.
 const fbProbe = 100 * time.Millisecond
@@ -58,7 +39,7 @@ func TestFallbackWhileTheDatabaseIsDown(t *testing.T) {
 	srv := startServer(t)
 	const timeout = 200 * time.Millisecond
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs storetest.LogBuffer
 	var fs [2]*fallback.Store
 	var ids [2]store.LimitID
 	var stores [2]*pgstore.Store
@@ -77,7 +58,7 @@ func TestFallbackWhileTheDatabaseIsDown(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = f.Close() })
 		fs[i], stores[i] = f, s
-		ids[i] = mustRegister(t, f, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 40, Window: 24 * time.Hour})
+		ids[i] = storetest.MustRegister(t, f, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 40, Window: 24 * time.Hour})
 	}
 	waitFor(t, func() bool { return fs[0].Stats().Instances == 2 && fs[1].Stats().Instances == 2 })
 	now := time.Now().UnixNano()
@@ -166,7 +147,7 @@ func TestFallbackLostReplyIsChargedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	id := mustRegister(t, f, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	id := storetest.MustRegister(t, f, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
 	now := time.Now().UnixNano()
 	decideAt(t, f, id, "k", now)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/pgstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // faultSlack is the generous margin over the deadline a call may take on a
@@ -26,7 +27,7 @@ func TestClosedPortIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
 	for name, call := range map[string]func() error{
 		"Decide": func() error {
 			var req store.Request
@@ -58,7 +59,7 @@ func TestClosedPortIsUnavailable(t *testing.T) {
 func TestEndedContextIsTheCallersError(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var req store.Request
@@ -151,8 +152,8 @@ func TestKilledSessionIsUnavailableAndChargesNothing(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	storetest.Decide(t, s, id, "k", 1)
 	done, release := blockedDecision(t, admin, s, id, pid)
 	var killed bool
 	if err := admin.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
@@ -190,8 +191,8 @@ func TestDeadlineIsUnavailableAndRolledBack(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	storetest.Decide(t, s, id, "k", 1)
 	start := time.Now()
 	done, release := blockedDecision(t, admin, s, id, pid)
 	err = <-done

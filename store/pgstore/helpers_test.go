@@ -11,13 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/pgstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
-
-// requirePostgres reports whether a missing PostgreSQL fails the tests
-// instead of skipping them.
-func requirePostgres() bool { return os.Getenv("SLUICE_REQUIRE_POSTGRES") == "1" }
 
 // sharedURL is the shared PostgreSQL of the tests.
 func sharedURL() string {
@@ -54,10 +50,7 @@ func sharedPool(t testing.TB) *pgxpool.Pool {
 		// The address without the URL's user and password.
 		c := p.Config().ConnConfig
 		at := fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
-		if requirePostgres() {
-			t.Fatalf("PostgreSQL at %s does not answer (SLUICE_REQUIRE_POSTGRES=1): %v", at, err)
-		}
-		t.Skipf("PostgreSQL at %s does not answer (set SLUICE_POSTGRES_URL, or SLUICE_REQUIRE_POSTGRES=1 to fail): %v", at, err)
+		storetest.Missing(t, "SLUICE_REQUIRE_POSTGRES", "PostgreSQL at "+at+" does not answer (point SLUICE_POSTGRES_URL at one)", err)
 	}
 	return p
 }
@@ -90,25 +83,4 @@ func newStore(t testing.TB, p *pgxpool.Pool, opts ...pgstore.Option) *pgstore.St
 		t.Fatal(err)
 	}
 	return s
-}
-
-func mustRegister(t testing.TB, s store.Store, spec store.Spec) store.LimitID {
-	t.Helper()
-	id, err := s.Register(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// decide decides one hit and fails the test on an error.
-func decide(t testing.TB, s store.Store, id store.LimitID, key string, cost int64) *store.Result {
-	t.Helper()
-	var req store.Request
-	req.Add(id, key, cost)
-	res := new(store.Result)
-	if err := s.Decide(context.Background(), &req, res); err != nil {
-		t.Fatalf("Decide: %v", err)
-	}
-	return res
 }

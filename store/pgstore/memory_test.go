@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestDecisionsAsMemoryAtTheSameInstants: any sequence of requests (two
@@ -22,7 +22,6 @@ import (
 func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 	p := sharedPool(t)
 	pg := newStore(t, p)
-	ctx := context.Background()
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		n++
@@ -46,10 +45,10 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 		var pids, mids [2]store.LimitID
 		for i := range 2 {
 			sp := spec(i)
-			pids[i], mids[i] = mustRegister(t, pg, sp), mustRegister(t, m, sp)
+			pids[i], mids[i] = storetest.MustRegister(t, pg, sp), storetest.MustRegister(t, m, sp)
 		}
 		keys := []string{"a", "b"}
-		for step := range 15 {
+		for range 15 {
 			var preq, mreq store.Request
 			for h := range rapid.IntRange(1, 2).Draw(rt, "hits") {
 				i := rapid.IntRange(0, 1).Draw(rt, "limit_index")
@@ -59,22 +58,7 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 				mreq.Add(mids[i], k, cost)
 				_ = h
 			}
-			var pres, mres store.Result
-			if err := pg.Decide(ctx, &preq, &pres); err != nil {
-				rt.Fatal(err)
-			}
-			mreq.Now = pres.Now
-			if err := m.Decide(ctx, &mreq, &mres); err != nil {
-				rt.Fatal(err)
-			}
-			if pres.Allowed != mres.Allowed || pres.N != mres.N || pres.Decider != mres.Decider {
-				rt.Fatalf("step %d at %v: PostgreSQL %+v, Memory %+v", step, time.Unix(0, pres.Now).UTC(), pres, mres)
-			}
-			for i := range pres.N {
-				if pd, md := pres.Hits[i].Decision, mres.Hits[i].Decision; pd != md {
-					rt.Fatalf("step %d hit %d at %v: PostgreSQL %+v, Memory %+v", step, i, time.Unix(0, pres.Now).UTC(), pd, md)
-				}
-			}
+			storetest.DecideAsMemory(rt, "PostgreSQL", pg, &preq, m, &mreq)
 		}
 	})
 }
@@ -86,7 +70,6 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 	p := sharedPool(t)
 	pg := newStore(t, p)
 	m := store.NewMemory()
-	ctx := context.Background()
 	const longest = time.Duration(1) << 59
 	specs := []store.Spec{
 		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 1 << 40, Rate: concurrency.Per(1, 1<<19)},
@@ -101,7 +84,7 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 			if err := spec.Validate(); err != nil {
 				t.Fatalf("the test's spec: %v", err)
 			}
-			pid, mid := mustRegister(t, pg, spec), mustRegister(t, m, spec)
+			pid, mid := storetest.MustRegister(t, pg, spec), storetest.MustRegister(t, m, spec)
 			l := spec.Limit
 			for _, cost := range []int64{l / 2, l / 2, l, 1, l - 1, 0, math.MaxInt64, l/2 + 1, 1} {
 				var preq, mreq store.Request
@@ -109,17 +92,7 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 				preq.Add(pid, "k", cost/3)
 				mreq.Add(mid, "k", cost)
 				mreq.Add(mid, "k", cost/3)
-				var pres, mres store.Result
-				if err := pg.Decide(ctx, &preq, &pres); err != nil {
-					t.Fatalf("cost %d: %v", cost, err)
-				}
-				mreq.Now = pres.Now
-				if err := m.Decide(ctx, &mreq, &mres); err != nil {
-					t.Fatal(err)
-				}
-				if pres.Allowed != mres.Allowed || pres.N != mres.N || pres.Hits != mres.Hits {
-					t.Fatalf("cost %d at %v: PostgreSQL %+v, Memory %+v", cost, time.Unix(0, pres.Now).UTC(), pres, mres)
-				}
+				storetest.DecideAsMemory(t, fmt.Sprintf("PostgreSQL, cost %d", cost), pg, &preq, m, &mreq)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/pgstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestNoSchemaUntilMigrate: a Store creates nothing at first use; before
@@ -25,7 +26,7 @@ func TestNoSchemaUntilMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result
@@ -43,7 +44,7 @@ func TestNoSchemaUntilMigrate(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if res := decide(t, s, id, "k", 1); !res.Allowed {
+	if res := storetest.Decide(t, s, id, "k", 1); !res.Allowed {
 		t.Fatalf("after Migrate: %+v", res)
 	}
 }
@@ -74,13 +75,13 @@ func TestMigrateConcurrentlyAndAgain(t *testing.T) {
 		}
 	}
 	spec := store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour}
-	id := mustRegister(t, stores[0], spec)
-	decide(t, stores[0], id, "k", 2)
+	id := storetest.MustRegister(t, stores[0], spec)
+	storetest.Decide(t, stores[0], id, "k", 2)
 	if err := stores[1].Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id1 := mustRegister(t, stores[1], spec)
-	if d := decide(t, stores[1], id1, "k", 0).Decision(); d.Remaining != 1 {
+	id1 := storetest.MustRegister(t, stores[1], spec)
+	if d := storetest.Decide(t, stores[1], id1, "k", 0).Decision(); d.Remaining != 1 {
 		t.Fatalf("another instance after Migrate again: Remaining %d, want 1", d.Remaining)
 	}
 }
@@ -110,7 +111,7 @@ func TestTwoHitsOnOneKeySeeEachOther(t *testing.T) {
 		{Name: "f", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour},
 		{Name: "b", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(5, 24*time.Hour)},
 	} {
-		id := mustRegister(t, s, spec)
+		id := storetest.MustRegister(t, s, spec)
 		ctx := context.Background()
 		var req store.Request
 		req.Add(id, "k", 3)
@@ -122,7 +123,7 @@ func TestTwoHitsOnOneKeySeeEachOther(t *testing.T) {
 		if res.Allowed || res.Decider != 1 {
 			t.Fatalf("%v: 3+3 of 5 on one key: %+v", spec.Algorithm, res)
 		}
-		if d := decide(t, s, id, "k", 0).Decision(); d.Remaining != 5 {
+		if d := storetest.Decide(t, s, id, "k", 0).Decision(); d.Remaining != 5 {
 			t.Fatalf("%v: a rejected request was charged: Remaining %d", spec.Algorithm, d.Remaining)
 		}
 		req = store.Request{}
@@ -134,7 +135,7 @@ func TestTwoHitsOnOneKeySeeEachOther(t *testing.T) {
 		if !res.Allowed || res.Decider != 1 || res.Hits[1].Decision.Remaining != 1 {
 			t.Fatalf("%v: 2+2 of 5 on one key: %+v", spec.Algorithm, res)
 		}
-		if d := decide(t, s, id, "k", 0).Decision(); d.Remaining != 1 {
+		if d := storetest.Decide(t, s, id, "k", 0).Decision(); d.Remaining != 1 {
 			t.Fatalf("%v: after 2+2: Remaining %d, want 1", spec.Algorithm, d.Remaining)
 		}
 	}
@@ -146,8 +147,8 @@ func TestTwoHitsOnOneKeySeeEachOther(t *testing.T) {
 func TestOppositeOrdersNeverDeadlock(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
-	a := mustRegister(t, s, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 20, Window: time.Hour})
-	b := mustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 20, Rate: concurrency.Per(20, 24*time.Hour)})
+	a := storetest.MustRegister(t, s, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 20, Window: time.Hour})
+	b := storetest.MustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 20, Rate: concurrency.Per(20, 24*time.Hour)})
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -192,13 +193,13 @@ func TestUsageReadsTheWindowWithoutCharging(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	ctx := context.Background()
-	day := mustRegister(t, s, store.Spec{Name: "day", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
-	month := mustRegister(t, s, store.Spec{Name: "month", Algorithm: store.FixedWindow, Limit: 1000,
+	day := storetest.MustRegister(t, s, store.Spec{Name: "day", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
+	month := storetest.MustRegister(t, s, store.Spec{Name: "month", Algorithm: store.FixedWindow, Limit: 1000,
 		Calendar: store.Calendar{Months: 1, Offset: -5 * time.Hour}})
-	bucket := mustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, 24*time.Hour)})
-	decide(t, s, day, "acme", 3)
-	decide(t, s, month, "acme", 40)
-	decide(t, s, bucket, "acme", 4)
+	bucket := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, 24*time.Hour)})
+	storetest.Decide(t, s, day, "acme", 3)
+	storetest.Decide(t, s, month, "acme", 40)
+	storetest.Decide(t, s, bucket, "acme", 4)
 	for range 2 {
 		u, err := s.Usage(ctx, day, "acme")
 		if err != nil {
@@ -241,24 +242,24 @@ func TestResetGivesOneKeyItsQuotaBack(t *testing.T) {
 	s := newStore(t, p)
 	ctx := context.Background()
 	spec := store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 2, Window: 24 * time.Hour}
-	id := mustRegister(t, s, spec)
+	id := storetest.MustRegister(t, s, spec)
 	other, err := pgstore.New(p, pgstore.WithSchema(s.SchemaName()), pgstore.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	oid := mustRegister(t, other, spec)
-	decide(t, s, id, "acme", 2)
-	decide(t, s, id, "globex", 2)
-	if res := decide(t, other, oid, "acme", 1); res.Allowed {
+	oid := storetest.MustRegister(t, other, spec)
+	storetest.Decide(t, s, id, "acme", 2)
+	storetest.Decide(t, s, id, "globex", 2)
+	if res := storetest.Decide(t, other, oid, "acme", 1); res.Allowed {
 		t.Fatal("acme admitted over its quota")
 	}
 	if err := s.Reset(ctx, id, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if res := decide(t, other, oid, "acme", 2); !res.Allowed {
+	if res := storetest.Decide(t, other, oid, "acme", 2); !res.Allowed {
 		t.Fatalf("acme after Reset: %+v", res.Decision())
 	}
-	if d := decide(t, s, id, "globex", 0).Decision(); d.Remaining != 0 {
+	if d := storetest.Decide(t, s, id, "globex", 0).Decision(); d.Remaining != 0 {
 		t.Fatalf("globex was reset too: Remaining %d", d.Remaining)
 	}
 	if err := s.Reset(ctx, id, "never-seen"); err != nil {
@@ -277,8 +278,8 @@ func TestUnregisterThenRegisterAgain(t *testing.T) {
 	s := newStore(t, p)
 	ctx := context.Background()
 	spec := store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour}
-	id := mustRegister(t, s, spec)
-	decide(t, s, id, "k", 1)
+	id := storetest.MustRegister(t, s, spec)
+	storetest.Decide(t, s, id, "k", 1)
 	if err := s.Unregister(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +295,11 @@ func TestUnregisterThenRegisterAgain(t *testing.T) {
 	if _, err := s.Usage(ctx, id, "k"); !errors.Is(err, store.ErrUnknownLimit) {
 		t.Fatalf("Usage after Unregister: %v", err)
 	}
-	again := mustRegister(t, s, spec)
+	again := storetest.MustRegister(t, s, spec)
 	if again == id {
 		t.Fatalf("the id %d was reused", id)
 	}
-	if d := decide(t, s, again, "k", 0).Decision(); d.Remaining != 2 {
+	if d := storetest.Decide(t, s, again, "k", 0).Decision(); d.Remaining != 2 {
 		t.Fatalf("registered again: Remaining %d, want 2 (the name's state)", d.Remaining)
 	}
 }
@@ -310,11 +311,11 @@ func TestCleanupDeletesExpiredRowsInBatchesAndSkipsLockedOnes(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, 24*time.Hour)})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, 24*time.Hour)})
 	for i := range 6 {
-		decide(t, s, id, fmt.Sprint("old", i), 1)
+		storetest.Decide(t, s, id, fmt.Sprint("old", i), 1)
 	}
-	decide(t, s, id, "live", 1)
+	storetest.Decide(t, s, id, "live", 1)
 	table := `"` + s.SchemaName() + `".state`
 	// A bucket whose arrival time has passed is full: an expired row, as
 	// time would leave it.
@@ -366,7 +367,7 @@ func TestCleanupDeletesExpiredRowsInBatchesAndSkipsLockedOnes(t *testing.T) {
 	if rows.Err() != nil || fmt.Sprint(left) != "[live]" {
 		t.Fatalf("rows left: %v (%v), want [live]", left, rows.Err())
 	}
-	if d := decide(t, s, id, "live", 0).Decision(); d.Remaining != 9 {
+	if d := storetest.Decide(t, s, id, "live", 0).Decision(); d.Remaining != 9 {
 		t.Fatalf("the live key after Cleanup: Remaining %d, want 9", d.Remaining)
 	}
 	if _, err := s.Cleanup(ctx, 0); err == nil {
@@ -399,15 +400,15 @@ func TestAnyKeyBytesAreAKey(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
 	keys := []string{"a\x00b", "a\x00c", "\xff\xfe", "\xff", ""}
 	for _, k := range keys {
-		if res := decide(t, s, id, k, 1); !res.Allowed {
+		if res := storetest.Decide(t, s, id, k, 1); !res.Allowed {
 			t.Fatalf("key %q: first request rejected: %+v", k, res.Decision())
 		}
 	}
 	for _, k := range keys {
-		if res := decide(t, s, id, k, 1); res.Allowed {
+		if res := storetest.Decide(t, s, id, k, 1); res.Allowed {
 			t.Fatalf("key %q: second request admitted over a limit of 1", k)
 		}
 		if u, err := s.Usage(ctx, id, k); err != nil || u.Used != 1 {
@@ -417,10 +418,10 @@ func TestAnyKeyBytesAreAKey(t *testing.T) {
 	if err := s.Reset(ctx, id, "a\x00b"); err != nil {
 		t.Fatal(err)
 	}
-	if res := decide(t, s, id, "a\x00b", 1); !res.Allowed {
+	if res := storetest.Decide(t, s, id, "a\x00b", 1); !res.Allowed {
 		t.Fatal("a key with a NUL was not reset")
 	}
-	if res := decide(t, s, id, "a\x00c", 1); res.Allowed {
+	if res := storetest.Decide(t, s, id, "a\x00c", 1); res.Allowed {
 		t.Fatal("Reset of one key freed another")
 	}
 }
@@ -449,8 +450,8 @@ func TestUsageNeverWaitsOnADecision(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
-	decide(t, s, id, "k", 2)
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	storetest.Decide(t, s, id, "k", 2)
 	tx, err := p.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -463,7 +464,7 @@ func TestUsageNeverWaitsOnADecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fid := mustRegister(t, fast, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
+	fid := storetest.MustRegister(t, fast, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
 	u, err := fast.Usage(ctx, fid, "k")
 	if err != nil || u.Used != 2 {
 		t.Fatalf("Usage while a decision holds the key: %+v, %v, want Used 2 at once", u, err)
@@ -477,7 +478,7 @@ func TestDecideRacingUnregister(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	ctx := context.Background()
-	id := mustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex

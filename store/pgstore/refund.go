@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
 var _ store.Refunder = (*Store)(nil)
@@ -22,7 +23,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 	if err := store.CheckRefund(req, res); err != nil {
 		return err
 	}
-	var lim [store.MaxHits]*limit
+	var lim [store.MaxHits]*sqlquota.Limit
 	args, err := s.args(req, &lim)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestRefundNeverGoesBelowEmpty: a refund of more than was charged leaves
@@ -21,8 +22,8 @@ func TestRefundNeverGoesBelowEmpty(t *testing.T) {
 		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 3, Window: 24 * time.Hour},
 		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 3, Rate: concurrency.Rate{Count: 3, Per: 24 * time.Hour}},
 	} {
-		id := mustRegister(t, s, spec)
-		res := decide(t, s, id, "k", 1)
+		id := storetest.MustRegister(t, s, spec)
+		res := storetest.Decide(t, s, id, "k", 1)
 		var req store.Request
 		req.Add(id, "k", 100)
 		if err := s.Refund(ctx, &req, res); err != nil {
@@ -35,7 +36,7 @@ func TestRefundNeverGoesBelowEmpty(t *testing.T) {
 		}
 		admitted := 0
 		for range 5 {
-			if decide(t, s, id, "k", 1).Allowed {
+			if storetest.Decide(t, s, id, "k", 1).Allowed {
 				admitted++
 			}
 		}

@@ -1,13 +1,14 @@
 package pgstore_test
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // pgBins is where the PostgreSQL server binaries are looked for besides
@@ -48,10 +49,7 @@ func startServer(t testing.TB) *server {
 		}
 	}
 	skip := func(why string) {
-		if requirePostgres() {
-			t.Fatalf("a private PostgreSQL is needed (SLUICE_REQUIRE_POSTGRES=1): %s", why)
-		}
-		t.Skipf("skipping the tests that start their own PostgreSQL: %s", why)
+		storetest.Missing(t, "SLUICE_REQUIRE_POSTGRES", "skipping the tests that start their own PostgreSQL: "+why, nil)
 	}
 	if s.bin == "" {
 		skip("initdb not found (set SLUICE_PG_BIN)")
@@ -76,12 +74,7 @@ func startServer(t testing.TB) *server {
 		}
 		s.as = []string{"runuser", "-u", "postgres", "--"}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	s.port = storetest.FreePort(t)
 	s.run("initdb", "-D", s.data(), "-U", "postgres", "--auth=trust", "-N", "-E", "UTF8")
 	s.start()
 	t.Cleanup(func() { s.stop() })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestWindowsOnTheCalendarAsMemory: a window limit on Redis (deciding on
@@ -34,9 +35,9 @@ func TestWindowsOnTheCalendarAsMemory(t *testing.T) {
 			ctx := context.Background()
 			spec := store.Spec{Name: fmt.Sprint("cal", i), Algorithm: tc.alg, Limit: 5, Window: tc.w, Calendar: tc.cal}
 			r := newStore(t, c, testPrefix(t, c))
-			rid := mustRegister(t, r, spec)
+			rid := storetest.MustRegister(t, r, spec)
 			m := store.NewMemory()
-			mid := mustRegister(t, m, spec)
+			mid := storetest.MustRegister(t, m, spec)
 			var req store.Request
 			var rres, mres store.Result
 			req.Add(rid, "k", 1)

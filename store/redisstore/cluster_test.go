@@ -25,7 +25,7 @@ import (
 func clusterPort(t *testing.T) int {
 	t.Helper()
 	for range 50 {
-		p := freePort(t)
+		p := storetest.FreePort(t)
 		if p+10000 > 65535 {
 			continue
 		}
@@ -135,7 +135,7 @@ func TestCluster(t *testing.T) {
 // client reload its slot map at once (here from ClusterSlots, which points
 // every slot at a dead node), instead of at its next reload interval.
 func TestStoreReloadsClusterSlotsAfterAFailure(t *testing.T) {
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(storetest.FreePort(t))
 	var loads atomic.Int64
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
 		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
@@ -149,7 +149,7 @@ func TestStoreReloadsClusterSlotsAfterAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result
@@ -180,7 +180,7 @@ func TestClusterFailoverRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	id := mustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: 1 << 20, Window: time.Hour})
+	id := storetest.MustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: 1 << 20, Window: time.Hour})
 	decide := func() {
 		var req store.Request
 		req.Now = clock.Now()
@@ -329,7 +329,7 @@ func TestClusterKeyTags(t *testing.T) {
 // error that is not store.ErrUnavailable, on a Store and on a Fallback
 // alike (the Fallback's Redis is down: it would decide locally).
 func TestKeyTagsRejectMixedRequests(t *testing.T) {
-	c := newClient(t, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	c := newClient(t, "127.0.0.1:"+strconv.Itoa(storetest.FreePort(t)))
 	s, err := redisstore.New(c, redisstore.WithPrefix("mixed"), redisstore.WithKeyTags())
 	if err != nil {
 		t.Fatal(err)
@@ -339,8 +339,8 @@ func TestKeyTagsRejectMixedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	a := mustRegister(t, f, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
-	b := mustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	a := storetest.MustRegister(t, f, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	b := storetest.MustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
 	for name, keys := range map[string][2]string{
 		"two tags":       {"{acme}:alice", "{bolt}:bob"},
 		"tag and none":   {"{acme}:alice", "1.2.3.4"},

@@ -29,17 +29,11 @@ func NewFallback(s *Store, opts ...fallback.Option) (*Fallback, error) {
 		return nil, errors.New("redisstore: nil store")
 	}
 	opts = append([]fallback.Option{fallback.WithBackendName("Redis")}, opts...)
-	m := &members{s: s}
-	s.fallbacks.Add(1)
-	f, err := fallback.New(s, m, opts...)
-	if err != nil {
-		s.fallbacks.Add(-1)
-		return nil, err
-	}
-	return f, nil
+	return s.fallbacks.New(s, opts...)
 }
 
-// members is one Fallback's handle on the heartbeat set of its Store.
+// members is the Store's instance in the heartbeat set, which its
+// Fallbacks share through s.fallbacks.
 type members struct{ s *Store }
 
 var _ fallback.Membership = (*members)(nil)
@@ -49,11 +43,9 @@ func (m *members) Beat(ctx context.Context, memory time.Duration) (int64, error)
 	return m.s.beat(ctx, memory, true)
 }
 
-// Leave leaves the set when this is the last open Fallback of the Store.
+// Leave leaves the set; s.fallbacks calls it when the last Fallback
+// Closes.
 func (m *members) Leave(ctx context.Context) error {
-	if m.s.fallbacks.Add(-1) != 0 {
-		return nil
-	}
 	_, err := m.s.beat(ctx, 0, false)
 	return err
 }

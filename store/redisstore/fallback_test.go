@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -22,7 +23,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // its port (a real refused connection, no mock).
 func deadFallback(t *testing.T, opts ...fallback.Option) *redisstore.Fallback {
 	t.Helper()
-	c := newClient(t, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	c := newClient(t, "127.0.0.1:"+strconv.Itoa(storetest.FreePort(t)))
 	s, err := redisstore.New(c, redisstore.WithPrefix("dead"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestFallbackLocalShare(t *testing.T) {
 	}
 	now := int64(time.Hour)
 	for _, spec := range specs {
-		id := mustRegister(t, f, spec)
+		id := storetest.MustRegister(t, f, spec)
 		admitted := 0
 		var leases []store.Lease
 		for range 40 {
@@ -132,9 +133,9 @@ func TestFallbackLocalShare(t *testing.T) {
 func TestFallbackFailClosed(t *testing.T) {
 	f := deadFallback(t, fallback.WithInstances(3), fallback.WithFailClosed("login"))
 	ctx := context.Background()
-	api := mustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
-	login := mustRegister(t, f, store.Spec{Name: "login", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
-	tiny := mustRegister(t, f, store.Spec{Name: "tiny", Algorithm: store.TokenBucket, Limit: 2, Rate: concurrency.Per(2, time.Second)})
+	api := storetest.MustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
+	login := storetest.MustRegister(t, f, store.Spec{Name: "login", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
+	tiny := storetest.MustRegister(t, f, store.Spec{Name: "tiny", Algorithm: store.TokenBucket, Limit: 2, Rate: concurrency.Per(2, time.Second)})
 	for _, tc := range []struct {
 		name    string
 		hits    []store.LimitID
@@ -214,9 +215,9 @@ func TestFallbackUnregisterLocal(t *testing.T) {
 			t.Fatalf("%s: %v, want ErrUnknownLimit", what, err)
 		}
 	}
-	a := mustRegister(t, f, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
-	b := mustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
-	c := mustRegister(t, f, store.Spec{Name: "c", Algorithm: store.Concurrency, Limit: 4, LeaseTTL: time.Hour})
+	a := storetest.MustRegister(t, f, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
+	b := storetest.MustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour})
+	c := storetest.MustRegister(t, f, store.Spec{Name: "c", Algorithm: store.Concurrency, Limit: 4, LeaseTTL: time.Hour})
 	// No local decision yet: the local store is built after this.
 	if err := f.Unregister(ctx, b); err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestFallbackUnregisterLocal(t *testing.T) {
 		t.Fatalf("a: %v %+v, want its share (5)", err, res.Decision())
 	}
 	// The local store exists now: Register and Unregister reach it too.
-	d := mustRegister(t, f, store.Spec{Name: "d", Algorithm: store.SlidingLog, Limit: 6, Window: time.Hour})
+	d := storetest.MustRegister(t, f, store.Spec{Name: "d", Algorithm: store.SlidingLog, Limit: 6, Window: time.Hour})
 	if res, err := decide(d, 1); err != nil || res.Decision().Limit != 3 {
 		t.Fatalf("d: %v %+v, want its share (3)", err, res.Decision())
 	}
@@ -243,7 +244,7 @@ func TestFallbackUnregisterLocal(t *testing.T) {
 	unknown(err, "Decide of a limit unregistered while degraded")
 	unknown(f.Unregister(ctx, c), "Unregister again")
 	unknown(f.Release(ctx, store.Lease{Limit: c, Key: "k", ID: 7, Cost: 1}, now), "Release of a Redis lease of an unregistered limit")
-	again := mustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 8, Window: time.Hour})
+	again := storetest.MustRegister(t, f, store.Spec{Name: "b", Algorithm: store.FixedWindow, Limit: 8, Window: time.Hour})
 	if again <= d {
 		t.Fatalf("b registered again as %d: an ID reused", again)
 	}

@@ -1,13 +1,11 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // Fault tests: three Fallback instances on a private redis-server share a
@@ -32,28 +31,10 @@ const (
 	faultSlack = 400 * time.Millisecond
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 type instance struct {
 	f   *redisstore.Fallback
 	id  store.LimitID
-	log *syncBuffer
+	log *storetest.LogBuffer
 }
 
 // newInstances starts n Fallbacks, each with a client of its own, on addr
@@ -67,7 +48,7 @@ func newInstances(t *testing.T, addr, prefix string, n int) []*instance {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf := new(syncBuffer)
+		buf := new(storetest.LogBuffer)
 		f, err := redisstore.NewFallback(s, fallback.WithProbeInterval(faultProbe),
 			fallback.WithRecoverAfter(faultRecover), fallback.WithTripAfter(2),
 			fallback.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
@@ -75,7 +56,7 @@ func newInstances(t *testing.T, addr, prefix string, n int) []*instance {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = f.Close() })
-		id := mustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: faultLimit, Window: time.Hour})
+		id := storetest.MustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: faultLimit, Window: time.Hour})
 		out = append(out, &instance{f: f, id: id, log: buf})
 	}
 	waitFor(t, 3*time.Second, "every instance counts the others", func() bool {
@@ -269,7 +250,7 @@ func TestFaultScriptFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "x", Algorithm: store.Concurrency, Limit: 2, LeaseTTL: time.Minute})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "x", Algorithm: store.Concurrency, Limit: 2, LeaseTTL: time.Minute})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result
@@ -296,7 +277,7 @@ func TestStoreDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result

@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// requireRedis reports whether a missing Redis fails the tests instead of
-// skipping them.
-func requireRedis() bool { return os.Getenv("SLUICE_REQUIRE_REDIS") == "1" }
+	"github.com/sluicehq/sluice/store/storetest"
+)
 
 // sharedAddr is the shared Redis of the correctness tests.
 func sharedAddr() string {
@@ -47,10 +45,7 @@ func sharedClient(t testing.TB) *redis.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		if requireRedis() {
-			t.Fatalf("Redis at %s does not answer (SLUICE_REQUIRE_REDIS=1): %v", sharedAddr(), err)
-		}
-		t.Skipf("Redis at %s does not answer (set SLUICE_REDIS_ADDR, or SLUICE_REQUIRE_REDIS=1 to fail): %v", sharedAddr(), err)
+		storetest.Missing(t, "SLUICE_REQUIRE_REDIS", "Redis at "+sharedAddr()+" does not answer (point SLUICE_REDIS_ADDR at one)", err)
 	}
 	return c
 }

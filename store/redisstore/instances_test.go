@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // Instance tests: one real Fallback on a private redis-server, and other
@@ -66,7 +67,7 @@ func oneInstanceOn(t *testing.T, c *redis.Client, prefix string, recoverAfter in
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	id := mustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: faultLimit, Window: time.Hour})
+	id := storetest.MustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: faultLimit, Window: time.Hour})
 	return &instance{f: f, id: id}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // replyDropper is a TCP proxy to a Redis server that can lose one reply:
@@ -108,7 +109,7 @@ func TestLostReplyChargesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
 	decide := func(cost int64) (*store.Result, error) {
 		var req store.Request
 		req.Add(id, "k", cost)

@@ -9,13 +9,13 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/fallback"
 )
 
 // Store is a store.Store on Redis, a Redis Sentinel setup or Redis
@@ -51,9 +51,9 @@ type Store struct {
 
 	// instance is this Store's id in the heartbeat set: the Fallbacks
 	// around one Store are one instance, which leaves the set when the
-	// last of them (counted by fallbacks) Closes.
+	// last of them Closes (fallbacks, their one Membership).
 	instance  string
-	fallbacks atomic.Int64
+	fallbacks *fallback.Shared
 
 	limits store.Registry[limit] // by LimitID, with the names in use
 }
@@ -117,7 +117,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	return &Store{
+	s := &Store{
 		instance:  hex.EncodeToString(id[:]),
 		client:    client,
 		cluster:   cluster,
@@ -129,7 +129,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		release:   newScript(releaseSrc),
 		heartbeat: newScript(heartbeatSrc),
 		exchange:  newScript(exchangeSrc),
-	}, nil
+	}
+	s.fallbacks = fallback.NewShared(&members{s: s})
+	return s, nil
 }
 
 // Register validates spec and adds it, without I/O. Besides

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 func newStore(t testing.TB, c redis.UniversalClient, prefix string, opts ...redisstore.Option) *redisstore.Store {
@@ -25,15 +26,6 @@ func newStore(t testing.TB, c redis.UniversalClient, prefix string, opts ...redi
 		t.Fatal(err)
 	}
 	return s
-}
-
-func mustRegister(t testing.TB, s store.Store, spec store.Spec) store.LimitID {
-	t.Helper()
-	id, err := s.Register(context.Background(), spec)
-	if err != nil {
-		t.Fatalf("Register(%+v): %v", spec, err)
-	}
-	return id
 }
 
 func TestNewValidates(t *testing.T) {
@@ -94,7 +86,7 @@ func TestAcrossInstances(t *testing.T) {
 		}
 		stores[i] = newStore(t, c, prefix)
 		for _, spec := range specs {
-			ids[i] = append(ids[i], mustRegister(t, stores[i], spec))
+			ids[i] = append(ids[i], storetest.MustRegister(t, stores[i], spec))
 		}
 	}
 	for k, spec := range specs {
@@ -142,7 +134,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	}
 	var req store.Request
 	for _, spec := range specs {
-		req.Add(mustRegister(t, s, spec), "k", 1)
+		req.Add(storetest.MustRegister(t, s, spec), "k", 1)
 	}
 	var res store.Result
 	if err := s.Decide(context.Background(), &req, &res); err != nil || !res.Allowed {
@@ -196,8 +188,8 @@ func TestSameAsMemory(t *testing.T) {
 	}
 	var ids []store.LimitID
 	for _, spec := range specs {
-		id := mustRegister(t, s, spec)
-		if mid := mustRegister(t, m, spec); mid != id {
+		id := storetest.MustRegister(t, s, spec)
+		if mid := storetest.MustRegister(t, m, spec); mid != id {
 			t.Fatalf("ids differ: %d and %d", id, mid)
 		}
 		ids = append(ids, id)
@@ -278,7 +270,7 @@ func TestSameAsMemory(t *testing.T) {
 func TestSlidingWindowRetryBound(t *testing.T) {
 	c := sharedClient(t)
 	s := newStore(t, c, testPrefix(t, c))
-	id := mustRegister(t, s, store.Spec{Name: "sw", Algorithm: store.SlidingWindow, Limit: 5, Window: time.Hour})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "sw", Algorithm: store.SlidingWindow, Limit: 5, Window: time.Hour})
 	var req store.Request
 	req.Add(id, "k", 1)
 	var res store.Result

@@ -3,15 +3,16 @@ package redisstore_test
 import (
 	"bufio"
 	"context"
-	"net"
+	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // server is a private redis-server a test starts on a free port, in a
@@ -21,7 +22,7 @@ type server struct {
 	port int
 	dir  string
 	args []string
-	cmd  *exec.Cmd
+	proc *storetest.Process // the running redis-server, nil once killed
 }
 
 // redisBinaries returns the paths of redis-server and redis-cli, or skips
@@ -30,30 +31,17 @@ func redisBinaries(t testing.TB) (string, string) {
 	t.Helper()
 	srv, err1 := exec.LookPath("redis-server")
 	cli, err2 := exec.LookPath("redis-cli")
-	if err1 != nil || err2 != nil {
-		if requireRedis() {
-			t.Fatalf("redis-server and redis-cli are needed (SLUICE_REQUIRE_REDIS=1): %v %v", err1, err2)
-		}
-		t.Skip("redis-server or redis-cli not found: skipping the tests that start their own Redis")
+	if err := errors.Join(err1, err2); err != nil {
+		storetest.Missing(t, "SLUICE_REQUIRE_REDIS", "redis-server or redis-cli not found: skipping the tests that start their own Redis", err)
 	}
 	return srv, cli
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // startServer starts a redis-server with extra config args.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	redisBinaries(t)
-	s := &server{t: t, port: freePort(t), dir: t.TempDir(), args: args}
+	s := &server{t: t, port: storetest.FreePort(t), dir: t.TempDir(), args: args}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -71,10 +59,7 @@ func (s *server) start() {
 		s.t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.cmd = cmd
+	s.proc = storetest.StartProcess(s.t, cmd)
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -102,42 +87,29 @@ func (s *server) waitPing() {
 	s.t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on port %d does not answer: %v", s.port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	storetest.WaitReady(s.t, "redis-server on port "+strconv.Itoa(s.port), 10*time.Second, func(ctx context.Context) error { return c.Ping(ctx).Err() })
 }
 
 // kill kills the server (SIGKILL) and waits for it to exit.
 func (s *server) kill() {
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server must be able to die
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
 }
 
 func (s *server) stop() { s.kill() }
 
 // pause stops the process (SIGSTOP); resume continues it.
-func (s *server) pause() { s.signal(syscall.SIGSTOP) }
+func (s *server) pause() {
+	if s.proc != nil {
+		s.proc.Pause()
+	}
+}
 
-func (s *server) resume() { s.signal(syscall.SIGCONT) }
-
-func (s *server) signal(sig syscall.Signal) {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(sig)
+func (s *server) resume() {
+	if s.proc != nil {
+		s.proc.Resume()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestTwoFallbacksOnOneStoreKeepTheirOwnLimits: two Fallbacks (two
@@ -20,7 +21,7 @@ import (
 func TestTwoFallbacksOnOneStoreKeepTheirOwnLimits(t *testing.T) {
 	for _, early := range []bool{false, true} {
 		t.Run("local store made early "+strconv.FormatBool(early), func(t *testing.T) {
-			c := newClient(t, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+			c := newClient(t, "127.0.0.1:"+strconv.Itoa(storetest.FreePort(t)))
 			s, err := redisstore.New(c, redisstore.WithPrefix("shared"))
 			if err != nil {
 				t.Fatal(err)
@@ -45,9 +46,9 @@ func TestTwoFallbacksOnOneStoreKeepTheirOwnLimits(t *testing.T) {
 			}
 			if early {
 				// A decision of each makes its local store now.
-				id := mustRegister(t, fs[0], store.Spec{Name: "a0", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
+				id := storetest.MustRegister(t, fs[0], store.Spec{Name: "a0", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
 				_, _ = decide(fs[0], id)
-				id = mustRegister(t, fs[1], store.Spec{Name: "b0", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
+				id = storetest.MustRegister(t, fs[1], store.Spec{Name: "b0", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour})
 				_, _ = decide(fs[1], id)
 			}
 			limits := map[store.LimitID]int{}
@@ -60,7 +61,7 @@ func TestTwoFallbacksOnOneStoreKeepTheirOwnLimits(t *testing.T) {
 					// a Fallback holds for others' IDs.
 					name = "redisstore: held place 0"
 				}
-				id := mustRegister(t, fs[f], store.Spec{Name: name, Algorithm: store.FixedWindow, Limit: int64(n), Window: time.Hour})
+				id := storetest.MustRegister(t, fs[f], store.Spec{Name: name, Algorithm: store.FixedWindow, Limit: int64(n), Window: time.Hour})
 				limits[id], owner[id] = n, f
 			}
 			for id, n := range limits {

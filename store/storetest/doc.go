@@ -2,5 +2,11 @@
 // tests that every implementation runs (store's own tests run it on
 // store.Memory; a network store runs it against its server), plus Faulty, a
 // Store wrapper that fails on demand for testing fail-open and fail-closed
-// callers.
+// callers, and what the network stores' own tests share: a private server
+// process (StartProcess, FreePort, WaitReady; paused and killed for fault
+// tests), the skip-or-fail of a missing service (Missing, under the
+// SLUICE_REQUIRE_* variables CI sets), DecideAsMemory (a store on its
+// server's clock decides as store.Memory at the instants it reports),
+// LogBuffer (a Fallback's log lines, read while it writes) and the
+// one-line MustRegister and Decide.
 package storetest

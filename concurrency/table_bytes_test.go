@@ -1,0 +1,100 @@
+package concurrency
+
+import (
+	"math"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// TestTableBytesIsWhatNewTableAllocates: TableBytes is the size of the
+// buckets NewTable allocates, within what the allocator rounds up and the
+// table's header, for small and large capacities and states of several
+// sizes; and it refuses what NewTable refuses.
+func TestTableBytesIsWhatNewTableAllocates(t *testing.T) {
+	measure := func(f func()) int64 { // the least of a few runs: others allocate too
+		least := int64(math.MaxInt64)
+		for range 5 {
+			var a, b runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&a)
+			f()
+			runtime.ReadMemStats(&b)
+			least = min(least, int64(b.TotalAlloc-a.TotalAlloc))
+		}
+		return least
+	}
+	for _, capacity := range []int{1, 1000, 1 << 16, 300_001} {
+		want, err := TableBytes[GCRAState](capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tab *Table[GCRAState, *GCRAState]
+		got := measure(func() { tab, _ = NewTable[GCRAState](capacity, func(*GCRAState, int64) bool { return true }) })
+		if got > want || got < want-4096 {
+			t.Errorf("capacity %d: NewTable allocated %d bytes, TableBytes says %d", capacity, got, want)
+		}
+		runtime.KeepAlive(tab)
+		lw, _ := TableBytes[SlidingLogState](capacity)
+		lease, _ := TableBytes[[64]byte](capacity)
+		if lw != want || lease <= want {
+			t.Errorf("capacity %d: 8-byte states %d and %d, 64-byte %d", capacity, want, lw, lease)
+		}
+	}
+	for _, capacity := range []int{0, -1, MaxTableCapacity + 1} {
+		if _, err := TableBytes[GCRAState](capacity); err == nil {
+			t.Errorf("TableBytes(%d) = nil error", capacity)
+		}
+	}
+}
+
+// TestSlidingLogKeyBytes: a key's log holds KeyBytes once it admitted,
+// 16 bytes a slot.
+func TestSlidingLogKeyBytes(t *testing.T) {
+	l, err := NewSlidingLog(1000, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s SlidingLogState
+	got := func() int64 {
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		l.AllowN(&s, int64(time.Second), 1)
+		runtime.ReadMemStats(&b)
+		return int64(b.TotalAlloc - a.TotalAlloc)
+	}()
+	if want := l.KeyBytes(); got < want || got > want+want/8+64 || want < 16*1000 {
+		t.Errorf("a key's log allocated %d bytes, KeyBytes says %d", got, want)
+	}
+}
+
+// TestTableHeaderBound: tableHeader covers a Table's fields but V.
+func TestTableHeaderBound(t *testing.T) {
+	if got := unsafe.Sizeof(Table[GCRAState, *GCRAState]{}) - unsafe.Sizeof(GCRAState{}); got > tableHeader {
+		t.Errorf("a Table's fields take %d bytes, tableHeader is %d", got, tableHeader)
+	}
+}
+
+// TestAllocBytesIsWhatTheAllocatorTakes: for sizes small and large, an
+// allocation of n bytes takes AllocBytes(n) (measured on the heap), and
+// AllocBytes never allocates much itself.
+func TestAllocBytesIsWhatTheAllocatorTakes(t *testing.T) {
+	var sink []byte
+	for _, n := range []int64{17, 1000, 16000, 32 << 10, 32<<10 + 1, 100_000, 1 << 22} { // not tiny ones: they share blocks
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		sink = make([]byte, n)
+		runtime.ReadMemStats(&b)
+		got := int64(b.TotalAlloc - a.TotalAlloc)
+		if want := AllocBytes(n); got < want || got > want+256 { // the runtime allocates a little of its own
+			t.Errorf("make(%d bytes) took %d, AllocBytes says %d", n, got, want)
+		}
+	}
+	runtime.KeepAlive(sink)
+	if n := testing.AllocsPerRun(10, func() { AllocBytes(1 << 30) }); n != 0 {
+		t.Errorf("AllocBytes of a large size allocates %v times", n)
+	}
+}

@@ -1,0 +1,7 @@
+// Package sqlquota holds what the SQL stores (pgstore, mysqlstore) share
+// and their users must not see: a limit's parameters as the stores'
+// decide routines take them (Limit, NewLimit), the decoding of those
+// routines' reply into a store.Result (Decode), and the usage read-out
+// built on Decide (Usage). The SQL itself, its dialect and the transport
+// stay in each store.
+package sqlquota
