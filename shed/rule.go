@@ -248,7 +248,10 @@ type Rule struct {
 	// with Retry-After, and reserves nothing. Every other token-bucket or
 	// fixed-window rule of the request is charged at that slot too, since
 	// the request starts then (one that has no room then rejects it), so
-	// no rule sees a start after its charge. Zero means no waiting. Short waits (NGINX's limit_req delay) suit calls
+	// no rule sees a start after its charge; a sharded Global rule (a
+	// TokenBucket burst of 128 and more, a FixedWindow, without MaxWait)
+	// cannot and is charged at once. A Global rule with MaxWait is kept
+	// unsharded. Zero means no waiting. Short waits (NGINX's limit_req delay) suit calls
 	// between internal services, which would rather be slowed than fail.
 	MaxWait time.Duration
 	// QueueLength bounds how many requests wait at once for a Global
