@@ -7,6 +7,11 @@
 // Every decision method takes now as int64 nanoseconds on a monotonic clock
 // (see the ...At forms); the short forms read the clock once and are
 // shorthand for them. Admit paths take no lock and allocate nothing.
+// A token bucket and a fixed window can also reserve (GCRA.ReserveN,
+// FixedWindow.ReserveN): a request that would fit within a caller's max
+// wait is admitted now for the exact instant of its turn, and a reservation
+// whose work never runs is cancelled (Cancel). The sliding window and the
+// sliding log do not reserve.
 // Constructors reject NaN, infinite, zero and negative parameters with an
 // error whose text starts with "concurrency:"; nothing is silently clamped.
 //

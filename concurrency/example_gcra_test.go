@@ -53,3 +53,22 @@ func ExampleGCRA() {
 	// bob: allowed=true retry-after=0s
 	// alice after refund: true
 }
+
+func ExampleTokenBucket_ReserveN() {
+	// 10 a second, no burst: a caller that may wait up to 200 ms is given
+	// the exact instant of its turn instead of a rejection.
+	bucket, err := concurrency.NewTokenBucket(concurrency.Per(10, time.Second), 1)
+	if err != nil {
+		panic(err)
+	}
+	now := int64(0)
+	for i := 1; i <= 4; i++ {
+		r := bucket.ReserveN(now, 1, 0, 200*time.Millisecond)
+		fmt.Printf("request %d: allowed=%v wait=%v retry-after=%v\n", i, r.Allowed(), r.Wait, r.Decision.RetryAfter)
+	}
+	// Output:
+	// request 1: allowed=true wait=0s retry-after=0s
+	// request 2: allowed=true wait=100ms retry-after=0s
+	// request 3: allowed=true wait=200ms retry-after=0s
+	// request 4: allowed=false wait=0s retry-after=300ms
+}

@@ -122,8 +122,10 @@ func (f *FixedWindow) AllowN(s *FixedWindowState, now, n int64) Decision {
 
 // Refund gives back n admissions counted earlier in the current window (the
 // count never goes below zero). A refund after the window has passed does
-// nothing: the new window is full anyway. Refund(0) does nothing; a negative
-// n panics.
+// nothing: the new window is full anyway; nor does one while the state
+// counts a later window (reservations pending, see ReserveN, or a now older
+// than the latest decision's): that count is not the refunded request's.
+// Refund(0) does nothing; a negative n panics.
 func (f *FixedWindow) Refund(s *FixedWindowState, now, n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -134,7 +136,7 @@ func (f *FixedWindow) Refund(s *FixedWindowState, now, n int64) {
 	for {
 		old := s.w.Load()
 		idx, cnt := int64(old>>f.shift), int64(old&f.mask)
-		if f.index.div(now) > idx || cnt == 0 {
+		if f.index.div(now) != idx || cnt == 0 {
 			return
 		}
 		if s.w.CompareAndSwap(old, uint64(idx)<<f.shift|uint64(cnt-min(n, cnt))) {

@@ -59,7 +59,7 @@ func (m *fixedModel) allowN(now, n int64) Decision {
 }
 
 func (m *fixedModel) refund(now, n int64) {
-	if now/m.window <= m.latest {
+	if now/m.window == m.latest { // not a later window's count (FixedWindow.Refund)
 		m.counts[m.latest] -= min(n, m.counts[m.latest])
 	}
 }

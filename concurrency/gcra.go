@@ -131,7 +131,10 @@ func (g *GCRA) outOfRange(s *GCRAState, now, n int64) Decision {
 
 // Refund gives n tokens taken earlier back to s at now, as when a later
 // limit of an all-or-nothing decision rejected the request. It never fills
-// the bucket beyond burst: tokens that would overflow are dropped. Refund(0)
+// the bucket beyond burst: tokens that would overflow are dropped. While
+// reservations are pending (ReserveN: the bucket owes tokens beyond empty at
+// now) it gives nothing back: a token returned then would let a newcomer take
+// a slot before a waiter's, so the waiter's would start early. Refund(0)
 // does nothing; a negative n panics.
 func (g *GCRA) Refund(s *GCRAState, now, n int64) {
 	if n <= 0 {
@@ -143,8 +146,8 @@ func (g *GCRA) Refund(s *GCRAState, now, n int64) {
 	back := min(n, g.burst) * g.interval
 	for {
 		tat := s.tat.Load()
-		if tat <= now {
-			return // already full at now
+		if tat <= now || tat-g.tau > now {
+			return // already full at now, or reserved ahead
 		}
 		// Clamped at now: the bucket is then exactly full, not fuller.
 		if s.tat.CompareAndSwap(tat, max(tat-back, now)) {

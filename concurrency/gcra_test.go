@@ -48,7 +48,9 @@ func (m *gcraModel) allowN(now, n int64) Decision {
 }
 
 func (m *gcraModel) refund(now, n int64) {
-	if level := m.level(now); level < m.tau {
+	// Nothing comes back while the bucket owes beyond empty at now (an
+	// older now, or reservations pending): see GCRA.Refund.
+	if level := m.level(now); level >= 0 && level < m.tau {
 		m.c, m.a = min(m.tau, level+n*m.interval), now
 	}
 }

@@ -162,7 +162,9 @@ type RuleSpec struct {
 	// Adaptive describes the limiter of an adaptive rule.
 	Adaptive *AdaptiveSpec `json:"adaptive,omitempty"`
 	// MaxWait and QueueLength let requests wait for a global concurrency
-	// or adaptive permit.
+	// or adaptive permit, or for their reserved turn on a token_bucket or
+	// a fixed_window of a fixed length, global or per key (at most
+	// queue_length waiting; absent: 1024).
 	MaxWait     string `json:"max_wait,omitempty"`
 	QueueLength int    `json:"queue_length,omitempty"`
 	// Queue is the waiting discipline of a global concurrency rule with a

@@ -403,6 +403,16 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	}
 	r.LeaseTTL = v.duration(path+".lease_ttl", s.LeaseTTL)
 	r.MaxWait = v.duration(path+".max_wait", s.MaxWait)
+	queued := r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive)
+	reserves := r.Algorithm == shed.TokenBucket || r.Algorithm == shed.FixedWindow && r.Calendar.Months == 0
+	switch {
+	case s.MaxWait != "" && !queued && !reserves:
+		v.failf(path+".max_wait", "applies only to token_bucket rules, fixed_window rules of a fixed length and global concurrency and adaptive rules")
+	case r.MaxWait > concurrency.MaxReserveWait:
+		v.failf(path+".max_wait", "must be at most %v, got %v", concurrency.MaxReserveWait, r.MaxWait)
+	case s.QueueLength != 0 && (s.MaxWait == "" || r.Algorithm != shed.Concurrency && !reserves):
+		v.failf(path+".queue_length", "applies only to a rate or global concurrency rule with a max_wait")
+	}
 	if s.Capacity < 0 || s.Capacity > MaxCapacity {
 		v.failf(path+".capacity", "must be in [0, %d], got %d", MaxCapacity, s.Capacity)
 	}

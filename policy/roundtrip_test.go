@@ -52,6 +52,10 @@ func genRule(t *rapid.T, i int) shed.Rule {
 	case shed.TokenBucket:
 		r.Limit = rapid.Int64Range(1, 100_000).Draw(t, "burst")
 		r.Rate = concurrency.Per(rapid.Int64Range(1, 1000).Draw(t, "count"), dur("per", 1e12))
+		if rapid.Bool().Draw(t, "waits") {
+			r.MaxWait = dur("max-wait", int64(time.Hour))
+			r.QueueLength = rapid.IntRange(0, 1000).Draw(t, "queue")
+		}
 	case shed.SlidingLog:
 		r.Limit = rapid.Int64Range(1, 1000).Draw(t, "limit")
 		r.Window = dur("window", span)
@@ -61,6 +65,10 @@ func genRule(t *rapid.T, i int) shed.Rule {
 		if r.Calendar.Months = rapid.IntRange(-12, 12).Draw(t, "months"); r.Calendar.Months <= 0 {
 			r.Calendar.Months = 0 // a window of a length, half the time
 			r.Window = dur("window", span) + time.Millisecond
+			if r.Algorithm == shed.FixedWindow && rapid.Bool().Draw(t, "window-waits") {
+				r.MaxWait = dur("window-max-wait", int64(time.Hour))
+				r.QueueLength = rapid.IntRange(0, 1000).Draw(t, "window-queue")
+			}
 		}
 	case shed.Concurrency:
 		r.Limit = rapid.Int64Range(1, 1<<20).Draw(t, "limit")

@@ -26,11 +26,18 @@ type rule struct {
 	dry    bool
 	softAt int64 // used units from which the soft-limit warning shows
 	rate   localRate
-	sem    *concurrency.Semaphore
-	queue  *queueing.Queue
-	lanes  [nPriorities]queueing.Lane // queue's, by Priority.lane
-	lim    *adaptive.Limiter
-	id     store.LimitID
+	// waits bounds the requests waiting for the slots a rate rule with
+	// MaxWait reserved; nil for a rule that does not wait. canReserve says
+	// that the rule's algorithm can reserve at all (store.CheckReserve): a
+	// Global one is charged at the slot another rule made the attempt wait
+	// for.
+	waits      *waiters
+	canReserve bool
+	sem        *concurrency.Semaphore
+	queue      *queueing.Queue
+	lanes      [nPriorities]queueing.Lane // queue's, by Priority.lane
+	lim        *adaptive.Limiter
+	id         store.LimitID
 	// cgnatID is the store limit of the rule's keys in carrier-grade NAT
 	// ranges, at the parameters scaled by its CGNAT factor; 0 for none.
 	cgnatID store.LimitID

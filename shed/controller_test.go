@@ -351,18 +351,20 @@ func TestValidation(t *testing.T) {
 	tb := Rule{Name: "tb", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second)}
 	with := func(f func(r *Rule)) []Rule { r := tb; f(&r); return []Rule{r} }
 	bad := map[string][]Rule{
-		"none":           nil,
-		"no name":        with(func(r *Rule) { r.Name = "" }),
-		"bad name":       with(func(r *Rule) { r.Name = "a\nb" }),
-		"twice":          {tb, tb},
-		"no algorithm":   with(func(r *Rule) { r.Algorithm = 0 }),
-		"bad identity":   with(func(r *Rule) { r.Identity = 9 }),
-		"zero limit":     with(func(r *Rule) { r.Limit = 0 }),
-		"no rate":        with(func(r *Rule) { r.Rate = concurrency.Rate{} }),
-		"window on tb":   with(func(r *Rule) { r.Window = time.Second }),
-		"soft NaN":       with(func(r *Rule) { r.SoftLimit = nan() }),
-		"soft > 1":       with(func(r *Rule) { r.SoftLimit = 1.5 }),
-		"wait on rate":   with(func(r *Rule) { r.MaxWait = time.Second }),
+		"none":         nil,
+		"no name":      with(func(r *Rule) { r.Name = "" }),
+		"bad name":     with(func(r *Rule) { r.Name = "a\nb" }),
+		"twice":        {tb, tb},
+		"no algorithm": with(func(r *Rule) { r.Algorithm = 0 }),
+		"bad identity": with(func(r *Rule) { r.Identity = 9 }),
+		"zero limit":   with(func(r *Rule) { r.Limit = 0 }),
+		"no rate":      with(func(r *Rule) { r.Rate = concurrency.Rate{} }),
+		"window on tb": with(func(r *Rule) { r.Window = time.Second }),
+		"soft NaN":     with(func(r *Rule) { r.SoftLimit = nan() }),
+		"soft > 1":     with(func(r *Rule) { r.SoftLimit = 1.5 }),
+		"wait on window": with(func(r *Rule) {
+			r.Algorithm, r.Rate, r.Window, r.MaxWait = SlidingWindow, concurrency.Rate{}, time.Second, time.Second
+		}),
 		"bad failure":    with(func(r *Rule) { r.Failure = 7 }),
 		"global failure": with(func(r *Rule) { r.Identity, r.Failure = Global, FailClosed }),
 		"global ttl":     {{Name: "c", Algorithm: Concurrency, Limit: 1, LeaseTTL: time.Second}},

@@ -2,11 +2,13 @@ package shed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/store"
 )
 
 // shedHint is the Retry-After of a rejection that has no exact figure (a
@@ -61,6 +63,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		return fmt.Errorf("shed: negative cost %d", cost)
 	}
 	a.now, a.cost, a.charged = now, cost, cost
+	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
 	p := a.set.planFor(a.ask.Category, a.ask.Tier)
 	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
 	a.tight = false
@@ -99,7 +102,12 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	// 2. Global rate rules, in this process.
 	for _, i := range p.rates {
 		r := &a.set.rules[i]
-		rd := r.rate.AllowN(now, cost)
+		var rd concurrency.Decision
+		if r.waits == nil && a.wait == 0 {
+			rd = r.rate.AllowN(now, cost)
+		} else {
+			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
+		}
 		if !rd.Allowed() {
 			if r.dry {
 				c.markDry(a, d, r.Name, r.kind)
@@ -117,30 +125,39 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		}
 	}
 
-	// 3. Global concurrency and adaptive limits, in this process.
-	for _, i := range p.concs {
-		r := &a.set.rules[i]
-		ok, hint, err := c.acquire(ctx, a, r, i)
-		if err != nil {
-			c.rollback(a, d)
-			*d = Decision{rule: -1}
+	// 3. Global concurrency and adaptive limits, in this process; for an
+	// attempt that waits for a reserved rate slot, after the wait, so that
+	// it holds no permit while it waits.
+	late := a.wait > 0 || storeMayWait(a, p)
+	if !late {
+		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
-		}
-		if !ok {
-			if r.dry {
-				c.markDry(a, d, r.Name, r.kind)
-				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
-				continue
-			}
-			c.rollback(a, d)
-			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
-			return nil
 		}
 	}
 
 	// 4. Per-key rules, in one store call.
 	if len(p.stored) > 0 {
+		before := a.wait
 		if ok, err := c.decideStore(ctx, a, p, d); !ok {
+			return err
+		}
+		if a.wait > before && !c.replaceRates(a, d) {
+			return nil // a Global rate rule has no room at the store's later slot
+		}
+	}
+
+	if a.wait > 0 {
+		if !c.awaitSlot(ctx, a) {
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return ctx.Err()
+		}
+		// The headers speak from the slot on: the same reset instant, a
+		// wait less away.
+		d.Reset, d.wall = max(0, d.Reset-a.wait), d.wall+int64(a.wait)
+	}
+	if late {
+		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
 	}
@@ -158,9 +175,37 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		d.Rule = a.set.rules[d.rule].Name
 	}
 	// a.rated stays: the charges a Count rule may give back when done.
-	a.active = true // counted by done as admitted: inflight is admitted - finished
+	a.stored = false // nothing to roll back any more
+	a.active = true  // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
 	return nil
+}
+
+// decideConcs takes the permits of p's Global concurrency and adaptive
+// rules. It reports false, with the rejection in d (or the error of a
+// context that ended while it waited), when one of them rejects a; what a
+// held is given back then.
+func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
+	for _, i := range p.concs {
+		r := &a.set.rules[i]
+		ok, hint, err := c.acquire(ctx, a, r, i)
+		if err != nil {
+			c.rollback(a, d)
+			*d = Decision{rule: -1}
+			return false, err
+		}
+		if !ok {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // decideStore decides the per-key rules of p in one store call (more only
@@ -170,7 +215,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 // and false with ctx's error when ctx ended before the store could decide
 // (what it held is given back then).
 func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
-	a.req.N, a.req.Now = 0, a.now
+	a.req.N, a.req.Now, a.req.Wait = 0, a.now, a.wait // reserving hits start no earlier than a Global rule's slot
 	for j, i := range p.stored {
 		r := &a.set.rules[i]
 		var key string
@@ -206,9 +251,18 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			}
 		}
 		a.req.Add(id, key, a.cost)
+		if r.waits != nil && a.req.N <= store.MaxHits {
+			c.storeMaxWait(ctx, a, r)
+		}
 	}
 	for a.req.N > 0 {
 		err := c.store.Decide(ctx, &a.req, &a.res)
+		if a.waitsStored {
+			c.storeWaiters(a, err == nil && a.res.Allowed)
+			if errors.Is(err, errors.ErrUnsupported) {
+				continue // a store that cannot reserve: decide at once
+			}
+		}
 		if err != nil {
 			return c.storeFailed(ctx, a, d, err)
 		}
@@ -249,6 +303,7 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			a.req.N--
 			continue
 		}
+		a.stored, a.wait = true, max(a.wait, a.res.Wait)
 		for j := range a.res.N {
 			i := a.hitRule[j]
 			hr := &a.res.Hits[j]

@@ -42,6 +42,19 @@
 //  4. decides every per-key rule in one store call (store.Store; a Memory
 //     store by default), all or nothing.
 //
+// A token-bucket or fixed-window rule with MaxWait (short waits for calls
+// between internal services, which would rather be slowed than fail)
+// reserves, instead of rejecting, the exact slot at which a request fits
+// if it comes within MaxWait and before the request's deadline; the
+// attempt then waits for the latest slot of its rules (in Decide and the
+// middleware, on the request's context, which cancels the reservations if
+// it ends first), and takes its concurrency permits after the wait, so
+// that a waiter holds none. Concurrent waiters get consecutive slots, none
+// early (50 waiters on a bucket of 10 a second start 100 ms apart), and
+// the attempt's other token-bucket and fixed-window rules are charged at
+// its slot too.
+// Rule.QueueLength bounds the waiters; RuleStats counts the waits.
+//
 // When a later step rejects, what the earlier ones took is given back, so
 // layered limits (20 per 15 minutes per IP AND 5 per 15 minutes per
 // account) count only what they admit. Controller.Decide is the API for any

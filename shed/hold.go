@@ -95,12 +95,17 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req a
 // concurrency permits released.
 func (c *Controller) rollback(a *ticket, d *Decision) {
 	for _, i := range a.rated {
-		a.set.rules[i].rate.Refund(a.now, a.cost)
+		if !c.cancelReserved(a, i) {
+			a.set.rules[i].rate.Refund(a.now, a.cost)
+		}
 		if d.rule == i {
 			d.Remaining = min(d.Limit, d.Remaining+a.cost)
 		}
 	}
 	a.rated = a.rated[:0]
+	if a.stored {
+		c.undoStore(a) // admitted by the store, then rejected after a wait
+	}
 	c.release(a, adaptive.Ignore)
 }
 

@@ -229,13 +229,14 @@ func newLocalRate(r Rule) (localRate, error) {
 			return nil, err
 		}
 		// A burst too small to shard, or one whose shards' refill would
-		// overflow the supported span, stays one bucket.
-		if b, err := concurrency.NewShardedBucket(r.Rate, r.Limit); err == nil && b.Shards() > 1 {
+		// overflow the supported span, stays one bucket; so does one that
+		// reserves slots (MaxWait): shards cannot tell the next slot.
+		if b, err := concurrency.NewShardedBucket(r.Rate, r.Limit); err == nil && b.Shards() > 1 && !r.reserves() {
 			return &shardedBucketRate{b}, nil
 		}
 		return &bucketRate{g: g, state: new(padded[concurrency.GCRAState])}, nil
 	case FixedWindow:
-		if r.Limit <= math.MaxInt32 { // what a ShardedWindow holds
+		if r.Limit <= math.MaxInt32 && !r.reserves() { // what a ShardedWindow holds; one that reserves stays one window
 			w, err := concurrency.NewShardedWindow(r.Limit, clock.Span())
 			if err != nil {
 				return nil, err

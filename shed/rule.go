@@ -238,12 +238,28 @@ type Rule struct {
 	// required). The Controller reports every admitted request's outcome
 	// to it; it must not be shared with another rule.
 	Limiter *adaptive.Limiter
-	// MaxWait lets a request wait up to MaxWait for a Global Concurrency or
-	// Adaptive rule's permit instead of being shed at once (only those;
-	// zero means no waiting).
+	// MaxWait lets a request wait up to MaxWait instead of being rejected
+	// at once: for a Global Concurrency or Adaptive rule's permit, or for
+	// its turn on a TokenBucket rule or a FixedWindow rule of a fixed
+	// length (Global or per key), whose exact slot is reserved (the limit
+	// is charged now as if the request were admitted then: the bucket's
+	// next token, the start of a later window; see
+	// concurrency.GCRA.ReserveN) and who then waits until it comes, or
+	// until its context ends, which cancels the reservation. A request
+	// whose context deadline falls before its slot is rejected at once,
+	// with Retry-After, and reserves nothing. Every other token-bucket or
+	// fixed-window rule of the request is charged at that slot too, since
+	// the request starts then (one that has no room then rejects it), so
+	// no rule sees a start after its charge; a sharded Global rule (a
+	// TokenBucket burst of 128 and more, a FixedWindow, without MaxWait)
+	// cannot and is charged at once. A Global rule with MaxWait is kept
+	// unsharded. Zero means no waiting. Short waits (NGINX's limit_req delay) suit calls
+	// between internal services, which would rather be slowed than fail.
 	MaxWait time.Duration
 	// QueueLength bounds how many requests wait at once for a Global
-	// Concurrency rule with MaxWait; zero means queueing.DefaultMaxLength.
+	// Concurrency rule or a rate rule with MaxWait (a request that
+	// finds them all waiting is decided as if MaxWait were zero); zero
+	// means queueing.DefaultMaxLength (1024).
 	QueueLength int
 	// Queue is the waiting discipline of a Global Concurrency rule with
 	// MaxWait: order, CoDel, deadline awareness and a reserve for critical
@@ -265,6 +281,21 @@ type Rule struct {
 	// decided as the default tier (WithDefaultTier), never as unlimited.
 	// A tiered limit is one rule per tier, each with its own name.
 	Tier string
+}
+
+// reserves reports whether the rule waits for reserved rate slots: a
+// TokenBucket rule, or a FixedWindow rule of a fixed length, with MaxWait
+// (store.CheckReserve).
+func (r *Rule) reserves() bool {
+	return r.MaxWait > 0 && r.Algorithm.rate() && store.CheckReserve(r.spec()) == nil
+}
+
+// maxWaiters returns the bound on the requests waiting for the rule.
+func (r *Rule) maxWaiters() int64 {
+	if r.QueueLength == 0 {
+		return queueing.DefaultMaxLength
+	}
+	return int64(r.QueueLength)
 }
 
 // local reports whether the rule is decided in this process rather than by
@@ -336,19 +367,23 @@ func (r *Rule) validate() error {
 	} else if r.Limiter != nil {
 		return r.errorf("a Limiter applies only to %v, not %v", Adaptive, r.Algorithm)
 	}
-	waits := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive)
+	queues := r.Identity == Global && (r.Algorithm == Concurrency || r.Algorithm == Adaptive)
+	waits := queues || r.reserves()
 	switch {
 	case r.MaxWait < 0:
 		return r.errorf("max wait must not be negative, got %v", r.MaxWait)
+	case r.MaxWait > concurrency.MaxReserveWait:
+		return r.errorf("max wait must be at most %v, got %v", concurrency.MaxReserveWait, r.MaxWait)
 	case r.MaxWait > 0 && !waits:
-		return r.errorf("max wait applies only to Global %v and %v rules", Concurrency, Adaptive)
+		return r.errorf("max wait applies only to Global %v and %v rules and to %v and %v rules of a fixed length",
+			Concurrency, Adaptive, TokenBucket, FixedWindow)
 	case r.QueueLength < 0:
 		return r.errorf("queue length must not be negative, got %d", r.QueueLength)
-	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency):
-		return r.errorf("a queue length applies only to a Global %v rule with a max wait", Concurrency)
+	case r.QueueLength > 0 && (r.MaxWait == 0 || r.Algorithm != Concurrency && !r.reserves()):
+		return r.errorf("a queue length applies only to a Global %v rule or a rate rule with a max wait", Concurrency)
 	case r.Queue.FairShare > Tenant:
 		return r.errorf("unknown fair-share identity %v", r.Queue.FairShare)
-	case r.Queue.FairShare != Global && (r.MaxWait == 0 || !waits):
+	case r.Queue.FairShare != Global && (r.MaxWait == 0 || !queues):
 		return r.errorf("fair share applies only to a Global %v or %v rule with a max wait", Concurrency, Adaptive)
 	case r.Queue.FairShare != Global && r.Algorithm == Adaptive && !r.Limiter.FairShare():
 		return r.errorf("fair share on an %v rule needs a Limiter whose queue has it: adaptive.WithQueue(queueing.WithFairShare())", Adaptive)

@@ -262,10 +262,17 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		if err != nil {
 			return r.errorf("%w", err)
 		}
+		if r.reserves() {
+			dst.waits = &waiters{max: r.maxWaiters()}
+		}
+		dst.canReserve = r.Algorithm.rate() && store.CheckReserve(r.spec()) == nil && reserves(dst.rate)
 	default:
 		spec := r.spec()
 		if err := spec.Validate(); err != nil {
 			return r.errorf("%w", err)
+		}
+		if r.reserves() {
+			dst.waits = &waiters{max: r.maxWaiters()}
 		}
 		if err := c.checkBudget(&r); err != nil {
 			return err

@@ -54,6 +54,9 @@ const (
 	rRefunded
 	rRefundsLost
 	rOverspent
+	rWaited
+	rWaitNs
+	rWaitCancelled
 	rTightenedWouldReject
 	rOverflowPrefix
 	nPerRule
@@ -208,13 +211,20 @@ type RuleStats struct {
 	// WithActualCost) the rule could not charge, or give back, any more:
 	// the quota was spent by then (or the store failed).
 	Overspent uint64
+	// Waited counts attempts that waited for the slot a rate rule with
+	// MaxWait reserved for them and then ran, WaitTime their total wait;
+	// WaitCancelled those whose context ended while they waited (their
+	// reservation was cancelled). MaxWait repeats the rule's.
+	Waited, WaitCancelled uint64
+	WaitTime, MaxWait     time.Duration
 	// TightenedWouldReject counts attempts the rule's tightened limit
 	// would have rejected, with tightening in dry-run (Suspicion.DryRun).
 	TightenedWouldReject uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
-	// rule, and Waiting the requests queued for one.
+	// rule, and Waiting the requests queued for one, or waiting for the
+	// slots a TokenBucket rule with MaxWait reserved.
 	Inflight int64
 	Waiting  int
 	// Table is the store's key table of a per-key rule (keys held,
@@ -259,6 +269,7 @@ func (c *Controller) Stats() Stats {
 		rs := RuleStats{Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity, Algorithm: r.Algorithm,
 			Allowed: ru(rAllowed), Rejected: ru(rRejected), WouldReject: ru(rWouldReject),
 			FailOpen: ru(rFailOpen), FailClosed: ru(rFailClosed), EarlyWarnings: ru(rEarly), Overflowed: ru(rOverflowed), Refunded: ru(rRefunded), RefundsLost: ru(rRefundsLost), Overspent: ru(rOverspent),
+			Waited: ru(rWaited), WaitCancelled: ru(rWaitCancelled), WaitTime: time.Duration(r.ctr.sum(rWaitNs)), MaxWait: r.MaxWait,
 			TightenedWouldReject: ru(rTightenedWouldReject), OverflowPrefix: ru(rOverflowPrefix), Limit: r.Limit}
 		switch {
 		case r.lim != nil:
@@ -270,6 +281,9 @@ func (c *Controller) Stats() Stats {
 			}
 		case r.id != 0 && ts != nil:
 			rs.Table = ts.TableStats(r.id)
+		}
+		if r.waits != nil {
+			rs.Waiting = int(r.waits.n.Load()) // waiting for reserved rate slots
 		}
 		s.Rules[i] = rs
 	}

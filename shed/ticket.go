@@ -3,6 +3,7 @@ package shed
 import (
 	"net/netip"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -64,12 +65,24 @@ type ticket struct {
 
 	// Held until done: Global rate rules charged (given back on a later
 	// rejection), Global concurrency permits, adaptive tokens, leases.
-	rated     []int
-	sems      []int
-	tokens    []adaptive.Token
-	adaptives []int // the rules of tokens
-	leases    []store.Lease
-	active    bool
+	rated []int
+	// reserved are the rated rules that reserved a later slot, and wait
+	// the latest of those slots, after now: the attempt starts then (see
+	// reserve.go). deadline is how long its context leaves, read once
+	// (deadlineRead) by the first rule that may wait.
+	reserved     []reserved
+	wait         time.Duration
+	deadline     time.Duration
+	deadlineRead bool
+	// stored says that the store admitted a.req (into a.res) and the
+	// decision may still roll back (a rejection after a wait);
+	// waitsStored that some hit of a.req took a waiter's place.
+	stored, waitsStored bool
+	sems                []int
+	tokens              []adaptive.Token
+	adaptives           []int // the rules of tokens
+	leases              []store.Lease
+	active              bool
 
 	w    statusWriter // the middleware's
 	slab headerSlab   // the middleware's header values

@@ -42,6 +42,14 @@ func (s serverClock) Release(ctx context.Context, l store.Lease, _ int64) error 
 	return s.Memory.Release(ctx, l, clock.Now())
 }
 
+// Refund gives back on the store's clock too, as Refunder says a network
+// store does.
+func (s serverClock) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
+	r := *req
+	r.Now = clock.Now()
+	return s.Memory.Refund(ctx, &r, res)
+}
+
 // TestServerTimeConformance runs the harness's server-time mode (real
 // sleeps instead of a controlled now) on a Memory that reads its own clock,
 // inside a synctest bubble, where the sleeps take no real time.

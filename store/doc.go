@@ -18,6 +18,13 @@
 // a limit's most used keys by hash, read from its table when asked, and
 // resets one by its hash.
 //
+// A token bucket hit may wait (Hit.MaxWait): when it does not fit now but
+// fits within its max wait, the store reserves the exact instant it fits,
+// charged now as if admitted then, and Result.Wait tells the caller how
+// long to wait before the work starts; Refunder.Refund cancels a
+// reservation whose work will not run. Memory and redisstore reserve;
+// pgstore refuses a max wait (errors.ErrUnsupported).
+//
 // Concurrency limits hand out Leases: a permit held until Release, or until
 // its TTL passes, so that a crashed holder cannot leak permits forever.
 //

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -49,8 +50,9 @@ func NewMemory() *Memory { return &Memory{} }
 
 // memLimit is one registered limit of a Memory store.
 type memLimit interface {
-	// decide charges h at now and writes its outcome to out (zeroed).
-	decide(h *Hit, now int64, out *HitResult)
+	// decide charges h at now, at an instant no earlier than now+wait if
+	// it reserves, and writes its outcome to out (zeroed).
+	decide(h *Hit, now int64, wait time.Duration, out *HitResult)
 	// undo gives back what decide charged for h (out is decide's outcome).
 	undo(h *Hit, now int64, out *HitResult)
 	// release gives a lease back; false when it was not held.
@@ -239,20 +241,26 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 		if id := hits[i].Limit; int(id) > len(ls) || ls[id-1] == nil {
 			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, id)
 		}
+		if hits[i].MaxWait > 0 {
+			if err := CheckReserve(ls[hits[i].Limit-1].registered()); err != nil {
+				return fmt.Errorf("store: hit %d: %w", i, err)
+			}
+		}
 	}
 	now := req.Now
-	res.Allowed, res.Decider, res.Now = true, 0, now
+	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]
 		*out = HitResult{}
-		ls[h.Limit-1].decide(h, now, out)
+		ls[h.Limit-1].decide(h, now, max(req.Wait, res.Wait), out)
+		res.Wait = max(res.Wait, out.Wait)
 		if !out.Decision.Allowed() {
 			// All or nothing: give back what the earlier hits took, latest
 			// first.
 			for j := i - 1; j >= 0; j-- {
 				ls[hits[j].Limit-1].undo(&hits[j], now, &res.Hits[j])
 			}
-			res.Allowed, res.Decider, res.N = false, i, i+1
+			res.Allowed, res.Decider, res.N, res.Wait = false, i, i+1, 0
 			return nil
 		}
 		if out.Decision.Remaining < res.Hits[res.Decider].Decision.Remaining {

@@ -142,6 +142,37 @@ func (w *warpedBucket) real(a *clockAnchor, at int64, wait time.Duration, now in
 	return time.Duration(t - now)
 }
 
+// ReserveN reserves n tokens at the earliest real instant within
+// [now+minWait, now+maxWait] at which they fit on the warped clock. The
+// waits are real durations: the window is mapped onto the warped clock
+// (φ runs no faster than real time, so it is no wider there), and the slot
+// back to the first real instant that reaches it, never earlier.
+func (w *warpedBucket) ReserveN(s *concurrency.GCRAState, now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+	a := w.clock.anchor(now)
+	at := w.clock.phiAt(a, now)
+	from := w.clock.phiAt(a, now+int64(minWait)) - at
+	until := w.clock.phiAt(a, now+int64(maxWait)) - at
+	r := w.g.ReserveN(s, at, n, time.Duration(from), time.Duration(until))
+	d := &r.Decision
+	if d.RetryAfter > 0 && d.RetryAfter != concurrency.Never {
+		d.RetryAfter = max(1, w.real(a, at, d.RetryAfter, now))
+	}
+	if d.ResetAfter > 0 {
+		d.ResetAfter = w.real(a, at, d.ResetAfter, now)
+	}
+	if r.Wait > 0 {
+		// Within maxWait: φ(now+maxWait) reaches the slot, so the first
+		// real instant that does is no later.
+		r.Wait = max(minWait, w.real(a, at, r.Wait, now))
+	}
+	return r
+}
+
+// Cancel gives back a reservation at real time now.
+func (w *warpedBucket) Cancel(s *concurrency.GCRAState, now, n int64, r concurrency.Reservation) {
+	w.g.Cancel(s, w.clock.phi(now), n, r)
+}
+
 // Refund gives n tokens back at real time now.
 func (w *warpedBucket) Refund(s *concurrency.GCRAState, now, n int64) {
 	w.g.Refund(s, w.clock.phi(now), n)

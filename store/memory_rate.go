@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
 )
@@ -82,25 +83,45 @@ func withAlgo[S any, P interface {
 		limit: spec.Limit, b: b, spec: spec, keys: k}
 }
 
-func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, out *HitResult) {
+// reserveAlgo is a rate configuration that can reserve (a token bucket,
+// warped or not); the times and waits are the limit's own.
+type reserveAlgo[S any] interface {
+	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
+	Cancel(s *S, now, n int64, r concurrency.Reservation)
+}
+
+func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, wait time.Duration, out *HitResult) {
 	at := r.b.clock.At(now) // a window limit runs on its calendar's window clock
-	r.decideAt(h, at, out)
+	r.decideAt(h, at, wait, out)
 	out.Decision = r.b.clock.Decision(now, at, out.Decision)
 }
 
-func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, out *HitResult) {
+func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, wait time.Duration, out *HitResult) {
 	ref, ok := r.table.Get(h.Key, now)
-	if !ok {
+	st := &r.keys.shared
+	switch {
+	case ok:
+		st = ref.Value()
+		defer ref.Release()
+	case r.share:
 		out.Overflow = true
-		if r.share {
-			out.Decision = r.algo.AllowN(&r.keys.shared, now, h.Cost)
-		} else {
-			out.Decision = overflowed(r.limit, h.Cost, r.b)
+	default:
+		out.Overflow, out.Decision = true, overflowed(r.limit, h.Cost, r.b)
+		return
+	}
+	if h.Cost > 0 && (h.MaxWait > 0 || wait > 0) && CheckReserve(r.spec) == nil {
+		// A token bucket, or a fixed window of a fixed length, whose window
+		// clock is a shift of the time, so that waits on it are real ones:
+		// reserved from wait on, within its own max wait, or exactly at
+		// wait when that is shorter (the request starts then anyway).
+		rv := any(r.algo).(reserveAlgo[S]).ReserveN(st, now, h.Cost, wait, max(wait, h.MaxWait))
+		out.Decision = rv.Decision
+		if rv.Allowed() && rv.Wait > 0 {
+			out.Wait, out.Reserved = rv.Wait, rv.End
 		}
 		return
 	}
-	out.Decision = r.algo.AllowN(ref.Value(), now, h.Cost)
-	ref.Release()
+	out.Decision = r.algo.AllowN(st, now, h.Cost)
 }
 
 func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
@@ -108,20 +129,28 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
 		return
 	}
 	now = r.b.clock.At(now)
+	st := &r.keys.shared
 	if out.Overflow {
-		if r.share {
-			r.algo.Refund(&r.keys.shared, now, h.Cost)
+		if !r.share {
+			return
 		}
+	} else {
+		// Lookup, not Get: an entry that was evicted meanwhile (it
+		// recovered) has nothing left to give back, and a fresh one must
+		// not be made.
+		ref, ok := r.table.Lookup(h.Key)
+		if !ok {
+			return
+		}
+		st = ref.Value()
+		defer ref.Release()
+	}
+	if out.Wait > 0 {
+		rv := concurrency.Reservation{Decision: out.Decision, Wait: out.Wait, End: out.Reserved}
+		any(r.algo).(reserveAlgo[S]).Cancel(st, now, h.Cost, rv)
 		return
 	}
-	// Lookup, not Get: an entry that was evicted meanwhile (it recovered)
-	// has nothing left to give back, and a fresh one must not be made.
-	ref, ok := r.table.Lookup(h.Key)
-	if !ok {
-		return
-	}
-	r.algo.Refund(ref.Value(), now, h.Cost)
-	ref.Release()
+	r.algo.Refund(st, now, h.Cost)
 }
 
 func (r *rateLimit[S, P, A]) release(lease Lease, _ int64) (bool, error) {
@@ -169,7 +198,7 @@ func (k *leaseKeys) limit(spec Spec, id LimitID, b built) *leaseTable {
 		share: spec.Overflow == concurrency.OverflowShare, b: b, spec: spec, keys: k}
 }
 
-func (l *leaseTable) decide(h *Hit, now int64, out *HitResult) {
+func (l *leaseTable) decide(h *Hit, now int64, _ time.Duration, out *HitResult) {
 	ref, ok := l.table.Get(h.Key, now)
 	var st *leaseState
 	switch {

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
 )
@@ -30,6 +32,53 @@ type Hit struct {
 	// negative is an error. A cost above the limit is rejected with
 	// concurrency.ReasonExceedsCapacity.
 	Cost int64
+	// MaxWait lets a hit that does not fit now reserve the exact instant
+	// at which it fits, if that comes within MaxWait: the limit is charged
+	// now as if the hit were admitted then (concurrency.GCRA.ReserveN, and
+	// FixedWindow.ReserveN: the start of a later window), and
+	// HitResult.Wait says how long the caller must wait before the work
+	// starts. Only TokenBucket limits and FixedWindow limits of a fixed
+	// length (no calendar months) reserve (CheckReserve). A hit decided
+	// after one that reserved asks for no earlier instant (all hits of a
+	// request start together, at Result.Wait), and one that can reserve is
+	// charged exactly then when its MaxWait is shorter (or zero); a hit
+	// decided before one that reserved later keeps its earlier instant.
+	// Zero means no waiting; it must not be negative nor above
+	// concurrency.MaxReserveWait, and a store returns an error for a
+	// MaxWait on a limit that cannot reserve, or one it cannot honour.
+	MaxWait time.Duration
+}
+
+// RefuseReserve is what a store that decides at once only (it cannot
+// reserve) returns for req: an error naming the store and matching
+// errors.ErrUnsupported when a hit has a MaxWait, nil otherwise (such a
+// store decides every hit at Now, whatever Request.Wait says). Callers
+// that may wait (package shed) then decide again without the max waits.
+func RefuseReserve(req *Request, storeName string) error {
+	for i := range req.Hits[:min(max(req.N, 0), MaxHits)] {
+		if mw := req.Hits[i].MaxWait; mw > 0 {
+			return fmt.Errorf("store: %s cannot reserve (hit %d has a max wait of %v): %w",
+				storeName, i, mw, errors.ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// CheckReserve reports whether a hit on the limit of spec may carry a
+// MaxWait: a TokenBucket, or a FixedWindow of a fixed length (a window of
+// calendar months has no fixed start to reserve at on every store alike).
+// The error starts with "store: ".
+func CheckReserve(spec Spec) error {
+	switch {
+	case spec.Algorithm == TokenBucket:
+	case spec.Algorithm == FixedWindow && spec.Calendar.Months == 0:
+	case spec.Algorithm == FixedWindow:
+		return fmt.Errorf("store: limit %q: a max wait does not apply to windows of calendar months", spec.Name)
+	default:
+		return fmt.Errorf("store: limit %q: a max wait applies only to %v and %v limits, not %v",
+			spec.Name, TokenBucket, FixedWindow, spec.Algorithm)
+	}
+	return nil
 }
 
 // Request is the set of limits one request must pass, decided together by
@@ -47,6 +96,14 @@ type Request struct {
 	Hits [MaxHits]Hit
 	// N is the number of hits; a value outside 1..MaxHits makes Decide fail.
 	N int
+	// Wait is how long after Now the request will start anyway (a slot
+	// reserved on a limit outside this store): every hit that can reserve
+	// (CheckReserve) is charged no earlier, within its MaxWait, or exactly
+	// at Now+Wait when its MaxWait is shorter, so that no limit sees the
+	// request start after its charge; the others are decided at Now.
+	// Zero for none; it must not be negative nor above
+	// concurrency.MaxReserveWait.
+	Wait time.Duration
 }
 
 // Add appends a hit. Adding more than MaxHits hits is not a panic: N grows
@@ -66,6 +123,9 @@ func (r *Request) Check() error {
 	if r.N < 1 || r.N > MaxHits {
 		return fmt.Errorf("store: a request needs 1 to %d hits, got %d", MaxHits, r.N)
 	}
+	if r.Wait < 0 || r.Wait > concurrency.MaxReserveWait {
+		return fmt.Errorf("store: a request wait of %v outside [0, %v]", r.Wait, concurrency.MaxReserveWait)
+	}
 	for i := range r.Hits[:r.N] {
 		h := &r.Hits[i]
 		if h.Limit == 0 {
@@ -73,6 +133,9 @@ func (r *Request) Check() error {
 		}
 		if h.Cost < 0 {
 			return fmt.Errorf("store: hit %d has a negative cost %d", i, h.Cost)
+		}
+		if h.MaxWait < 0 || h.MaxWait > concurrency.MaxReserveWait {
+			return fmt.Errorf("store: hit %d has a max wait %v outside [0, %v]", i, h.MaxWait, concurrency.MaxReserveWait)
 		}
 	}
 	return nil
@@ -117,6 +180,13 @@ type HitResult struct {
 	// (concurrency.OverflowReject; RetryAfter is then a hint, the longest an
 	// untouched key takes to recover). A network store never sets it.
 	Overflow bool
+	// Wait is how long after Result.Now the hit's admission holds: the
+	// slot a hit with MaxWait reserved; zero for an admission at once.
+	// Reserved is the state the reservation left
+	// (concurrency.Reservation.End, in the store's own units), kept so that
+	// Refund cancels exactly this reservation; zero when Wait is.
+	Wait     time.Duration
+	Reserved int64
 }
 
 // Result is the outcome of a Request.
@@ -138,6 +208,10 @@ type Result struct {
 	// for Memory, the server's time for a network store. Lease expiries
 	// are on this clock.
 	Now int64
+	// Wait is the longest Wait of the hits: an admitted request must not
+	// start before Now+Wait. Whoever gives up before then gives the
+	// reservations back with Refunder.Refund.
+	Wait time.Duration
 	// Hits are the per-hit outcomes, Hits[:N].
 	Hits [MaxHits]HitResult
 }

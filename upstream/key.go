@@ -16,8 +16,9 @@ type keyState struct {
 
 	bucket concurrency.GCRAState // token-bucket mode
 	// reservation numbers the bucket's reservations, so that only the
-	// latest one is ever refunded.
+	// latest one is ever refunded; reserved is that one.
 	reservation uint64
+	reserved    concurrency.Reservation
 	pacer       *queueing.Pacer // pacer mode, made on first use
 	lastSlot    int64           // latest slot the pacer handed out
 
@@ -53,7 +54,7 @@ type quotaState struct {
 // recycles an entry).
 func (k *keyState) Reset() {
 	k.bucket.Reset()
-	k.reservation = 0
+	k.reservation, k.reserved = 0, concurrency.Reservation{}
 	k.pacer, k.lastSlot = nil, 0
 	k.blockedUntil, k.epoch = 0, 0
 	k.quotas = [maxQuotas]quotaState{}

@@ -372,24 +372,19 @@ func (t *Transport) reserve(k *keyState, b turnBounds) (turn, error) {
 	now := clock.Now()
 	from := k.earliestLocked(now)
 	r := turn{now: now, at: from, epoch: k.epoch}
-	if d := t.gcra.AllowN(&k.bucket, from, 1); !d.Allowed() {
-		if d.Reason() != concurrency.ReasonLimited {
-			return r, fmt.Errorf("upstream: bucket cannot grant a request: %v", d.Reason())
-		}
-		r.at = from + int64(d.RetryAfter)
-		if err := t.check(b, now, r.at); err != nil {
-			return r, err
-		}
-		if d := t.gcra.AllowN(&k.bucket, r.at, 1); !d.Allowed() {
-			panic("upstream: reserved token refused") // under k.mu nobody charged the bucket in between
-		}
-		k.reservation++
-	} else {
-		k.reservation++
-		if err := t.check(b, now, r.at); err != nil {
-			t.refundLocked(k, k.reservation, now)
-			return r, err
-		}
+	// GCRA.ReserveN charges the bucket now as if the token were taken at
+	// its slot; one too late for b is cancelled at once (under k.mu it is
+	// the latest, so it comes back exactly).
+	rv := t.gcra.ReserveN(&k.bucket, from, 1, 0, concurrency.MaxReserveWait)
+	if !rv.Allowed() {
+		return r, fmt.Errorf("upstream: bucket cannot grant a request: %v", rv.Decision.Reason())
+	}
+	r.at = from + int64(rv.Wait)
+	k.reservation++
+	k.reserved = rv
+	if err := t.check(b, now, r.at); err != nil {
+		t.refundLocked(k, k.reservation, now)
+		return r, err
 	}
 	r.mine = k.reservation
 	if r.at <= now {
@@ -415,15 +410,15 @@ func (t *Transport) claim(k *keyState, epoch, mine uint64) (uint64, bool) {
 }
 
 // refundLocked gives back the token of reservation mine, but only when no
-// later reservation was made: GCRA.Refund frees the latest slot, which
-// would otherwise still belong to another waiter (a double booking). A
-// token that cannot be given back is lost: the key runs below its rate for
-// a moment, never above it.
+// later reservation was made: then GCRA.Cancel undoes it exactly; a later
+// slot still belongs to another waiter (no double booking). A token that
+// cannot be given back is lost: the key runs below its rate for a moment,
+// never above it.
 func (t *Transport) refundLocked(k *keyState, mine uint64, now int64) {
 	if k.reservation != mine {
 		return
 	}
-	t.gcra.Refund(&k.bucket, now, 1)
+	t.gcra.Cancel(&k.bucket, now, 1, k.reserved)
 	k.reservation++ // the same token cannot be given back twice
 }
 

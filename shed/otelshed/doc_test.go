@@ -7,7 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/otelshed"
 	"github.com/sluicehq/sluice/store"
 )
@@ -65,7 +68,11 @@ func table(t *testing.T) []row {
 func TestTableDescribesEveryInstrument(t *testing.T) {
 	r, mp := newReader(t)
 	h := store.Health{Instances: 2, Share: 0.5}
-	c := newController(t, healthyStore{store.NewMemory(), h})
+	// A bucket that could make requests wait for their slot (and never
+	// has to here) shows the rate wait metrics.
+	paced := shed.Rule{Name: "paced", Algorithm: shed.TokenBucket, Limit: 1000, Rate: concurrency.Per(1000, time.Second),
+		MaxWait: time.Millisecond}
+	c := newController(t, healthyStore{store.NewMemory(), h}, paced)
 	m, err := otelshed.New(mp, c)
 	if err != nil {
 		t.Fatal(err)

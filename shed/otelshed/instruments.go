@@ -22,6 +22,9 @@ type instruments struct {
 	ruleInfo, ruleLimit, ruleInflight, ruleWaiting                                                 metric.Int64ObservableGauge
 	ruleKeys, ruleCapacity                                                                         metric.Int64ObservableGauge
 	ruleDecisions, ruleRefunds, ruleOverspent, ruleEvictions, ruleOverflows                        metric.Int64ObservableCounter
+	ruleRateWaits                                                                                  metric.Int64ObservableCounter
+	ruleRateWaitTime                                                                               metric.Float64ObservableCounter
+	ruleRateWaiting                                                                                metric.Int64ObservableGauge
 }
 
 // create makes every instrument on meter and returns them for the
@@ -123,6 +126,13 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		"Permits held of a Global concurrency or adaptive rule.")
 	in.ruleWaiting = gauge("sluice.rule.queue.waiting", "{attempt}",
 		"Attempts waiting for a permit of a Global concurrency or adaptive rule.")
+	in.ruleRateWaits = counter("sluice.rule.rate.waits", "{attempt}",
+		"Attempts that waited for the slot a token-bucket rule with a max wait reserved: waited (and ran), or cancelled (the context ended first).")
+	rwt, err := meter.Float64ObservableCounter("sluice.rule.rate.wait.time", metric.WithUnit("s"),
+		metric.WithDescription("Total time attempts waited for the slots a token-bucket rule with a max wait reserved."))
+	in.ruleRateWaitTime, errs, all = rwt, append(errs, err), append(all, rwt)
+	in.ruleRateWaiting = gauge("sluice.rule.rate.waiting", "{attempt}",
+		"Attempts waiting for the slot a token-bucket rule with a max wait reserved.")
 	in.ruleKeys = gauge("sluice.rule.keys", "{key}",
 		"Client keys the store holds for a per-key rule.")
 	in.ruleCapacity = gauge("sluice.rule.capacity", "{key}",

@@ -183,6 +183,12 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.ruleInflight, r.Inflight, byRule)
 			o.ObserveInt64(in.ruleWaiting, int64(r.Waiting), byRule)
 		}
+		if r.MaxWait > 0 && (r.Algorithm == shed.TokenBucket || r.Algorithm == shed.FixedWindow) { // a rule that reserves
+			o.ObserveInt64(in.ruleRateWaits, count(r.Waited), m.with(name, keyOutcome.String("waited")))
+			o.ObserveInt64(in.ruleRateWaits, count(r.WaitCancelled), m.with(name, keyOutcome.String("cancelled")))
+			o.ObserveFloat64(in.ruleRateWaitTime, r.WaitTime.Seconds(), byRule)
+			o.ObserveInt64(in.ruleRateWaiting, int64(r.Waiting), byRule)
+		}
 		if t := r.Table; t.Capacity > 0 { // the store reports this rule's table
 			o.ObserveInt64(in.ruleKeys, t.Entries, byRule)
 			o.ObserveInt64(in.ruleCapacity, t.Capacity, byRule)

@@ -24,7 +24,7 @@ func fixedClock() int64 { return int64(time.Hour) }
 // one a minute, 64 keys), a global cap of one request at once, and a
 // penalty box that times a client out at its first strike, on st (the
 // memory store when nil).
-func newController(t testing.TB, st store.Store) *shed.Controller {
+func newController(t testing.TB, st store.Store, extra ...shed.Rule) *shed.Controller {
 	t.Helper()
 	box, err := penalty.NewBox(32, penalty.WithStrikes(1, time.Hour))
 	if err != nil {
@@ -34,10 +34,10 @@ func newController(t testing.TB, st store.Store) *shed.Controller {
 	if st != nil {
 		opts = append(opts, shed.WithStore(st))
 	}
-	c, err := shed.New([]shed.Rule{
+	c, err := shed.New(append([]shed.Rule{
 		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute), Capacity: 64},
 		{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1},
-	}, opts...)
+	}, extra...), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

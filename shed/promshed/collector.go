@@ -116,6 +116,12 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 			e.gauge(descRuleInflight, float64(r.Inflight), r.Name)
 			e.gauge(descRuleWaiting, float64(r.Waiting), r.Name)
 		}
+		if r.MaxWait > 0 && (r.Algorithm == shed.TokenBucket || r.Algorithm == shed.FixedWindow) { // a rule that reserves
+			e.counter(descRuleRateWaits, r.Waited, r.Name, "waited")
+			e.counter(descRuleRateWaits, r.WaitCancelled, r.Name, "cancelled")
+			e.send(descRuleRateWaitSeconds, prometheus.CounterValue, r.WaitTime.Seconds(), r.Name)
+			e.gauge(descRuleRateWaiting, float64(r.Waiting), r.Name)
+		}
 		if t := r.Table; t.Capacity > 0 { // the store reports this rule's table
 			e.gauge(descRuleKeys, float64(t.Entries), r.Name)
 			e.gauge(descRuleKeysCapacity, float64(t.Capacity), r.Name)

@@ -71,6 +71,13 @@ var (
 		"Permits held of a Global concurrency or adaptive rule.", []string{"rule"}, nil)
 	descRuleWaiting = prometheus.NewDesc("sluice_rule_queue_waiting",
 		"Attempts waiting for a permit of a Global concurrency or adaptive rule.", []string{"rule"}, nil)
+	descRuleRateWaits = prometheus.NewDesc("sluice_rule_rate_waits_total",
+		"Attempts that waited for the slot a token-bucket rule with a max wait reserved: waited (and ran), or cancelled (the context ended first).",
+		[]string{"rule", "outcome"}, nil)
+	descRuleRateWaitSeconds = prometheus.NewDesc("sluice_rule_rate_wait_seconds_total",
+		"Total time attempts waited for the slots a token-bucket rule with a max wait reserved.", []string{"rule"}, nil)
+	descRuleRateWaiting = prometheus.NewDesc("sluice_rule_rate_waiting",
+		"Attempts waiting for the slot a token-bucket rule with a max wait reserved.", []string{"rule"}, nil)
 	descRuleKeys = prometheus.NewDesc("sluice_rule_keys",
 		"Client keys the store holds for a per-key rule.", []string{"rule"}, nil)
 	descRuleKeysCapacity = prometheus.NewDesc("sluice_rule_keys_capacity",
@@ -98,6 +105,7 @@ var (
 		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
 		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
+		descRuleRateWaits, descRuleRateWaitSeconds, descRuleRateWaiting,
 		descRuleKeys, descRuleKeysCapacity, descRuleEvictions, descRuleOverflows,
 	}
 )

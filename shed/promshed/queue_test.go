@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 )
@@ -62,6 +63,54 @@ sluice_queue_waits_total 1
 # TYPE sluice_rule_queue_waiting gauge
 sluice_rule_queue_waiting{rule="workers"} 0
 `), "sluice_queue_wait_seconds_total", "sluice_queue_waits_total", "sluice_rule_queue_waiting"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// A request waiting for its reserved slot on a token-bucket rule shows in
+// the rate waiting gauge, and its wait in the rule's rate wait counters.
+func TestRateWaitMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := shed.New([]shed.Rule{{Name: "calls", Algorithm: shed.TokenBucket, Limit: 1,
+			Rate: concurrency.Per(1, time.Second), MaxWait: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		col, err := promshed.New(nil, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, first, _ := c.Decide(context.Background(), shed.Attempt{})
+		first.Done(shed.Success)
+		served := make(chan shed.Decision)
+		go func() {
+			d, tok, err := c.Decide(context.Background(), shed.Attempt{})
+			if err == nil && d.Allowed {
+				tok.Done(shed.Success)
+			}
+			served <- d
+		}()
+		synctest.Wait() // waiting for its slot, a second on
+		if err := testutil.CollectAndCompare(col, strings.NewReader(`
+# HELP sluice_rule_rate_waiting Attempts waiting for the slot a token-bucket rule with a max wait reserved.
+# TYPE sluice_rule_rate_waiting gauge
+sluice_rule_rate_waiting{rule="calls"} 1
+`), "sluice_rule_rate_waiting"); err != nil {
+			t.Error(err)
+		}
+		if d := <-served; !d.Allowed {
+			t.Fatalf("the waiting request: %+v", d)
+		}
+		if err := testutil.CollectAndCompare(col, strings.NewReader(`
+# HELP sluice_rule_rate_wait_seconds_total Total time attempts waited for the slots a token-bucket rule with a max wait reserved.
+# TYPE sluice_rule_rate_wait_seconds_total counter
+sluice_rule_rate_wait_seconds_total{rule="calls"} 1
+# HELP sluice_rule_rate_waits_total Attempts that waited for the slot a token-bucket rule with a max wait reserved: waited (and ran), or cancelled (the context ended first).
+# TYPE sluice_rule_rate_waits_total counter
+sluice_rule_rate_waits_total{outcome="cancelled",rule="calls"} 0
+sluice_rule_rate_waits_total{outcome="waited",rule="calls"} 1
+`), "sluice_rule_rate_waits_total", "sluice_rule_rate_wait_seconds_total"); err != nil {
 			t.Error(err)
 		}
 	})

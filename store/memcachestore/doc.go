@@ -46,6 +46,10 @@
 //     Timeout per hit giving back to a server that stopped answering.
 //     Stats counts the hits given back and those that were not.
 //
+// Decide refuses a hit with a max wait (store.Hit.MaxWait: a reservation)
+// with an error matching errors.ErrUnsupported (store.RefuseReserve): it
+// decides at once only.
+//
 // # Eviction
 //
 // Memcached evicts under memory pressure (it has no noeviction policy), and

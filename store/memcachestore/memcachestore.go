@@ -243,6 +243,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if req.Now < 0 {
 		return fmt.Errorf("store: request time %d is negative", req.Now)
 	}
+	if err := store.RefuseReserve(req, "memcachestore"); err != nil {
+		return err // it decides at once only
+	}
 	ls := s.limits.All()
 	var lim [store.MaxHits]*limit
 	for i := range req.Hits[:req.N] {

@@ -42,6 +42,10 @@
 // use of its current window without charging it (a store.Usage). Update
 // changes a limit in place (its Limit; not a token bucket's rate).
 //
+// Decide refuses a hit with a max wait (store.Hit.MaxWait: a reservation)
+// with an error matching errors.ErrUnsupported: its SQL decides at once
+// only. Put rules that wait on Memory or Redis.
+//
 // # Failures
 //
 // Every call runs under a per-call deadline (WithTimeout) on both sides:

@@ -190,6 +190,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := req.Check(); err != nil {
 		return err
 	}
+	if err := store.RefuseReserve(req, "mysqlstore"); err != nil {
+		return err // its SQL decides at once
+	}
 	var lim [store.MaxHits]*sqlquota.Limit
 	if err := s.hitLimits(req, &lim); err != nil {
 		return err

@@ -49,6 +49,10 @@
 // one call of the schema's refund function under the same locks: a rule
 // that counts only failures, or a cost settled after the work.
 //
+// Decide refuses a hit with a max wait (store.Hit.MaxWait: a token bucket
+// reservation) with an error matching errors.ErrUnsupported: the SQL
+// function decides at once only. Put rules that wait on Memory or Redis.
+//
 // # Failures
 //
 // Every call runs under a per-call deadline (WithTimeout) and is never

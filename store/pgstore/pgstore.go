@@ -203,6 +203,11 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 // lock timeout) and fills lim with their limits. It returns an error
 // matching store.ErrUnknownLimit when a hit names a limit not held here.
 func (s *Store) args(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) ([]any, error) {
+	// Its SQL function decides at once; a reservation would need the slot
+	// and the state it left in the reply, which it has no room for yet.
+	if err := store.RefuseReserve(req, "pgstore"); err != nil {
+		return nil, err
+	}
 	ls := s.limits.All()
 	n := req.N
 	names, keys := make([]string, n), make([][]byte, n)

@@ -8,13 +8,18 @@
 -- metadata of a concurrency hit (the sliding log's and the rate limits'
 -- scripts repeat the first key there).
 -- ARGV[1]: the number of hits (negative: a refund of that many, see
--- refund below); then six values per hit:
+-- refund below); then seven values per hit:
 --   algorithm (1 token bucket, 2 fixed window, 3 sliding window,
---   4 sliding log, 5 concurrency), cost, limit, parameter, shift, months.
---   The parameter is the emission interval in ns (token bucket), the
+--   4 sliding log, 5 concurrency), cost, limit, parameter, shift, months,
+--   wait. The parameter is the emission interval in ns (token bucket), the
 --   window in µs (windows) or the lease TTL in µs (concurrency). Shift (µs)
 --   and months place the windows of the fixed and sliding windows on their
---   calendar, as store.WindowClock does (0 and 0 for the others).
+--   calendar, as store.WindowClock does (0 and 0 for the others). Wait is
+--   the hit's max wait in ns when deciding (0: none; token buckets and
+--   fixed windows of a fixed length only), and in a refund what its
+--   reservation left: a bucket's state "u:r" or a fixed window's index
+--   ("-" for an admission at once). After the hits: the request's wait in
+--   ns (store.Request.Wait).
 --
 -- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
 -- 2^53 for 285 years, so exact in Lua's doubles, with room for the lease
@@ -25,7 +30,10 @@
 --
 -- Reply: {sec, usec, evaluated, then per evaluated hit: allowed, reason,
 -- remaining, retry_after, reset_after, lease_id}. Durations are ns for the
--- token bucket and µs otherwise; retry_after -1 is "never".
+-- token bucket and µs otherwise; retry_after -1 is "never". A token bucket
+-- or fixed window hit admitted with a wait (a reservation) has its wait as
+-- retry_after and what it left as lease_id (a bucket's state "u:r", a fixed
+-- window's index).
 -- Nothing is written unless every hit is admitted.
 
 local time = redis.call('TIME')
@@ -60,9 +68,22 @@ local cache = {}
 local out = {time[1], time[2], 0}
 local commits = {}
 
+-- wait is the latest slot a hit of this request reserved, in ns after t:
+-- the hits after it ask for no earlier one (store.Hit.MaxWait). It starts
+-- at the request's own wait (store.Request.Wait), the last argument.
+local wait = tonumber(ARGV[2 + 7 * math.abs(tonumber(ARGV[1]))]) or 0
+
+-- stateOf formats a token bucket state of debt ns after t.
+local function stateOf(debt)
+  local us = idiv(debt, 1000)
+  return string.format('%.0f:%.0f', t + us, debt - us * 1000)
+end
+
 -- Token bucket (GCRA). State: a string "u:r", the theoretical arrival
--- time in µs and its ns remainder.
-local function gcra(key, cost, limit, interval)
+-- time in µs and its ns remainder. maxwait > 0 lets a hit that does not fit
+-- now reserve the first instant, from wait on, at which it fits, if that
+-- comes within maxwait (concurrency.GCRA.ReserveN).
+local function gcra(key, cost, limit, interval, maxwait)
   local st = cache[key]
   if not st then
     local v = redis.call('GET', key)
@@ -86,15 +107,35 @@ local function gcra(key, cost, limit, interval)
     return 0, 2, rem, -1, reset, 0
   end
   local nxt = st.debt + cost * interval
+  if maxwait > 0 or wait > 0 then
+    maxwait = math.max(maxwait, wait) -- exactly at wait when shorter
+    -- The first instant from wait on at which the hit fits: its slot.
+    local resv = math.max(st.debt, wait) + cost * interval
+    local at = math.max(wait, resv - tau)
+    if at <= maxwait then
+      st.debt = resv
+      commits[key] = function()
+        redis.call('SET', key, stateOf(st.debt), 'PX', ceildiv(2 * st.debt, 1000000) + 1)
+      end
+      local rem = view(resv)
+      if at > 0 then
+        wait = at
+        return 1, 0, rem, at, resv, stateOf(resv)
+      end
+      return 1, 0, rem, 0, resv, 0
+    end
+    -- Beyond maxwait (so the debt is at least wait, and resv is nxt): the
+    -- wait until it fits at once.
+    local rem, reset = view(st.debt)
+    return 0, 1, rem, nxt - tau, reset, 0
+  end
   if nxt - tau > 0 then
     local rem, reset = view(st.debt)
     return 0, 1, rem, nxt - tau, reset, 0
   end
   st.debt = nxt
   commits[key] = function()
-    local us = idiv(st.debt, 1000)
-    redis.call('SET', key, string.format('%.0f:%.0f', t + us, st.debt - us * 1000),
-      'PX', ceildiv(2 * st.debt, 1000000) + 1)
+    redis.call('SET', key, stateOf(st.debt), 'PX', ceildiv(2 * st.debt, 1000000) + 1)
   end
   local rem = view(nxt)
   return 1, 0, rem, 0, nxt, 0
@@ -161,8 +202,11 @@ local function realWait(tw, d, shift, months, w)
 end
 
 -- Fixed window. State: hash i (window index) and c (count). t is the
--- window clock's time.
-local function fixed(key, cost, limit, w, t)
+-- window clock's time. maxwait > 0 (ns) lets a hit that does not fit
+-- reserve the start of a later window, from wait on, within maxwait
+-- (concurrency.FixedWindow.ReserveN); the calendar is then of a fixed
+-- length, so waits on the window clock are real ones.
+local function fixed(key, cost, limit, w, t, maxwait)
   local st = cache[key]
   if not st then
     local v = redis.call('HMGET', key, 'i', 'c')
@@ -177,6 +221,28 @@ local function fixed(key, cost, limit, w, t)
     if not back then rem = math.max(0, limit - c) end -- c > limit after a lowered Update
     if c > 0 then reset = (idx + 1) * w - t elseif back then reset = idx * w - t end
     return rem, reset
+  end
+  if maxwait >= 0 and (maxwait > 0 or wait > 0) and cost > 0 and cost <= limit then
+    maxwait = math.max(maxwait, wait) -- exactly at wait when shorter
+    local from = t + ceildiv(wait, 1000)
+    local first, i, c = idiv(from, w), st.i, st.c
+    local at = from
+    if i < first then i, c = first, 0 elseif i > first then at = i * w end
+    if c + cost > limit then i, c, at = i + 1, 0, (i + 1) * w end
+    if (at - t) * 1000 <= maxwait then
+      st.i, st.c = i, c + cost
+      commits[key] = function()
+        redis.call('HSET', key, 'i', st.i, 'c', st.c)
+        redis.call('PEXPIRE', key, ceildiv((st.i + 2) * w - t, 1000) + 1)
+      end
+      idx, cnt, back = st.i, st.c, st.i > cur
+      local rem, reset = decision(cnt)
+      if at > t then
+        wait = math.max(wait, (at - t) * 1000)
+        return 1, 0, rem, at - t, reset, st.i
+      end
+      return 1, 0, rem, 0, reset, 0
+    end
   end
   if cost > 0 and (cost > limit or back or cnt + cost > limit) then
     local rem, reset = decision(cnt)
@@ -409,18 +475,39 @@ end
 
 -- refund gives back cost on the state of one hit of an admitted decision,
 -- at the time it charges now (tw for windows). Writes keep each key's TTL.
-local function refund(alg, key, cost, p, tw)
+local function refund(alg, key, cost, p, tw, limit, reserved)
   if alg == 1 then -- token bucket: the debt, in ns, shrinks
     local v = redis.call('GET', key)
     if not v then return end
     local u, r = string.match(v, '^(%d+):(%d+)$')
-    local debt = math.max(0, (tonumber(u) - t) * 1000 + tonumber(r) - cost * p)
-    redis.call('SET', key, string.format('%.0f:%.0f', t + math.floor(debt / 1000), debt % 1000), 'KEEPTTL')
+    local debt = (tonumber(u) - t) * 1000 + tonumber(r)
+    if reserved ~= '-' then
+      -- A reservation (concurrency.GCRA.Cancel): undone only while the
+      -- state is as it left it, else its slot stays unused.
+      if v ~= reserved then return end
+    elseif debt > limit * p then
+      return -- reservations pending: nothing comes back (GCRA.Refund)
+    end
+    debt = math.max(0, debt - math.min(cost, limit) * p)
+    redis.call('SET', key, stateOf(debt), 'KEEPTTL')
   elseif alg == 2 or alg == 3 then -- windows: the count of the window that holds it
     local v = redis.call('HMGET', key, 'i', 'c')
     local i, c = tonumber(v[1]), tonumber(v[2])
     if not i then return end
     local cur = idiv(tw, p)
+    if alg == 2 and reserved ~= '-' then
+      -- A reservation (concurrency.FixedWindow.Cancel): undone while the
+      -- state counts its window; a window not begun that it leaves empty
+      -- goes back to the one before, counted full.
+      local r = tonumber(reserved)
+      if i ~= r or c == 0 then return end
+      if c <= cost and cur < i then
+        redis.call('HSET', key, 'i', i - 1, 'c', limit)
+      else
+        redis.call('HSET', key, 'c', math.max(0, c - cost))
+      end
+      return
+    end
     if i == cur or (alg == 3 and i + 1 == cur) then
       redis.call('HSET', key, 'c', math.max(0, c - cost))
     end
@@ -436,12 +523,12 @@ end
 
 if refunding then
   for h = 1, n do
-    local b = 1 + (h - 1) * 6
+    local b = 1 + (h - 1) * 7
     local alg, cost, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
     if cost > 0 and alg ~= 5 then
       local tw = t
       if alg == 2 or alg == 3 then tw = windowClock(tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), p) end
-      refund(alg, KEYS[2 * h - 1], cost, p, tw)
+      refund(alg, KEYS[2 * h - 1], cost, p, tw, tonumber(ARGV[b + 3]), ARGV[b + 7])
     end
   end
   return out
@@ -449,7 +536,7 @@ end
 
 local all = true
 for h = 1, n do
-  local b = 1 + (h - 1) * 6
+  local b = 1 + (h - 1) * 7
   local alg = tonumber(ARGV[b + 1])
   local cost = tonumber(ARGV[b + 2])
   local limit = tonumber(ARGV[b + 3])
@@ -457,12 +544,14 @@ for h = 1, n do
   local key = KEYS[2 * h - 1]
   local ok, reason, rem, retry, reset, id
   if alg == 1 then
-    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p)
+    ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p, tonumber(ARGV[b + 7]))
   elseif alg == 2 or alg == 3 then
     local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local tw = windowClock(shift, months, p)
     if alg == 2 then
-      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw)
+      local mw = tonumber(ARGV[b + 7])
+      if months > 0 then mw = -1 end -- calendar months do not reserve
+      ok, reason, rem, retry, reset, id = fixed(key, cost, limit, p, tw, mw)
     else
       ok, reason, rem, retry, reset, id = sliding(key, cost, limit, p, tw)
     end

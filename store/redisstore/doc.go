@@ -51,6 +51,12 @@
 // exact one. Lease IDs are unique per key unless a key's state issued more
 // than 16 leases per microsecond of its life.
 //
+// A token bucket hit with a max wait (store.Hit.MaxWait) reserves its slot
+// in the same script, as Memory does, and Refund cancels the reservation
+// only while the key's state is the one the reservation left, so that a
+// later waiter's slot never moves; waits are exact on the same terms as
+// the bucket (spans up to 104 days).
+//
 // # Instances
 //
 // While Redis answers every instance, a limit holds exactly across them.

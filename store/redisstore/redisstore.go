@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -240,7 +242,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		return err
 	}
 	var lim [store.MaxHits]*limit
-	keys, args, err := s.scriptArgs(req, req.N, &lim)
+	keys, args, err := s.scriptArgs(req, req.N, nil, &lim)
 	if err != nil {
 		return err
 	}
@@ -255,16 +257,17 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 }
 
 // scriptArgs returns the keys and arguments of the decide script for req's
-// hits, its first argument n (req.N to decide, -req.N to refund), and the
-// limits of the hits in lim.
-func (s *Store) scriptArgs(req *store.Request, n int, lim *[store.MaxHits]*limit) ([]string, []any, error) {
+// hits, its first argument n (req.N to decide, -req.N to refund res), and
+// the limits of the hits in lim. Each hit's wait argument is its max wait
+// (deciding) or what its reservation left (refunding; "-" for none).
+func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[store.MaxHits]*limit) ([]string, []any, error) {
 	if err := s.checkTags(req); err != nil {
 		return nil, nil, err
 	}
 	ls := s.load()
 	hits := req.Hits[:req.N]
 	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 1+6*req.N)
+	args := make([]any, 0, 2+7*req.N)
 	args = append(args, n)
 	for i := range hits {
 		h := &hits[i]
@@ -273,10 +276,25 @@ func (s *Store) scriptArgs(req *store.Request, n int, lim *[store.MaxHits]*limit
 		}
 		l := ls[h.Limit-1]
 		lim[i] = l
+		if h.MaxWait > 0 {
+			if err := store.CheckReserve(l.spec); err != nil {
+				return nil, nil, fmt.Errorf("store: hit %d: %w", i, err)
+			}
+		}
 		k, m := s.keys(l, h.Key)
 		keys = append(keys, k, m)
-		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4])
+		var wait any = int64(h.MaxWait)
+		if res != nil {
+			wait = "-"
+			if r := res.Hits[i].Reserved; res.Hits[i].Wait > 0 && l.spec.Algorithm == store.TokenBucket {
+				wait = strconv.FormatInt(r/1000, 10) + ":" + strconv.FormatInt(r%1000, 10)
+			} else if res.Hits[i].Wait > 0 {
+				wait = strconv.FormatInt(r, 10) // a fixed window's index
+			}
+		}
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4], wait)
 	}
+	args = append(args, int64(req.Wait))
 	return keys, args, nil
 }
 
@@ -290,15 +308,31 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 	if err != nil || n < 1 || n > int64(req.N) || len(vals) != 3+6*int(n) {
 		return errReply
 	}
-	res.Now, res.N, res.Decider, res.Allowed = now, int(n), 0, true
+	res.Now, res.N, res.Decider, res.Allowed, res.Wait = now, int(n), 0, true, 0
 	for i := range res.N {
+		l, h := lim[i], &req.Hits[i]
+		bucket := l.spec.Algorithm == store.TokenBucket
 		var f [6]int64
 		for j := range f {
-			if f[j], err = replyInt(vals, 3+6*i+j); err != nil {
+			if f[j], err = replyInt(vals, 3+6*i+j); err != nil && (j != 5 || !bucket) {
 				return err
 			}
 		}
-		l, h := lim[i], &req.Hits[i]
+		var wait time.Duration
+		var reserved int64
+		switch {
+		case f[0] == 1 && f[3] > 0 && bucket:
+			// A reservation: its wait, and the state it left ("u:r").
+			if reserved, err = replyState(vals, 3+6*i+5); err != nil {
+				return err
+			}
+			wait, f[3], f[5] = time.Duration(f[3]), 0, 0
+		case err != nil:
+			return err
+		case f[0] == 1 && f[3] > 0 && l.spec.Algorithm == store.FixedWindow:
+			// A reservation: its wait, and the window it counts in.
+			wait, reserved, f[3], f[5] = time.Duration(f[3])*l.unit, f[5], 0, 0
+		}
 		d := concurrency.Decision{
 			Limit:      l.spec.Limit,
 			Remaining:  f[2],
@@ -316,7 +350,8 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 			d.RetryAfter = max(1, time.Duration(f[3])*l.unit)
 		}
 		out := &res.Hits[i]
-		*out = store.HitResult{Decision: d}
+		*out = store.HitResult{Decision: d, Wait: wait, Reserved: reserved}
+		res.Wait = max(res.Wait, wait)
 		if f[5] != 0 {
 			out.Lease = store.Lease{Limit: h.Limit, Key: h.Key, ID: uint64(f[5]), Cost: h.Cost,
 				Expires: now + int64(l.spec.LeaseTTL)}
@@ -334,12 +369,30 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 		return errReply
 	}
 	if !res.Allowed {
-		// A rejected request holds no lease: the script wrote nothing.
+		// A rejected request holds no lease nor reservation: the script
+		// wrote nothing.
+		res.Wait = 0
 		for i := range res.N {
-			res.Hits[i].Lease = store.Lease{}
+			res.Hits[i].Lease, res.Hits[i].Wait, res.Hits[i].Reserved = store.Lease{}, 0, 0
 		}
 	}
 	return nil
+}
+
+// replyState returns the token bucket state "u:r" at vals[i] (µs since the
+// script's epoch and a ns remainder) as one number of ns.
+func replyState(vals []any, i int) (int64, error) {
+	v, ok := vals[i].(string)
+	if !ok {
+		return 0, errReply
+	}
+	us, ns, ok := strings.Cut(v, ":")
+	u, err1 := strconv.ParseInt(us, 10, 64)
+	r, err2 := strconv.ParseInt(ns, 10, 64)
+	if !ok || err1 != nil || err2 != nil || u < 0 || u > math.MaxInt64/1000-1 || r < 0 || r >= 1000 {
+		return 0, errReply
+	}
+	return u*1000 + r, nil
 }
 
 // replyNow returns the server time of a script's reply in Unix ns.

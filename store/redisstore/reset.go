@@ -45,7 +45,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 		return err
 	}
 	var lim [store.MaxHits]*limit
-	keys, args, err := s.scriptArgs(req, -req.N, &lim)
+	keys, args, err := s.scriptArgs(req, -req.N, res, &lim)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,11 @@
 // limits: per-IP bursts, login attempts) are enforced in full by each
 // region, N times the limit globally for N regions, with no exchange.
 //
+// A global quota refuses a hit with a max wait (store.Hit.MaxWait) with an
+// error matching errors.ErrUnsupported: its allowance is of the current
+// window, and a slot reserved in a later one would be counted against it.
+// A per-region limit reserves on the region's store.
+//
 // # The sync and its bound
 //
 // Every period P (WithPeriod, 2 s by default), at the multiples of P on the

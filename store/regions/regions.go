@@ -289,6 +289,12 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
 		}
 		lim[i] = l
+		if l.keys != nil && h.MaxWait > 0 {
+			// A global quota's allowance is of the current window; a slot
+			// reserved in a later one would be counted against it.
+			return fmt.Errorf("store: a global quota cannot reserve (hit %d has a max wait of %v): %w",
+				i, h.MaxWait, errors.ErrUnsupported)
+		}
 		if l.keys != nil {
 			global = true
 			if h.Cost > 0 && !l.keys.admit(h.Key) {

@@ -297,3 +297,30 @@ func TestUnregisterForgetsTheKeys(t *testing.T) {
 		t.Errorf("a new key after Unregister: %d admitted, %d keys tracked; want 1 and 1", got, a.Stats().Keys)
 	}
 }
+
+// TestMaxWaitOnAGlobalQuotaIsUnsupported: a global quota's allowance is of
+// the current window, so a hit that would reserve a later one is refused
+// (errors.ErrUnsupported: shed then decides it at once); a per-region
+// limit reserves on the region's store.
+func TestMaxWaitOnAGlobalQuotaIsUnsupported(t *testing.T) {
+	x := new(regions.MemoryExchange)
+	s := region(t, "eu", x, regions.WithPerRegion("ip-burst"))
+	quota := register(t, s, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
+	burst := register(t, s, store.Spec{Name: "ip-burst", Algorithm: store.TokenBucket, Limit: 1,
+		Rate: concurrency.Rate{Count: 1, Per: time.Second}})
+	decide := func(id store.LimitID) (store.Result, error) {
+		req := store.Request{Now: now()}
+		req.Add(id, "k", 1)
+		req.Hits[0].MaxWait = time.Minute
+		var res store.Result
+		err := s.Decide(context.Background(), &req, &res)
+		return res, err
+	}
+	if _, err := decide(quota); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("a max wait on a global quota: %v, want errors.ErrUnsupported", err)
+	}
+	decide(burst)
+	if res, err := decide(burst); err != nil || !res.Allowed || res.Wait <= 0 {
+		t.Fatalf("a per-region bucket: %+v %v, want a reservation", res, err)
+	}
+}

@@ -61,7 +61,9 @@ func WithWrapper(wrap func(t *testing.T, body func(t *testing.T))) Option { retu
 // starting with "store: ", nothing charged), and for a store that
 // implements store.Updater, Update: raising and lowering each algorithm's
 // limit keeps the key's usage (3 used of 3 raised to 4: exactly 1 more), a
-// token bucket's lowered rate keeps the tokens owed, a new lease TTL applies
+// token bucket's lowered rate keeps the tokens owed, reservations of a
+// token bucket or fixed window hit with MaxWait (exact slots, cancelled by
+// Refund, given back when a later hit rejects), a new lease TTL applies
 // to new leases, what cannot change in place is refused, and decisions
 // racing with Updates never admit more than the largest limit in force, nor
 // past the last one once it returned.
@@ -93,6 +95,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		run(t, "concurrent_layered/"+alg.String(), func(h *harness) { testConcurrentLayered(h, alg) })
 		run(t, "reset/"+alg.String(), func(h *harness) { testReset(h, alg) })
 		run(t, "refund/"+alg.String(), func(h *harness) { testRefund(h, alg) })
+	}
+	for _, alg := range []store.Algorithm{store.TokenBucket, store.FixedWindow} {
+		run(t, "reserve/"+alg.String(), func(h *harness) { testReserve(h, alg) })
 	}
 	run(t, "max_hits", func(h *harness) { testMaxHits(h) })
 	run(t, "lease/release_once", func(h *harness) { testLeaseRelease(h) })
