@@ -120,13 +120,13 @@ func (f *FixedWindow) AllowN(s *FixedWindowState, now, n int64) Decision {
 	}
 }
 
-// Refund gives back n admissions counted earlier in the current window (the
-// count never goes below zero). A refund after the window has passed does
-// nothing: the new window is full anyway; nor does one while the state
-// counts a later window (reservations pending, see ReserveN, or a now older
-// than the latest decision's): that count is not the refunded request's.
-// Refund(0) does nothing; a negative n panics.
-func (f *FixedWindow) Refund(s *FixedWindowState, now, n int64) {
+// Refund gives back n admissions made at instant at (the admitting
+// decision's now, not the time of the refund), to the window that counted
+// them; the count never goes below zero. Once the state counts a later
+// window (the window has passed, or reservations are pending there, see
+// ReserveN) Refund does nothing: that window did not count them, and its
+// own count must not shrink. Refund(0) does nothing; a negative n panics.
+func (f *FixedWindow) Refund(s *FixedWindowState, at, n int64) {
 	if n <= 0 {
 		if n < 0 {
 			panic("concurrency: FixedWindow.Refund with negative n")
@@ -136,8 +136,8 @@ func (f *FixedWindow) Refund(s *FixedWindowState, now, n int64) {
 	for {
 		old := s.w.Load()
 		idx, cnt := int64(old>>f.shift), int64(old&f.mask)
-		if f.index.div(now) != idx || cnt == 0 {
-			return
+		if f.index.div(at) != idx || cnt == 0 {
+			return // not the window that counted them
 		}
 		if s.w.CompareAndSwap(old, uint64(idx)<<f.shift|uint64(cnt-min(n, cnt))) {
 			return
@@ -207,5 +207,5 @@ func (l *FixedWindowLimiter) AllowN(now, n int64) Decision { return l.cfg.AllowN
 // Allow is shorthand for AllowN(clock.Now(), 1).
 func (l *FixedWindowLimiter) Allow() Decision { return l.cfg.AllowN(&l.state, clock.Now(), 1) }
 
-// Refund gives back n admissions; see FixedWindow.Refund.
-func (l *FixedWindowLimiter) Refund(now, n int64) { l.cfg.Refund(&l.state, now, n) }
+// Refund gives back n admissions made at instant at; see FixedWindow.Refund.
+func (l *FixedWindowLimiter) Refund(at, n int64) { l.cfg.Refund(&l.state, at, n) }

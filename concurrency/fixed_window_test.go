@@ -58,8 +58,10 @@ func (m *fixedModel) allowN(now, n int64) Decision {
 	return d
 }
 
+// refund gives back n admitted at now, to now's window only if it is
+// the latest one counted.
 func (m *fixedModel) refund(now, n int64) {
-	if now/m.window == m.latest { // not a later window's count (FixedWindow.Refund)
+	if now/m.window == m.latest {
 		m.counts[m.latest] -= min(n, m.counts[m.latest])
 	}
 }

@@ -311,24 +311,23 @@ func (sw *ShardedWindow) cachedIn(home *windowShard, tag uint32) int64 {
 	return 0
 }
 
-// Refund gives back n units admitted earlier in the window holding now, as
-// when a later limit of an all-or-nothing decision rejected the request.
-// They go to the caller's shard, tagged with that window, so the window
-// admits them again and never more than its limit in all. A refund in a
-// window that is no longer (or not yet) the current one does nothing: the
-// units expired with their window. Like FixedWindow.Refund, it takes the
-// caller's word that the n units were admitted in the window of now; units
-// admitted in an earlier window and refunded in a later one would be
-// admitted once more there. Refund(0) does nothing; a negative n panics.
-// Refund takes no lock and allocates nothing.
-func (sw *ShardedWindow) Refund(now, n int64) {
+// Refund gives back n units admitted at instant at (the admitting
+// decision's now, not the time of the refund), as when a later limit of an
+// all-or-nothing decision rejected the request or the outcome did not
+// count. They go to the caller's shard, tagged with at's window, so that
+// window admits them again and never more than its limit in all. A refund
+// whose window is no longer (or not yet) the current one does nothing: the
+// units expired with their window, and a later window did not count them.
+// Refund(0) does nothing; a negative n panics. Refund takes no lock and
+// allocates nothing.
+func (sw *ShardedWindow) Refund(at, n int64) {
 	if n <= 0 {
 		if n < 0 {
 			panic("concurrency: ShardedWindow.Refund with negative n")
 		}
 		return
 	}
-	w := windowIndex(now, sw.window)
+	w := windowIndex(at, sw.window)
 	tag := uint32(w)
 	g := sw.central.Load()
 	if gtag, _ := unpackWindow(g); gtag != tag || g&windowOpen == 0 || w-sw.latest.Load() >= 1<<30 {

@@ -208,24 +208,33 @@ func (sw *SlidingWindow) share(r, prev int64) int64 {
 	return int64(q)
 }
 
-// Refund gives back n admissions counted earlier in the state's latest
-// window (the count never goes below zero). Once that window is more than
-// one window in the past it no longer counts and Refund does nothing.
+// Refund gives back n admissions made at instant at (the admitting
+// decision's now, not the time of the refund) to the window that counted
+// them: the state's current window, or its previous one once a later
+// window has counted too (the count never goes below zero). A window older
+// than the previous one no longer weighs, and Refund does nothing.
 // Refund(0) does nothing; a negative n panics.
-func (sw *SlidingWindow) Refund(s *SlidingWindowState, now, n int64) {
+func (sw *SlidingWindow) Refund(s *SlidingWindowState, at, n int64) {
 	if n <= 0 {
 		if n < 0 {
 			panic("concurrency: SlidingWindow.Refund with negative n")
 		}
 		return
 	}
+	w := sw.index.div(at)
 	for {
 		old := s.w.Load()
-		idx, cur := int64(old>>(2*sw.shift)), int64(old>>sw.shift&sw.mask)
-		if sw.index.div(now) > idx+1 || cur == 0 {
+		idx, cur, prev := int64(old>>(2*sw.shift)), int64(old>>sw.shift&sw.mask), int64(old&sw.mask)
+		var next uint64
+		switch {
+		case idx == w && cur > 0:
+			next = old - uint64(min(n, cur))<<sw.shift
+		case idx == w+1 && prev > 0:
+			next = old - uint64(min(n, prev)) // counted in what is now the previous window
+		default:
 			return
 		}
-		if s.w.CompareAndSwap(old, old-uint64(min(n, cur))<<sw.shift) {
+		if s.w.CompareAndSwap(old, next) {
 			return
 		}
 	}
@@ -282,5 +291,5 @@ func (l *SlidingWindowLimiter) AllowN(now, n int64) Decision { return l.cfg.Allo
 // Allow is shorthand for AllowN(clock.Now(), 1).
 func (l *SlidingWindowLimiter) Allow() Decision { return l.cfg.AllowN(&l.state, clock.Now(), 1) }
 
-// Refund gives back n admissions; see SlidingWindow.Refund.
-func (l *SlidingWindowLimiter) Refund(now, n int64) { l.cfg.Refund(&l.state, now, n) }
+// Refund gives back n admissions made at instant at; see SlidingWindow.Refund.
+func (l *SlidingWindowLimiter) Refund(at, n int64) { l.cfg.Refund(&l.state, at, n) }

@@ -78,9 +78,11 @@ func (m *slidingModel) allowN(now, n int64) Decision {
 	return d
 }
 
+// refund gives back n admitted at now, to now's window if it is the
+// latest one counted or the one before it.
 func (m *slidingModel) refund(now, n int64) {
-	if now/m.window <= m.latest+1 {
-		m.counts[m.latest] -= min(n, m.counts[m.latest])
+	if w := now / m.window; w == m.latest || w == m.latest-1 {
+		m.counts[w] -= min(n, m.counts[w])
 	}
 }
 

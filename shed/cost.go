@@ -58,14 +58,14 @@ func (c *Controller) recost(a *ticket, now, actual int64) {
 	for _, i := range a.rated {
 		r := &a.set.rules[i]
 		if delta < 0 {
-			r.rate.Refund(now, -delta)
+			r.rate.Refund(a.now, -delta) // at the admission: to the window that counted it
 		} else if !r.rate.AllowN(now, delta).Allowed() {
 			r.ctr.add(a.shard, rOverspent, 1)
 		}
 	}
 	// The store's rate hits, with the difference as their cost; a.req's
 	// costs become actual, for a later refund by Rule.Count.
-	a.adj.N, a.adj.Now = 0, now
+	a.adj.N, a.adj.Now, a.adjRes.Now = 0, now, a.res.Now // a refund goes to the admission's windows
 	for j := range a.req.N {
 		if a.set.rules[a.hitRule[j]].Algorithm == Concurrency {
 			continue

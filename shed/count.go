@@ -53,7 +53,7 @@ func (k Count) counts(status int) bool {
 	return true
 }
 
-// refundUncounted gives back, at now, the charges of the rules of a's set
+// refundUncounted gives back the charges of the rules of a's set
 // that do not count a request done with status: Global rate rules in this
 // process, per-key ones in one store call (store.Refunder; a store that
 // cannot refund keeps the charge, counted in RuleStats.RefundsLost). It
@@ -61,7 +61,7 @@ func (k Count) counts(status int) bool {
 func (c *Controller) refundUncounted(a *ticket, now int64, status int) {
 	for _, i := range a.rated {
 		if r := &a.set.rules[i]; !r.Count.counts(status) {
-			r.rate.Refund(now, a.charged)
+			r.rate.Refund(a.now, a.charged) // at the admission: to the window that counted it
 			r.ctr.add(a.shard, rRefunded, 1)
 		}
 	}

@@ -12,9 +12,10 @@ import (
 // (s.(store.Refunder)).
 type Refunder interface {
 	// Refund gives back, for each hit of req, its Cost (at most what the
-	// admitting decision charged) on the key's state at req.Now (Memory;
-	// a network store uses its own clock): a window's count, a bucket's
-	// debt, a log's latest admission. res is that admitting decision's
+	// admitting decision charged) on the key's state, as of res.Now, the
+	// admitting decision's instant (Memory; a network store its own clock's
+	// reading of it): a window's count in the window that counted it,
+	// never a later one; a bucket's debt; a log's latest admission. res is that admitting decision's
 	// Result, so the store knows where each hit was counted (a key's own
 	// state or the shared overflow state). What a window no longer holds
 	// (it has rolled over) is not given back, and a Concurrency hit is
@@ -43,7 +44,7 @@ func (m *Memory) Refund(_ context.Context, req *Request, res *Result) error {
 		if l.registered().Algorithm == Concurrency {
 			continue
 		}
-		l.undo(h, req.Now, &res.Hits[i])
+		l.undo(h, res.Now, &res.Hits[i]) // the admission's instant: its window
 	}
 	return nil
 }
