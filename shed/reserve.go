@@ -302,6 +302,7 @@ func (c *Controller) awaitSlot(ctx context.Context, a *ticket) bool {
 	// back at that time or later, on the Controller's clock, never at the
 	// decision's now (a refund there would find the slots still pending).
 	a.now += int64(a.wait)
+	a.res.Now += int64(a.wait) // the store's admission is at the slot too
 	return true
 }
 
