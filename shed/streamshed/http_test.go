@@ -111,6 +111,9 @@ func TestMiddlewareCancelsTheStreamAtItsMaxLifetime(t *testing.T) {
 			lived = time.Since(start)
 		}))
 		h.ServeHTTP(httptest.NewRecorder(), eventRequest("alice", "192.0.2.1:1000"))
+		// The lifetime's timer closed the stream and gives the permit back
+		// on its own goroutine once the close returned: wait for it.
+		synctest.Wait()
 		if lived != time.Hour-time.Minute || inflight(c) != 0 {
 			t.Fatalf("stream lived %v, inflight %d", lived, inflight(c))
 		}
