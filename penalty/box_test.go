@@ -299,7 +299,10 @@ func TestBoxCheckNeverReportsAnotherKey(t *testing.T) {
 	n := <-checked
 	s := b.Stats()
 	t.Logf("%d checks, stats %+v", n, s)
-	if s.Timeouts == 0 || s.Evictions < uint64(iters)/10 {
+	// About one eviction per round on an idle machine; far fewer when the
+	// writers rarely interleave (a loaded 2-core machine): a hundredth of
+	// the rounds still shows the race was run, many times over.
+	if s.Timeouts == 0 || s.Evictions < uint64(iters)/100 {
 		t.Fatalf("the test did not exercise the race: %+v", s)
 	}
 }
