@@ -83,3 +83,43 @@ func newStore(t testing.TB, db *sql.DB, opts ...mysqlstore.Option) *mysqlstore.S
 	}
 	return s
 }
+
+// holdRow locks key k's state row of s in a transaction of its own, which
+// the test ends, and returns it with its session's id.
+func holdRow(t *testing.T, db *sql.DB, s *mysqlstore.Store, k string) (*sql.Tx, int64) {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.Exec("SELECT a FROM `"+s.Prefix()+"_state` WHERE k = ? FOR UPDATE", k); err != nil {
+		t.Fatal(err)
+	}
+	var holder int64
+	if err := tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	return tx, holder
+}
+
+// decisionSessions returns the ids of the sessions running a statement on
+// s's state table, found by the statement (the prefix is the test's), never
+// the lock holder's, which may still show its last statement for a moment.
+func decisionSessions(db *sql.DB, s *mysqlstore.Store, holder int64) ([]int64, error) {
+	rows, err := db.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%' AND ID <> CONNECTION_ID() AND ID <> ?",
+		"%"+s.Prefix()+"_state%", holder)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

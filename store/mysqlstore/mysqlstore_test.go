@@ -304,18 +304,11 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	ctx := context.Background()
 	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
 	storetest.Decide(t, s, id, "k", 1)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.Exec("SELECT a FROM `" + s.Prefix() + "_state` WHERE k = 'k' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	tx, holder := holdRow(t, db, s, "k")
 	var req store.Request
 	req.Add(id, "k", 3)
 	start := time.Now()
-	err = s.Decide(ctx, &req, new(store.Result))
+	err := s.Decide(ctx, &req, new(store.Result))
 	took := time.Since(start)
 	if !errors.Is(err, store.ErrUnavailable) || took > time.Second {
 		t.Fatalf("Decide behind a held lock: %v after %v, want ErrUnavailable within about 200ms", err, took)
@@ -323,18 +316,12 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	// The lock is released only once the server is done with the decision:
 	// a statement that reached the server late may still be waiting for
 	// it, and must be aborted there, not let through by the release.
-	var holder int64
-	if err := tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		var n int
-		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%' AND ID <> CONNECTION_ID() AND ID <> ?",
-			"%"+s.Prefix()+"_state%", holder).Scan(&n)
+		ids, err := decisionSessions(db, s, holder)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
+		if len(ids) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
