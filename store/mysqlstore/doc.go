@@ -38,7 +38,9 @@
 // Cleanup, in bounded batches that skip rows a decision holds (FOR UPDATE
 // SKIP LOCKED); call it from a ticker. Reset forgets a key (an operator's
 // pardon), Refund gives back what an admitted decision charged (one more
-// CALL, under the same locks in the same order), and Usage reads a key's
+// CALL, under the same locks in the same order; a window's count in the
+// window that counted it; run Migrate again after upgrading: the refund
+// procedure takes the admission's instant), and Usage reads a key's
 // use of its current window without charging it (a store.Usage). Update
 // changes a limit in place (its Limit; not a token bucket's rate).
 //

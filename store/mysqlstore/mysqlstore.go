@@ -229,9 +229,10 @@ func (s *Store) hitLimits(req *store.Request, lim *[store.MaxHits]*sqlquota.Limi
 
 // hitsQuery returns the statement that calls proc (decide's or refund's
 // "CALL name('") on req: the hits and the lock order as JSON string
-// literals. Names and keys travel in hex and numbers in decimal, so the
-// literals hold no quote or backslash whatever the input or SQL mode.
-func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) string {
+// literals, then the numbers of more, if any, as arguments of their own.
+// Names and keys travel in hex and numbers in decimal, so the literals
+// hold no quote or backslash whatever the input or SQL mode.
+func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*sqlquota.Limit, more ...int64) string {
 	var b strings.Builder
 	b.Grow(len(s.set) + len(proc) + 128*req.N)
 	b.WriteString(s.set)
@@ -270,7 +271,12 @@ func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*
 		}
 		b.Write(strconv.AppendInt(num[:0], int64(j), 10))
 	}
-	b.WriteString("]')")
+	b.WriteString("]'")
+	for _, v := range more {
+		b.WriteString(", ")
+		b.Write(strconv.AppendInt(num[:0], v, 10))
+	}
+	b.WriteByte(')')
 	return b.String()
 }
 

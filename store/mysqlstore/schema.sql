@@ -290,13 +290,14 @@ BEGIN
 END
 -- ;;
 -- refund gives back, for each hit of an admitted decision (req and ord as
--- decide's), its cost on its state at one instant, under row locks taken in
--- decide's order: a token bucket's debt (never below a full bucket), a
--- fixed window's count while its window is current. What a window no
--- longer holds is not given back, no count goes below zero, and a state
+-- decide's), its cost on its state, under row locks taken in decide's
+-- order: a token bucket's debt as of now (never below a full bucket), a
+-- fixed window's count in the window that counted it, the one of at (the
+-- admitting decision's now, Unix ns), while the row still holds that
+-- window, never a later window's. No count goes below zero, and a state
 -- with no row has nothing to give back. Returns the number of states
 -- changed.
-CREATE OR REPLACE PROCEDURE @refund@(IN req LONGTEXT, IN ord LONGTEXT)
+CREATE OR REPLACE PROCEDURE @refund@(IN req LONGTEXT, IN ord LONGTEXT, IN at BIGINT)
 MODIFIES SQL DATA
 BEGIN
   DECLARE v_n, v_i, v_j INT DEFAULT 0;
@@ -338,11 +339,11 @@ BEGIN
         UPDATE @state@ SET a = GREATEST(a - LEAST(v_cost, v_lim) * v_par, v_now), expires = a
           WHERE name = v_name AND kind = 1 AND k = v_key AND a > v_now;
       ELSE
-        -- A window gives back while it is current (or ahead of a clock
-        -- that stepped back).
-        SET v_cur = @window_at@(v_now, v_shift, v_months, v_par) DIV v_par;
+        -- As concurrency.FixedWindow.Refund: the admission's window, while
+        -- the row counts it.
+        SET v_cur = @window_at@(at, v_shift, v_months, v_par) DIV v_par;
         UPDATE @state@ SET b = b - LEAST(v_cost, b)
-          WHERE name = v_name AND kind = 2 AND k = v_key AND v_cur <= a AND b > 0;
+          WHERE name = v_name AND kind = 2 AND k = v_key AND a = v_cur AND b > 0;
       END IF;
       SET v_changed = v_changed + ROW_COUNT();
     END IF;

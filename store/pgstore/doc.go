@@ -71,5 +71,8 @@
 // twice (TestFallbackLostReplyIsChargedOnce).
 //
 // Migrate again after upgrading: the refund function and the instances
-// table came after the first schema (every statement is idempotent).
+// table came after the first schema, and the refund function now takes the
+// admission's instant (every statement is idempotent; the former refund
+// function is dropped, so a Store not upgraded fails its refunds, giving
+// back nothing, until it is).
 package pgstore

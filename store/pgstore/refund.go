@@ -10,13 +10,14 @@ import (
 var _ store.Refunder = (*Store)(nil)
 
 // Refund gives back req's hits (store.Refunder) in one statement, a call of
-// the schema's refund function on the database's clock, under the locks
-// and in the order of Decide: a token bucket's debt (never fuller than
-// full), a fixed window's count while its window is current, a sliding
-// window's latest count while that window still counts. What a window no
-// longer holds is not given back, and no count goes below zero. res is not
-// needed here (no key counts on a shared overflow state) but must be the
-// admitting result. Errors are Decide's; a lost reply is not retried, so a
+// the schema's refund function, under the locks and in the order of
+// Decide: a token bucket's debt as of the database's clock now (never
+// fuller than full), a window's count in the window that counted it, the
+// one of res.Now (the database's clock at the admitting decision), while
+// the key's row still holds that window (a sliding window's as its
+// previous count too), never a later window's. No count goes below zero.
+// res must be the admitting result (no key here counts on a shared
+// overflow state). Errors are Decide's; a lost reply is not retried, so a
 // refund whose reply is lost may or may not have been given back, never
 // twice.
 func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
@@ -31,6 +32,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var n int64
+	args = append(args, res.Now) // the windows are the admission's
 	if err := s.pool.QueryRow(cctx, s.refundSQL, args...).Scan(&n); err != nil {
 		return s.failed(ctx, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/pgstore"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
@@ -51,5 +52,37 @@ func TestRefundNeverGoesBelowEmpty(t *testing.T) {
 	req.Add(1000, "k", 1)
 	if err := s.Refund(ctx, &req, &store.Result{Allowed: true, N: 1}); !errors.Is(err, store.ErrUnknownLimit) {
 		t.Errorf("refund on an unknown limit: %v, want ErrUnknownLimit", err)
+	}
+}
+
+// TestMigrateDropsTheFormerRefund: Migrate over a schema of the former
+// version, whose refund function gave back in the window of the refund's
+// time, leaves only the refund that takes the admission's instant.
+func TestMigrateDropsTheFormerRefund(t *testing.T) {
+	p := sharedPool(t)
+	ctx := context.Background()
+	name := testSchema(t, p)
+	s, err := pgstore.New(p, pgstore.WithSchema(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The former signature, as a schema migrated before held it.
+	if _, err := p.Exec(ctx, `CREATE FUNCTION "`+name+`".refund(names text[], kinds smallint[], keys bytea[], costs bigint[],
+		limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int) RETURNS bigint
+		LANGUAGE sql AS 'SELECT 0::bigint'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_proc WHERE proname = 'refund' AND pronamespace = $1::text::regnamespace`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d refund functions after Migrate, want 1 (the former one dropped)", n)
 	}
 }

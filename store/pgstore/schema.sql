@@ -336,25 +336,25 @@ LANGUAGE sql VOLATILE AS $f$
 $f$;
 
 -- refund gives back, for each hit of an admitted decision, costs[i] on its
--- state at one instant (clock_timestamp(), read once), under the same locks
--- in the same order as decide: a token bucket's debt (never below a full
--- bucket), a fixed window's count while its window is current, a sliding
--- window's latest count while that window still counts (it is current or
--- the previous one); what a window no longer holds is not given back, and
--- no count goes below zero. A state with no row has nothing to give back.
--- limits[i] bounds what a bucket takes back (its burst). Returns the number
--- of states changed.
+-- state, under the same locks in the same order as decide: a token
+-- bucket's debt as of now (clock_timestamp(), read once; never below a
+-- full bucket), a window's count in the window that counted it, the one of
+-- at (the admitting decision's now, Unix ns), while the row still holds
+-- that window (a sliding window's as its previous count too), never a
+-- later window's; no count goes below zero. A state with no row has
+-- nothing to give back. limits[i] bounds what a bucket takes back (its
+-- burst). Returns the number of states changed.
+DROP FUNCTION IF EXISTS @schema@.refund(text[], smallint[], bytea[], bigint[], bigint[], bigint[], bigint[], int[], int);
 CREATE OR REPLACE FUNCTION @schema@.refund(
   names text[], kinds smallint[], keys bytea[], costs bigint[],
-  limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int) RETURNS bigint
+  limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int, at bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
   now bigint := (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint;
   n int := cardinality(names);
   lock bigint;
-  cur bigint;
+  w bigint;
   changed bigint := 0;
-  k bigint;
 BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION 'pgstore: a refund needs hits';
@@ -373,13 +373,15 @@ BEGIN
           expires = greatest(st.a - least(costs[i], limits[i]) * params[i], now)
         WHERE st.name = names[i] AND st.kind = 1 AND st.key = keys[i] AND st.a > now;
     ELSE
-      cur := @schema@.window_at(now, shifts[i], months[i], params[i]) / params[i];
-      -- A fixed window gives back while its window is current (or ahead of
-      -- a clock that stepped back), a sliding window one window longer.
-      k := CASE WHEN kinds[i] = 2 THEN 0 ELSE 1 END;
-      UPDATE @schema@.state st SET b = st.b - least(costs[i], st.b)
+      -- As concurrency.FixedWindow.Refund and SlidingWindow.Refund: the
+      -- admission's window w is the row's current one (b), or for a
+      -- sliding window the one before it (c).
+      w := div(@schema@.window_at(at, shifts[i], months[i], params[i]), params[i]);
+      UPDATE @schema@.state st
+        SET b = CASE WHEN st.a = w THEN st.b - least(costs[i], st.b) ELSE st.b END,
+            c = CASE WHEN st.a = w THEN st.c ELSE st.c - least(costs[i], st.c) END
         WHERE st.name = names[i] AND st.kind = kinds[i] AND st.key = keys[i]
-          AND cur <= st.a + k AND st.b > 0;
+          AND ((st.a = w AND st.b > 0) OR (kinds[i] = 3 AND st.a = w + 1 AND st.c > 0));
     END IF;
     IF FOUND THEN
       changed := changed + 1;

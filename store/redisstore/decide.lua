@@ -19,7 +19,8 @@
 --   fixed windows of a fixed length only), and in a refund what its
 --   reservation left: a bucket's state "u:r" or a fixed window's index
 --   ("-" for an admission at once). After the hits: the request's wait in
---   ns (store.Request.Wait).
+--   ns (store.Request.Wait), and in a refund the admitting decision's
+--   instant in Unix µs (store.Result.Now, this script's TIME then).
 --
 -- Time: t is the server's TIME in µs since 2023-11-14 (an integer below
 -- 2^53 for 285 years, so exact in Lua's doubles, with room for the lease
@@ -179,9 +180,11 @@ local function monthStart(m)
   return firstOfMonth(1970 + y, m - y * 12) * DAY
 end
 
-local function windowClock(shift, months, w)
-  if months == 0 then return tu + shift end
-  local lt = tu + shift
+-- windowClock is the Unix time at (µs) on the window clock of shift,
+-- months and w.
+local function windowClock(at, shift, months, w)
+  if months == 0 then return at + shift end
+  local lt = at + shift
   local y, m = civil(math.floor(lt / DAY))
   local p = math.floor(((y - 1970) * 12 + m - 1) / months)
   local start, stop = monthStart(p * months), monthStart((p + 1) * months)
@@ -473,9 +476,12 @@ local function leases(key, meta, cost, limit, ttl)
   return 1, 0, rem, 0, reset, st.seq
 end
 
--- refund gives back cost on the state of one hit of an admitted decision,
--- at the time it charges now (tw for windows). Writes keep each key's TTL.
-local function refund(alg, key, cost, p, tw, limit, reserved)
+-- refund gives back cost on the state of one hit of an admitted decision:
+-- a bucket's and a log's as of now (t), a window's in the window that
+-- counted it, the one of ta (the admission's instant on the window clock),
+-- and a reservation still pending (a fixed window's) as of now (tw). Writes
+-- keep each key's TTL.
+local function refund(alg, key, cost, p, tw, ta, limit, reserved)
   if alg == 1 then -- token bucket: the debt, in ns, shrinks
     local v = redis.call('GET', key)
     if not v then return end
@@ -490,26 +496,31 @@ local function refund(alg, key, cost, p, tw, limit, reserved)
     end
     debt = math.max(0, debt - math.min(cost, limit) * p)
     redis.call('SET', key, stateOf(debt), 'KEEPTTL')
-  elseif alg == 2 or alg == 3 then -- windows: the count of the window that holds it
-    local v = redis.call('HMGET', key, 'i', 'c')
-    local i, c = tonumber(v[1]), tonumber(v[2])
+  elseif alg == 2 or alg == 3 then -- windows: the count of the window that counted it
+    local v = redis.call('HMGET', key, 'i', 'c', 'p')
+    local i, c, pc = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]) or 0
     if not i then return end
-    local cur = idiv(tw, p)
     if alg == 2 and reserved ~= '-' then
       -- A reservation (concurrency.FixedWindow.Cancel): undone while the
       -- state counts its window; a window not begun that it leaves empty
       -- goes back to the one before, counted full.
       local r = tonumber(reserved)
       if i ~= r or c == 0 then return end
-      if c <= cost and cur < i then
+      if c <= cost and idiv(tw, p) < i then
         redis.call('HSET', key, 'i', i - 1, 'c', limit)
       else
         redis.call('HSET', key, 'c', math.max(0, c - cost))
       end
       return
     end
-    if i == cur or (alg == 3 and i + 1 == cur) then
+    -- As concurrency.FixedWindow.Refund and SlidingWindow.Refund: the
+    -- count of the admission's window, while the state holds it (a sliding
+    -- window's as its previous count too); a later window's never.
+    local at = idiv(ta, p)
+    if i == at and c > 0 then
       redis.call('HSET', key, 'c', math.max(0, c - cost))
+    elseif alg == 3 and i == at + 1 and pc > 0 then
+      redis.call('HSET', key, 'p', math.max(0, pc - cost))
     end
   elseif alg == 4 then -- sliding log: the latest admissions still in the window
     local ts = redis.call('LRANGE', key, 0, cost - 1)
@@ -522,13 +533,17 @@ local function refund(alg, key, cost, p, tw, limit, reserved)
 end
 
 if refunding then
+  local admitted = tonumber(ARGV[3 + 7 * n])
   for h = 1, n do
     local b = 1 + (h - 1) * 7
     local alg, cost, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
     if cost > 0 and alg ~= 5 then
-      local tw = t
-      if alg == 2 or alg == 3 then tw = windowClock(tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), p) end
-      refund(alg, KEYS[2 * h - 1], cost, p, tw, tonumber(ARGV[b + 3]), ARGV[b + 7])
+      local tw, ta = t, t
+      if alg == 2 or alg == 3 then
+        local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+        tw, ta = windowClock(tu, shift, months, p), windowClock(admitted, shift, months, p)
+      end
+      refund(alg, KEYS[2 * h - 1], cost, p, tw, ta, tonumber(ARGV[b + 3]), ARGV[b + 7])
     end
   end
   return out
@@ -547,7 +562,7 @@ for h = 1, n do
     ok, reason, rem, retry, reset, id = gcra(key, cost, limit, p, tonumber(ARGV[b + 7]))
   elseif alg == 2 or alg == 3 then
     local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
-    local tw = windowClock(shift, months, p)
+    local tw = windowClock(tu, shift, months, p)
     if alg == 2 then
       local mw = tonumber(ARGV[b + 7])
       if months > 0 then mw = -1 end -- calendar months do not reserve

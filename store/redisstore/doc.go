@@ -51,6 +51,11 @@
 // exact one. Lease IDs are unique per key unless a key's state issued more
 // than 16 leases per microsecond of its life.
 //
+// Refund (store.Refunder) gives a window's count back in the window that
+// counted it, the one of the admitting decision's TIME (store.Result.Now),
+// never to a later window; a bucket's debt and a sliding log's latest
+// admissions as of the server's clock at the refund.
+//
 // A token bucket hit with a max wait (store.Hit.MaxWait) reserves its slot
 // in the same script, as Memory does, and Refund cancels the reservation
 // only while the key's state is the one the reservation left, so that a

@@ -259,7 +259,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 // scriptArgs returns the keys and arguments of the decide script for req's
 // hits, its first argument n (req.N to decide, -req.N to refund res), and
 // the limits of the hits in lim. Each hit's wait argument is its max wait
-// (deciding) or what its reservation left (refunding; "-" for none).
+// (deciding) or what its reservation left (refunding; "-" for none); a
+// refund's last argument is the admission's instant, res.Now in Unix µs.
 func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[store.MaxHits]*limit) ([]string, []any, error) {
 	if err := s.checkTags(req); err != nil {
 		return nil, nil, err
@@ -267,7 +268,7 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 	ls := s.load()
 	hits := req.Hits[:req.N]
 	keys := make([]string, 0, 2*req.N)
-	args := make([]any, 0, 2+7*req.N)
+	args := make([]any, 0, 3+7*req.N)
 	args = append(args, n)
 	for i := range hits {
 		h := &hits[i]
@@ -295,6 +296,11 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4], wait)
 	}
 	args = append(args, int64(req.Wait))
+	if res != nil {
+		// A refund's windows are those of the admission: res.Now is the
+		// server's TIME then, in Unix ns (µs on the script's side).
+		args = append(args, res.Now/1000)
+	}
 	return keys, args, nil
 }
 

@@ -35,11 +35,16 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 }
 
 // Refund gives back req's hits in Redis (store.Refunder), in one script
-// call on the server's clock: a window's count while the window holds it,
-// a bucket's debt, a sliding log's latest admissions still in its window;
-// concurrency hits are left to their leases. res is not needed on Redis
-// (no key there counts on a shared overflow state) but must be the
-// admitting result. Errors are Decide's; a lost reply is not retried.
+// call: a window's count in the window that counted it, the one of res.Now
+// (the server's TIME at the admitting decision), while the key's state
+// still holds that window (a sliding window's as its previous count too),
+// never a later window's; a fixed window's reservation still pending is
+// cancelled, and a bucket's debt and a sliding log's latest admissions
+// still in its window are given back, as of the server's clock now;
+// concurrency hits are left to their leases. res must be the admitting
+// result (Redis needs it for its instant and its reservations; no key
+// there counts on a shared overflow state). Errors are Decide's; a lost
+// reply is not retried.
 func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
 	if err := store.CheckRefund(req, res); err != nil {
 		return err

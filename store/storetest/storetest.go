@@ -58,7 +58,9 @@ func WithWrapper(wrap func(t *testing.T, body func(t *testing.T))) Option { retu
 // their permits conserved), Unregister (later calls naming the limit fail
 // with store.ErrUnknownLimit, also while decisions race with it; the name
 // is free again, the ID is not reused), bad specs and requests (errors
-// starting with "store: ", nothing charged), and for a store that
+// starting with "store: ", nothing charged), a refund of a fixed or
+// sliding window's admission made after the next window filled (it gives
+// that next window nothing back), and for a store that
 // implements store.Updater, Update: raising and lowering each algorithm's
 // limit keeps the key's usage (3 used of 3 raised to 4: exactly 1 more), a
 // token bucket's lowered rate keeps the tokens owed, reservations of a
@@ -95,6 +97,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		run(t, "concurrent_layered/"+alg.String(), func(h *harness) { testConcurrentLayered(h, alg) })
 		run(t, "reset/"+alg.String(), func(h *harness) { testReset(h, alg) })
 		run(t, "refund/"+alg.String(), func(h *harness) { testRefund(h, alg) })
+	}
+	for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindow} {
+		run(t, "refund_crossed/"+alg.String(), func(h *harness) { testRefundCrossed(h, alg) })
 	}
 	for _, alg := range []store.Algorithm{store.TokenBucket, store.FixedWindow} {
 		run(t, "reserve/"+alg.String(), func(h *harness) { testReserve(h, alg) })
@@ -964,4 +969,92 @@ func testRefund(h *harness, alg store.Algorithm) {
 	if err := rf.Refund(context.Background(), bad, &store.Result{}); err == nil {
 		h.t.Fatal("a refund of a decision that admitted nothing: no error")
 	}
+}
+
+// testRefundCrossed checks that a refund goes to the window that counted
+// the admission (store.Refunder): two units admitted in one window and
+// refunded after the next window has been filled give that next window
+// nothing back (a fixed window stays full; a sliding window loses only
+// the previous window's weight). On a server-time store the windows are
+// a period long, the test waits for the server's clock to cross into the
+// next window, and a run whose decisions in the next window straddled
+// its end proves nothing: it is run again on a fresh key, a few times.
+func testRefundCrossed(h *harness, alg store.Algorithm) {
+	rf, ok := h.s.(store.Refunder)
+	if !ok {
+		h.t.Skip("the store does not implement store.Refunder")
+	}
+	const tries = 5
+	p := h.period()
+	id := h.register(h.spec(alg, crossedLimit, p))
+	for try := range tries {
+		msg, raced := h.refundCrossed(rf, alg, id, fmt.Sprint("k", try), p)
+		if msg == "" {
+			return
+		}
+		if !raced {
+			h.t.Fatal(msg)
+		}
+		h.t.Logf("run %d raced the server's clock (%s); again on a fresh key", try+1, msg)
+	}
+	h.t.Fatalf("all %d runs raced the server's clock", tries)
+}
+
+const crossedLimit = 4
+
+// refundCrossed is one run of testRefundCrossed on key. It returns what
+// went wrong, or "", and whether the run raced the server's clock.
+func (h *harness) refundCrossed(rf store.Refunder, alg store.Algorithm, id store.LimitID, key string, p time.Duration) (string, bool) {
+	h.t.Helper()
+	k := store.Calendar{}.Clock(p)
+	window := func(now int64) int64 { return k.At(now) / int64(p) }
+	first := h.decide(store.Hit{Limit: id, Key: key, Cost: 2})
+	if !first.Allowed {
+		return fmt.Sprintf("2 of %d refused: %+v", crossedLimit, first.Decision()), false
+	}
+	w := window(first.Now)
+	// Into the middle of the next window, where a sliding window's
+	// previous count weighs about half: on the server's clock by waiting,
+	// checked by peeking (bounded).
+	mid := (w+1)*int64(p) + int64(p)/2
+	if !h.cfg.serverTime {
+		h.now = k.Real(mid)
+	} else {
+		h.advance(time.Duration(mid - k.At(first.Now)))
+		for range 10 {
+			if window(h.decide(store.Hit{Limit: id, Key: key}).Now) > w {
+				break
+			}
+			h.advance(p / 10)
+		}
+	}
+	// The next window takes what is left; then the refund of the first two.
+	peek := h.decide(store.Hit{Limit: id, Key: key})
+	left := peek.Decision().Remaining
+	fill := h.decide(store.Hit{Limit: id, Key: key, Cost: left})
+	if window(peek.Now) != w+1 {
+		return fmt.Sprintf("the next window %d not reached (at %d)", w+1, window(peek.Now)), true
+	}
+	if !fill.Allowed {
+		return fmt.Sprintf("the next window's %d refused: %+v", left, fill.Decision()), window(fill.Now) != w+1
+	}
+	req := &store.Request{Now: h.now}
+	req.Add(id, key, 2)
+	if err := rf.Refund(context.Background(), req, first); errors.Is(err, errors.ErrUnsupported) {
+		h.t.Skipf("Refund is not supported: %v", err)
+	} else if err != nil {
+		h.t.Fatal(err)
+	}
+	after := h.decide(store.Hit{Limit: id, Key: key})
+	// A fixed window: its own count stands, nothing fits. A sliding
+	// window: the previous window's weight is gone, what it weighed fits.
+	want := int64(0)
+	if alg == store.SlidingWindow {
+		want = crossedLimit - left
+	}
+	if got := after.Decision().Remaining; got != want {
+		return fmt.Sprintf("after the refund of the previous window's 2 (the next took %d): Remaining %d, want %d",
+			left, got, want), window(fill.Now) != w+1 || window(after.Now) != w+1
+	}
+	return "", false
 }
