@@ -318,6 +318,9 @@ func (s *ShardedSemaphore) SetLimit(limit int64) error {
 // Limit returns the current limit.
 func (s *ShardedSemaphore) Limit() int64 { return s.limit.Load() }
 
+// Shards returns the number of shard-local caches.
+func (s *ShardedSemaphore) Shards() int { return len(s.shards) }
+
 // Inflight returns the units currently held. It adds up several words that
 // are not read at one instant, so under concurrent use it is approximate;
 // when the semaphore is quiet it is exact.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/loggate"
@@ -33,7 +32,7 @@ type rule struct {
 	// for.
 	waits      *waiters
 	canReserve bool
-	sem        *concurrency.Semaphore
+	sem        permits // a Global Concurrency rule's
 	queue      *queueing.Queue
 	lanes      [nPriorities]queueing.Lane // queue's, by Priority.lane
 	lim        *adaptive.Limiter

@@ -274,7 +274,7 @@ func (c *Controller) Stats() Stats {
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
-		case r.sem != nil:
+		case r.sem.ok():
 			rs.Inflight = r.sem.Inflight()
 			if r.queue != nil {
 				rs.Waiting = r.queue.Len()
