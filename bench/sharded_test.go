@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/shed"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 )
 
@@ -84,10 +85,18 @@ func BenchmarkGlobalCap(b *testing.B) {
 }
 
 // BenchmarkShedGlobalCap: one admission through shed.Controller.Decide
-// (the clock read included, as a request pays it) under one Global rate
-// rule, a cap high enough never to reject, against x/time/rate's Allow (its
-// own clock read included), serial and parallel. Decide's result is
+// (the clock read included, as a request pays it) under one Global rule, a
+// cap high enough never to reject, serial and parallel. Decide's result is
 // checked and its token released, as a request does.
+//   - sluice, sluice-window: a Global token bucket and fixed window (both
+//     sharded), against xtimerate, x/time/rate's Allow (its own clock read
+//     included);
+//   - sluice-conc: a Global Concurrency rule of concurrencyCap, which
+//     decides on the sharded semaphore (GOMAXPROCS above 1);
+//   - sluice-conc-single: the same rule at singleWordCap, below the limit
+//     from which shed shards, so on the single-word semaphore;
+//   - xsync: golang.org/x/sync/semaphore TryAcquire and Release of one
+//     unit, the peer of the concurrency rules.
 func BenchmarkShedGlobalCap(b *testing.B) {
 	const limit = math.MaxInt32
 	impls := []struct {
@@ -119,9 +128,25 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 				return err == nil && d.Allowed
 			}, func() { _ = c.Close() }
 		}},
+		{"sluice-conc", func(b *testing.B) (func() bool, func()) {
+			return shedConcurrency(b, concurrencyCap)
+		}},
+		{"sluice-conc-single", func(b *testing.B) (func() bool, func()) {
+			return shedConcurrency(b, singleWordCap)
+		}},
 		{"xtimerate", func(b *testing.B) (func() bool, func()) {
 			l := rate.NewLimiter(rate.Limit(1e9), limit)
 			return l.Allow, func() {}
+		}},
+		{"xsync", func(b *testing.B) (func() bool, func()) {
+			s := semaphore.NewWeighted(concurrencyCap)
+			return func() bool {
+				if !s.TryAcquire(1) {
+					return false
+				}
+				s.Release(1)
+				return true
+			}, func() {}
 		}},
 	}
 	for _, impl := range impls {
@@ -149,4 +174,26 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 			})
 		})
 	}
+}
+
+// concurrencyCap and singleWordCap are the limits of BenchmarkShedGlobalCap's
+// concurrency rules: shed decides a Global Concurrency rule without a queue
+// on the sharded semaphore from 8 permits a shard (64 at GOMAXPROCS 2, 512
+// at 16), so the first is sharded and the second, below any of those, is
+// not; neither is reached by RunParallel's GOMAXPROCS goroutines up to 32.
+const concurrencyCap, singleWordCap = 1 << 20, 32
+
+// shedConcurrency returns an admission through Controller.Decide under one
+// Global Concurrency rule of limit, and the Controller's Close.
+func shedConcurrency(b *testing.B, limit int64) (func() bool, func()) {
+	c, err := shed.New([]shed.Rule{{Name: "inflight", Algorithm: shed.Concurrency, Limit: limit}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	return func() bool {
+		d, tok, err := c.Decide(ctx, shed.Attempt{})
+		tok.Done(shed.Success)
+		return err == nil && d.Allowed
+	}, func() { _ = c.Close() }
 }

@@ -56,7 +56,7 @@ import (
 // serial use, this one where several cores admit against one limit at
 // once.
 //
-// TryAcquire and Release take no lock and allocate nothing; SetLimit takes
+// TryAcquire and Release (and their Shard forms) take no lock and allocate nothing; SetLimit takes
 // a mutex (shared only with other SetLimit calls). A ShardedSemaphore is
 // safe for concurrent use. The zero value is not usable; call
 // NewShardedSemaphore. Releasing more than is held breaks the bound and is
@@ -116,7 +116,31 @@ func (s *ShardedSemaphore) TryAcquire(n int64) bool {
 		// huge n would wrap a shard's word back to a positive count.
 		return false
 	}
-	home := &s.shards[pickShard(s.mask)]
+	return s.tryAcquire(&s.shards[pickShard(s.mask)], n)
+}
+
+// TryAcquireShard is TryAcquire on the cache of shard i modulo Shards,
+// instead of the one picked from the calling goroutine's stack: for a
+// caller whose acquire and release are made at different stack depths (or
+// on different goroutines), which would land on different shards and move
+// the units through the central pool on every round trip. It passes the
+// same i to ReleaseShard; callers running at once on different cores pass
+// different i's, or they meet on one line.
+func (s *ShardedSemaphore) TryAcquireShard(i uint64, n int64) bool {
+	if n <= 0 {
+		if n < 0 {
+			panic("concurrency: ShardedSemaphore.TryAcquireShard with negative n")
+		}
+		return true
+	}
+	if n > MaxSemaphoreLimit {
+		return false // as in TryAcquire
+	}
+	return s.tryAcquire(&s.shards[i&s.mask], n)
+}
+
+// tryAcquire admits n (0 < n <= MaxSemaphoreLimit) from home first.
+func (s *ShardedSemaphore) tryAcquire(home *counterShard, n int64) bool {
 	// Optimistic add, undone on overshoot (one XADD, as in Semaphore). A
 	// failed attempt leaves the cache short by n for an instant, which can
 	// make a concurrent caller of this shard or a stealer miss units.
@@ -274,7 +298,29 @@ func (s *ShardedSemaphore) Release(n int64) {
 	if n > MaxSemaphoreLimit {
 		panic(fmt.Sprintf("concurrency: ShardedSemaphore.Release(%d) releases more than any limit", n))
 	}
-	s.deposit(&s.shards[pickShard(s.mask)], n)
+	s.release(&s.shards[pickShard(s.mask)], n)
+}
+
+// ReleaseShard is Release into the cache of shard i modulo Shards (see
+// TryAcquireShard). Units may be released on another shard than the one
+// they were acquired on; only the cache they warm differs.
+func (s *ShardedSemaphore) ReleaseShard(i uint64, n int64) {
+	if n <= 0 {
+		if n < 0 {
+			panic("concurrency: ShardedSemaphore.ReleaseShard with negative n")
+		}
+		return
+	}
+	if n > MaxSemaphoreLimit {
+		panic(fmt.Sprintf("concurrency: ShardedSemaphore.ReleaseShard(%d) releases more than any limit", n))
+	}
+	s.release(&s.shards[i&s.mask], n)
+}
+
+// release deposits n (0 < n <= MaxSemaphoreLimit) at home and runs the
+// capacity hook.
+func (s *ShardedSemaphore) release(home *counterShard, n int64) {
+	s.deposit(home, n)
 	if g := s.onCapacity.gate.Load(); g != nil && g.Load() != 0 {
 		s.onCapacity.run()
 	}
@@ -317,6 +363,9 @@ func (s *ShardedSemaphore) SetLimit(limit int64) error {
 
 // Limit returns the current limit.
 func (s *ShardedSemaphore) Limit() int64 { return s.limit.Load() }
+
+// Shards returns the number of shard-local caches.
+func (s *ShardedSemaphore) Shards() int { return len(s.shards) }
 
 // Inflight returns the units currently held. It adds up several words that
 // are not read at one instant, so under concurrent use it is approximate;

@@ -427,3 +427,55 @@ func TestShardedSemaphoreTinyCaches(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedSemaphoreRoundTripOnGivenShardStaysInItsCache: acquires and
+// releases that name one shard meet on its cache, whatever the stack depth
+// of either, so that a round trip never goes to the pool once the cache
+// holds units; units acquired on one shard and released on another are
+// all still counted.
+func TestShardedSemaphoreRoundTripOnGivenShardStaysInItsCache(t *testing.T) {
+	s, err := NewShardedSemaphore(1024, WithShardCount(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const i = 8 + 3 // taken modulo the shard count
+	if !s.TryAcquireShard(i, 1) {
+		t.Fatal("first acquire rejected")
+	}
+	s.ReleaseShard(i, 1)
+	pool := s.pool.Load()
+	for d := range 8 {
+		if !acquireAtDepth(s, d, i) {
+			t.Fatalf("depth %d: rejected", d)
+		}
+		s.ReleaseShard(i, 1)
+		if got := s.pool.Load(); got != pool {
+			t.Fatalf("depth %d: the pool went from %d to %d: the round trip left shard 3", d, pool, got)
+		}
+	}
+	if got := s.shards[3].n.Load(); got != 1 {
+		t.Fatalf("shard 3 caches %d units, want the 1 released there", got)
+	}
+	for j := range uint64(8) {
+		if !s.TryAcquireShard(j, 100) {
+			t.Fatalf("shard %d: 100 of 1024 free rejected", j)
+		}
+		s.ReleaseShard(j+1, 100)
+	}
+	if s.Inflight() != 0 || s.Available() != 1024 {
+		t.Fatalf("inflight %d, available %d after every unit came back", s.Inflight(), s.Available())
+	}
+}
+
+// acquireAtDepth calls s.TryAcquireShard(i, 1) depth frames of 1 KiB
+// below the caller.
+//
+//go:noinline
+func acquireAtDepth(s *ShardedSemaphore, depth int, i uint64) bool {
+	var pad [1024]byte
+	pad[depth] = byte(depth)
+	if depth > 0 {
+		return acquireAtDepth(s, depth-1, i) && pad[depth] == byte(depth)
+	}
+	return s.TryAcquireShard(i, 1)
+}

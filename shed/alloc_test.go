@@ -109,3 +109,36 @@ func TestPrefixOverflowAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalConcurrencyDecideAllocs: an admission through Decide and its
+// Done under a Global Concurrency rule allocates nothing, on the single
+// word and on the sharded semaphore.
+func TestGlobalConcurrencyDecideAllocs(t *testing.T) {
+	limits := map[string]int64{"single": 16}
+	if from := shardedFrom(); from > 0 {
+		limits["sharded"] = from
+	}
+	for name, limit := range limits {
+		t.Run(name, func(t *testing.T) {
+			c, err := New([]Rule{{Name: "inflight", Algorithm: Concurrency, Limit: limit}}, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if sharded := c.set.Load().rules[0].sem.sharded != nil; sharded != (name == "sharded") {
+				t.Fatalf("limit %d: sharded %v", limit, sharded)
+			}
+			ctx := context.Background()
+			n := testing.AllocsPerRun(1000, func() {
+				d, tok, err := c.Decide(ctx, Attempt{})
+				if err != nil || !d.Allowed {
+					t.Fatalf("rejected below the limit: %+v, %v", d, err)
+				}
+				tok.Done(Success)
+			})
+			if n != 0 {
+				t.Fatalf("%v allocations per decision", n)
+			}
+		})
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/loggate"
@@ -33,7 +32,7 @@ type rule struct {
 	// for.
 	waits      *waiters
 	canReserve bool
-	sem        *concurrency.Semaphore
+	sem        permits // a Global Concurrency rule's
 	queue      *queueing.Queue
 	lanes      [nPriorities]queueing.Lane // queue's, by Priority.lane
 	lim        *adaptive.Limiter
@@ -123,7 +122,8 @@ type Controller struct {
 	// wall time of a decision is derived, never read again.
 	wallAnchor, monoAnchor int64
 
-	pool   sync.Pool // of *ticket
+	pool   sync.Pool     // of *ticket
+	nTick  atomic.Uint64 // tickets made, numbering their semShard
 	ctr    counters
 	logs   logGates
 	early  func(EarlyWarning)
@@ -201,7 +201,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	set.weights = cfg.tierWeights
 	c.publish(set)
 	c.pool.New = func() any {
-		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), buf: make([]byte, 0, 256)}
+		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), semShard: c.nTick.Add(1), buf: make([]byte, 0, 256)}
 	}
 	return c, nil
 }

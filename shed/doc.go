@@ -38,7 +38,11 @@
 //     one word: exact like the single word, with a Remaining that is a
 //     lower bound; sliding windows and logs decide on one word);
 //  3. takes the Global concurrency and adaptive permits, in this process,
-//     waiting up to a rule's MaxWait if it allows waiting;
+//     waiting up to a rule's MaxWait if it allows waiting (a Global
+//     Concurrency rule without MaxWait whose limit reaches 8 permits a
+//     shard of the default count, 64 at GOMAXPROCS 2, decides on a
+//     concurrency.ShardedSemaphore, exact like the single word; with
+//     MaxWait, below that limit, or at GOMAXPROCS 1, on one word);
 //  4. decides every per-key rule in one store call (store.Store; a Memory
 //     store by default), all or nothing.
 //

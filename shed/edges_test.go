@@ -137,19 +137,34 @@ func TestNegativeClockIsNoFailOpen(t *testing.T) {
 // TestResizedConcurrencyRuleNeverAdmitsPastNewLimit: lowering a Global
 // Concurrency rule from 4 to 3 while 4 run admits nothing new until fewer
 // than 3 run; raising it admits up to the new limit at once, counting the
-// permits held under the old rule set.
+// permits held under the old rule set. With every limit and cost scaled by
+// m, the same holds of a sharded semaphore (the rule's limit reaching
+// shardedFrom, no queue), which a resize keeps.
 func TestResizedConcurrencyRuleNeverAdmitsPastNewLimit(t *testing.T) {
-	for _, wait := range []time.Duration{0, time.Millisecond} {
-		t.Run(fmt.Sprint("maxwait=", wait), func(t *testing.T) {
+	type scaled struct {
+		wait time.Duration
+		m    int64
+	}
+	cases := []scaled{{0, 1}, {time.Millisecond, 1}}
+	if from := shardedFrom(); from > 0 {
+		cases = append(cases, scaled{0, (from + 2) / 3})
+	}
+	for _, cs := range cases {
+		wait, m := cs.wait, cs.m
+		t.Run(fmt.Sprint("maxwait=", wait, ",scale=", m), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rules := func(limit int64) []Rule {
-					return []Rule{{Name: "inflight", Algorithm: Concurrency, Limit: limit, MaxWait: wait}}
+					return []Rule{{Name: "inflight", Algorithm: Concurrency, Limit: limit * m, MaxWait: wait}}
 				}
 				c, _, _ := newTest(t, rules(4))
+				sharded := func() bool { return c.set.Load().rules[0].sem.sharded != nil }
+				if sharded() != (m > 1) {
+					t.Fatalf("scale %d: sharded %v", m, sharded())
+				}
 				try := func() (Token, bool) {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 					defer cancel()
-					d, tok, err := c.Decide(ctx, Attempt{})
+					d, tok, err := c.Decide(ctx, Attempt{Cost: m})
 					return tok, err == nil && d.Allowed
 				}
 				var held []Token
@@ -192,6 +207,9 @@ func TestResizedConcurrencyRuleNeverAdmitsPastNewLimit(t *testing.T) {
 				}
 				if _, ok := try(); ok {
 					t.Fatal("5 running under a limit of 5: admitted")
+				}
+				if sharded() != (m > 1) {
+					t.Fatalf("scale %d: sharded %v after the resizes", m, sharded())
 				}
 				for _, tok := range held {
 					tok.Done(Success)

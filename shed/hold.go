@@ -33,7 +33,7 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 		return true, 0, nil
 	}
 	if r.queue == nil || r.dry {
-		if !r.sem.TryAcquire(a.cost) {
+		if !r.sem.TryAcquire(a.semShard, a.cost) {
 			return false, c.semHint(r, a.cost), nil
 		}
 		a.sems = append(a.sems, i)
@@ -138,7 +138,7 @@ func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
 		if r.queue != nil && !r.dry { // a dry-run rule takes its permits from sem itself
 			r.lane(a).Release(a.cost)
 		} else {
-			r.sem.Release(a.cost)
+			r.sem.Release(a.semShard, a.cost)
 		}
 	}
 	a.sems = a.sems[:0]

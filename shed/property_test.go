@@ -21,18 +21,28 @@ import (
 // any outcome, done twice or not) and clock moves, the Controller's
 // inflight count and the global semaphore's equal what the live tokens
 // hold; once every token is done, everything is back (inflight 0, every
-// lease released so a full-cost attempt fits again).
+// lease released so a full-cost attempt fits again). Every limit and cost
+// is scaled by m: at m = 1 the global semaphore is one word, at the m
+// that makes its limit reach shardedFrom it is sharded.
 func TestPermitsConserved(t *testing.T) {
+	scales := []int64{1}
+	if from := shardedFrom(); from > 0 {
+		scales = append(scales, (from+3)/4)
+	}
 	rapid.Check(t, func(t *rapid.T) {
+		m := rapid.SampledFrom(scales).Draw(t, "scale")
 		clk := newFakeClock()
 		c, err := New([]Rule{
-			{Name: "cap", Algorithm: TokenBucket, Limit: 20, Rate: concurrency.Per(10, time.Second)},
-			{Name: "conc", Algorithm: Concurrency, Limit: 4},
-			{Name: "lease", Identity: IP, Algorithm: Concurrency, Limit: 2, LeaseTTL: time.Hour},
-			{Name: "log", Identity: IP, Algorithm: SlidingLog, Limit: 5, Window: time.Second, DryRun: rapid.Bool().Draw(t, "dry")},
+			{Name: "cap", Algorithm: TokenBucket, Limit: 20 * m, Rate: concurrency.Per(10*m, time.Second)},
+			{Name: "conc", Algorithm: Concurrency, Limit: 4 * m},
+			{Name: "lease", Identity: IP, Algorithm: Concurrency, Limit: 2 * m, LeaseTTL: time.Hour, Capacity: 16},
+			{Name: "log", Identity: IP, Algorithm: SlidingLog, Limit: 5 * m, Window: time.Second, Capacity: 16, DryRun: rapid.Bool().Draw(t, "dry")},
 		}, WithClock(clk.now), quiet())
 		if err != nil {
 			t.Fatal(err)
+		}
+		if sharded := c.set.Load().rules[1].sem.sharded != nil; sharded != (m > 1) {
+			t.Fatalf("scale %d: the global semaphore sharded %v", m, sharded)
 		}
 		type live struct {
 			tok  Token
@@ -49,7 +59,7 @@ func TestPermitsConserved(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "steps") {
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0, 1:
-				cost := rapid.Int64Range(1, 2).Draw(t, "cost")
+				cost := rapid.Int64Range(1, 2*m).Draw(t, "cost")
 				ip := ips[rapid.IntRange(0, 1).Draw(t, "ip")]
 				d, tok, err := c.Decide(context.Background(), Attempt{IP: ip, Cost: cost})
 				if err != nil {
@@ -85,7 +95,7 @@ func TestPermitsConserved(t *testing.T) {
 		}
 		clk.add(time.Hour / 2) // refill the cap and the log; leases are not expired
 		for _, ip := range ips {
-			d, tok, _ := c.Decide(context.Background(), Attempt{IP: ip, Cost: 2})
+			d, tok, _ := c.Decide(context.Background(), Attempt{IP: ip, Cost: 2 * m})
 			if !d.Allowed {
 				t.Fatalf("after all done, %v: %+v", ip, d)
 			}

@@ -27,7 +27,9 @@ type Config struct {
 // and local rate state. A Global Concurrency rule whose limit alone changed
 // keeps its semaphore, queue and counters under the new limit: the permits
 // held count against it, so a lowered limit admits nothing new until fewer
-// than it run. A Global rate rule whose algorithm, window and calendar
+// than it run. It keeps the kind of semaphore it was built with (sharded
+// or one word, see Concurrency) even when the new limit would choose the
+// other: the permits held go back to that one. A Global rate rule whose algorithm, window and calendar
 // stay keeps what it counted under its new limit: a window its count, a
 // sliding log its admissions, a token bucket its debt (the tokens owed,
 // converted once at the reload when the rate changes, at most the new

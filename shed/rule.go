@@ -76,7 +76,9 @@ const (
 	// exactly; its memory grows with Limit.
 	SlidingLog = Algorithm(store.SlidingLog)
 	// Concurrency holds at most Limit requests at once: a semaphore in this
-	// process for a Global rule, expiring store leases (LeaseTTL) per key.
+	// process for a Global rule (sharded over cores when the rule has no
+	// MaxWait and Limit reaches 8 permits a shard, 64 at GOMAXPROCS 2;
+	// exact either way), expiring store leases (LeaseTTL) per key.
 	Concurrency = Algorithm(store.Concurrency)
 	// Adaptive holds at most the limit of an adaptive.Limiter at once; the
 	// limit follows the latency and drops that Token.Done reports. With

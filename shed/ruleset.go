@@ -192,7 +192,7 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 // is the same Global Concurrency rule with another limit: it then keeps
 // o's semaphore, so the permits held under o count against r.
 func resizable(o *rule, r Rule, dryAll bool) bool {
-	if o.sem == nil || o.dry != (r.DryRun || dryAll) {
+	if !o.sem.ok() || o.dry != (r.DryRun || dryAll) {
 		return false
 	}
 	was := o.Rule
@@ -235,7 +235,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 	case r.Algorithm == Adaptive:
 		dst.lim = r.Limiter
 	case r.local() && r.Algorithm == Concurrency:
-		if dst.sem, err = concurrency.NewSemaphore(r.Limit); err != nil {
+		if dst.sem, err = newPermits(r); err != nil {
 			return r.errorf("%w", err)
 		}
 		if r.MaxWait > 0 {
@@ -243,7 +243,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			if r.QueueLength > 0 {
 				qopts = append(qopts, queueing.WithMaxLength(r.QueueLength))
 			}
-			if dst.queue, err = queueing.New(dst.sem, qopts...); err != nil {
+			if dst.queue, err = queueing.New(dst.sem.one, qopts...); err != nil {
 				return r.errorf("%w", err)
 			}
 			for p := range dst.lanes {

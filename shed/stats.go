@@ -223,8 +223,10 @@ type RuleStats struct {
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
-	// rule, and Waiting the requests queued for one, or waiting for the
-	// slots a TokenBucket rule with MaxWait reserved.
+	// rule (of a sharded Concurrency rule, a sum of shard caches read one
+	// after another: exact when no decision runs), and Waiting the
+	// requests queued for one, or waiting for the slots a TokenBucket rule
+	// with MaxWait reserved.
 	Inflight int64
 	Waiting  int
 	// Table is the store's key table of a per-key rule (keys held,
@@ -274,7 +276,7 @@ func (c *Controller) Stats() Stats {
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
-		case r.sem != nil:
+		case r.sem.ok():
 			rs.Inflight = r.sem.Inflight()
 			if r.queue != nil {
 				rs.Waiting = r.queue.Len()

@@ -17,6 +17,12 @@ import (
 type ticket struct {
 	c     *Controller
 	shard int
+	// semShard is the shard of the sharded semaphores the attempt takes
+	// its permits from and gives them back to: one for both, whatever the
+	// stack depth of Decide and Done (see permits). Tickets are numbered
+	// as they are made, so that those in use at once, one a P mostly (they
+	// come from a sync.Pool), are on different shards.
+	semShard uint64
 	// set is the rule set the attempt was decided on: what it holds is
 	// given back to that set's rules even if the Controller's moved on.
 	set *ruleSet
