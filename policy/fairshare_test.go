@@ -102,8 +102,10 @@ func TestTierWeightsField(t *testing.T) {
 }
 
 // splitRunning runs four clients of a pro tenant and four of a free one
-// back to back on c for a second, each holding its permit 10 ms, and
-// returns how many of each run then. It runs in a synctest bubble.
+// back to back on c for a second, each holding its permit 10 ms (and g µs
+// for client g), and returns how many of each run at 90 or more of 100
+// instants between releases (-1 and -1 when no split held that often). It
+// runs in a synctest bubble.
 func splitRunning(c *shed.Controller) (pro, free int) {
 	var mu sync.Mutex
 	running := map[string]int{}
@@ -123,7 +125,9 @@ func splitRunning(c *shed.Controller) (pro, free int) {
 				mu.Lock()
 				running[a.Tier]++
 				mu.Unlock()
-				time.Sleep(10 * time.Millisecond) // virtual: the bubble's clock
+				// Virtual time; holds differ by g µs so that no two clients
+				// release at one instant (see shed's splitRunning).
+				time.Sleep(10*time.Millisecond + time.Duration(g)*time.Microsecond)
 				mu.Lock()
 				running[a.Tier]--
 				mu.Unlock()
@@ -131,11 +135,26 @@ func splitRunning(c *shed.Controller) (pro, free int) {
 			}
 		})
 	}
-	time.Sleep(time.Second + 5*time.Millisecond) // between two releases
-	mu.Lock()
-	pro, free = running["pro"], running["free"]
-	mu.Unlock()
+	// The split seen at most of 100 instants between releases.
+	type split struct{ pro, free int }
+	seen := map[split]int{}
+	time.Sleep(5 * time.Millisecond)
+	for range 100 {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		seen[split{running["pro"], running["free"]}]++
+		mu.Unlock()
+	}
 	cancel()
 	wg.Wait()
-	return pro, free
+	var most split
+	for sp, n := range seen {
+		if n > seen[most] {
+			most = sp
+		}
+	}
+	if seen[most] < 90 {
+		return -1, -1 // no split held: the caller's check fails
+	}
+	return most.pro, most.free
 }
