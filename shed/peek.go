@@ -36,9 +36,10 @@ import (
 //     permit free now. A rule with MaxWait would queue what does not fit,
 //     where its discipline, a fair share, or an adaptive limiter's
 //     pressure may decide otherwise; a peek does not predict queues;
-//   - a key that the full table of an OverflowReject rule has no room for
-//     is shed (Shedding); under OverflowShare and OverflowPrefix it reads
-//     as a fresh key.
+//   - a key that a rule's full table has no room for reads as it would be
+//     decided: shed (Shedding) under OverflowReject, on the shared state
+//     under OverflowShare, on its network's prefix under OverflowPrefix
+//     (shed when the prefix is spent; a prefix's figures make no headers).
 //
 // Dry-run rules and penalties mark DryRun instead, as in Decide. The
 // first rule that would reject decides, as in Decide.
@@ -125,36 +126,75 @@ func (c *Controller) peek(ctx context.Context, a *ticket, d *Decision) error {
 	}
 	if len(p.stored) > 0 {
 		c.storeHits(ctx, a, p, 0, true)
-		if a.req.N > 0 {
-			if err := c.store.Decide(ctx, &a.req, &a.res); err != nil {
-				c.ctr.add(a.shard, cStoreErrors, 1)
-				if cerr := ctx.Err(); cerr != nil {
-					return cerr
-				}
-				return fmt.Errorf("shed: Peek: the store failed: %w", err)
-			}
-			for j := range a.res.N {
-				i := a.hitRule[j]
-				r := &a.set.rules[i]
-				if a.res.Hits[j].Overflow && r.Overflow == concurrency.OverflowReject {
-					if r.dry {
-						peekDry(d, r.Name, Shedding)
-						continue
-					}
-					d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, shedHint
-					d.Warning, d.WarningRule = false, ""
-					return nil
-				}
-				if !c.peekFits(a, d, i, a.res.Hits[j].Decision, a.cost, shedHint) {
-					return nil
-				}
-			}
+		if ok, err := c.peekStore(ctx, a, d); !ok || err != nil {
+			return err
 		}
 	}
 	if d.rule >= 0 {
 		d.Rule = a.set.rules[d.rule].Name
 	}
 	return nil
+}
+
+// peekStore reads the store state of the hits in a.req (at cost 0) and
+// folds it into d, as decideStore decides them: a key that a full table
+// has no room for is shed (OverflowReject) or read on its network prefix
+// (OverflowPrefix; a prefix's figures make no headers, and a spent prefix
+// is shed), and read on the shared state under OverflowShare. It reports
+// false when a rule rejects (d holds the rejection), or with the error of
+// a store that failed.
+func (c *Controller) peekStore(ctx context.Context, a *ticket, d *Decision) (bool, error) {
+	for a.req.N > 0 {
+		if err := c.store.Decide(ctx, &a.req, &a.res); err != nil {
+			c.ctr.add(a.shard, cStoreErrors, 1)
+			if cerr := ctx.Err(); cerr != nil {
+				return false, cerr
+			}
+			return false, fmt.Errorf("shed: Peek: the store failed: %w", err)
+		}
+		moved := false
+		for j := range a.res.N {
+			if r := &a.set.rules[a.hitRule[j]]; a.res.Hits[j].Overflow && r.Overflow == OverflowPrefix && a.toPrefix(r, j) {
+				moved = true
+			}
+		}
+		if moved {
+			continue // the same read again, those keys on their prefixes
+		}
+		for j := range a.res.N {
+			i := a.hitRule[j]
+			r := &a.set.rules[i]
+			st, over := a.res.Hits[j].Decision, a.res.Hits[j].Overflow
+			prefix := a.onPrefix(r, j)
+			switch {
+			case !prefix && !over:
+				if !c.peekFits(a, d, i, st, a.cost, shedHint) {
+					return false, nil
+				}
+				continue
+			case !prefix && r.Overflow == concurrency.OverflowShare && a.cost <= st.Remaining:
+				if r.Algorithm.rate() {
+					c.consider(d, i, st)
+				}
+				continue
+			case prefix && !over && a.cost <= st.Remaining:
+				continue
+			}
+			if r.dry {
+				peekDry(d, r.Name, Shedding)
+				continue
+			}
+			retry := shedHint // a full table, as shedOverflow says; a prefix as shedPrefix does
+			if prefix && !over && r.Algorithm.rate() && a.cost <= st.Limit {
+				retry = max(st.ResetAfter, 1)
+			}
+			d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, retry
+			d.Warning, d.WarningRule = false, ""
+			return false, nil
+		}
+		break
+	}
+	return true, nil
 }
 
 // peekFits reports whether an attempt of cost fits rule i, whose state st

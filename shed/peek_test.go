@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -311,5 +312,50 @@ func TestPeekErrors(t *testing.T) {
 	faulty.SetErr(store.Unavailable(errors.New("connection refused")))
 	if _, err := f.Peek(context.Background(), Attempt{Tenant: "acme"}); err == nil || !strings.HasPrefix(err.Error(), "shed: Peek: ") {
 		t.Fatalf("a failing store: %v", err)
+	}
+}
+
+// TestPeekFullTable: a key that a rule's full table has no room for reads
+// as a decision would meet it: shed under OverflowReject, on its
+// network's prefix under OverflowPrefix (admitted while the prefix has
+// room, without the prefix's figures; shed when it is spent), and the
+// peek does what the next decision does.
+func TestPeekFullTable(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		overflow concurrency.Overflow
+		factor   float64
+		ip       netip.Addr
+		allowed  bool
+	}{
+		{"reject", concurrency.OverflowReject, 0, netip.AddrFrom4([4]byte{10, 8, 0, 1}), false},
+		{"prefix room", OverflowPrefix, 0, netip.AddrFrom4([4]byte{10, 8, 0, 1}), true},
+		{"prefix spent", OverflowPrefix, 0.001, netip.AddrFrom4([4]byte{10, 9, 0, 200}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1000, Rate: concurrency.Per(1, time.Hour),
+				Capacity: 16, Overflow: tc.overflow, Prefix: Prefix{Factor: tc.factor}}})
+			for i := range 64 { // the flood fills the table, then its prefix
+				if d, tok, _ := c.Decide(ctx, Attempt{IP: netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})}); d.Allowed {
+					tok.Done(Success)
+				}
+			}
+			p, err := c.Peek(ctx, Attempt{IP: tc.ip})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Allowed != tc.allowed || (!p.Allowed && (p.Kind != Shedding || p.Rule != "ip")) || (p.Allowed && p.Rule != "") {
+				t.Fatalf("peek: %+v", p)
+			}
+			d, tok, err := c.Decide(ctx, Attempt{IP: tc.ip})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok.Done(Success)
+			if d.Allowed != p.Allowed || d.Kind != p.Kind || d.Rule != p.Rule {
+				t.Fatalf("peek %+v, then the decision %+v", p, d)
+			}
+		})
 	}
 }
