@@ -63,8 +63,9 @@ func (c *Controller) Peek(ctx context.Context, a Attempt) (Decision, error) {
 // PeekRequest is Peek for the Attempt the middleware builds from r: the
 // same client address (WithResolver), identities, tier, priority, weight
 // and attributes (WithClient), category (WithCategory), cost (WithCost),
-// Composite key parts, and suspicion, read from the client's score as it
-// stands (no signal of r is recorded). An exempt request
+// Composite key parts, and suspicion: the score r would get
+// (fingerprint.Tracker.Score), from what the client's requests recorded
+// and r's own signals, without recording r. An exempt request
 // (WithExemptions) reads as allowed by no rule. It reads nothing from r's
 // body; the context is r's. Safe for concurrent use.
 func (c *Controller) PeekRequest(r *http.Request) (Decision, error) {

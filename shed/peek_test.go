@@ -359,3 +359,45 @@ func TestPeekFullTable(t *testing.T) {
 		})
 	}
 }
+
+// TestPeekRequestRecordsNothing: PeekRequest reads a suspicious request's
+// tightened limits from the score it would get (here: no User-Agent), but
+// records nothing (a client only peeking is never tracked), and counts no
+// unknown peer.
+func TestPeekRequestRecordsNothing(t *testing.T) {
+	s := noAgentSuspicion(t)
+	c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: concurrency.Per(1, time.Hour)}},
+		WithSuspicion(s))
+	noAgent := func(r *http.Request) { r.Header.Del("User-Agent") }
+	if w := send(h, "192.0.2.2", noAgent); w.Code != http.StatusOK {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	entries := s.Tracker.Stats().Entries
+	peek := func(ip string) Decision {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = ip
+		r.Header.Del("User-Agent")
+		d, err := c.PeekRequest(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for range 5 {
+		if d := peek("192.0.2.2:4000"); !d.Tightened || d.Limit != 2 || d.Remaining != 1 || !d.Allowed {
+			t.Fatalf("the suspicious client: %+v, want its tightened burst of 2, 1 left", d)
+		}
+		if d := peek("192.0.2.3:4000"); !d.Tightened || d.Limit != 2 || d.Remaining != 2 {
+			t.Fatalf("a client that only peeks: %+v, want tightened and untouched", d)
+		}
+		_ = peek("@") // a unix socket's peer
+	}
+	st := c.Stats()
+	if got := s.Tracker.Stats().Entries; got != entries {
+		t.Fatalf("peeks recorded signals: %d tracked clients, %d before", got, entries)
+	}
+	if st.UnknownPeers != 0 || st.Tightened != 1 || st.Peeks != 15 {
+		t.Fatalf("stats after peeks: %+v", st)
+	}
+}

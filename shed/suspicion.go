@@ -91,24 +91,24 @@ type suspicion struct {
 
 // observe feeds r's signals for a's client and marks a tightened when its
 // score is above the threshold. a's IP key is built. With peek it reads
-// the client's score as recorded (fingerprint.Tracker.Peek), feeding and
+// the score r would get (fingerprint.Tracker.Score), recording and
 // logging nothing.
 func (c *Controller) observe(a *ticket, r *http.Request, signals []fingerprint.Signal, peek bool) {
 	s := c.suspicion
 	if !a.buildKey(IP) {
 		return
 	}
+	obs := fingerprint.Observation{UserAgent: r.UserAgent(), Signals: signals}
+	if fp, ok := fingerprint.TLSFromContext(r.Context()); ok {
+		obs.TLS = fp.JA4
+	}
 	var (
 		sc  fingerprint.Score
 		err error
 	)
 	if peek {
-		sc, _ = s.tracker.Peek(a.keyString(IP)) // the zero Score, untracked: not suspicious
+		sc, err = s.tracker.Score(a.keyString(IP), obs)
 	} else {
-		obs := fingerprint.Observation{UserAgent: r.UserAgent(), Signals: signals}
-		if fp, ok := fingerprint.TLSFromContext(r.Context()); ok {
-			obs.TLS = fp.JA4
-		}
 		sc, err = s.tracker.Observe(a.keyString(IP), obs, a.ask.Now)
 	}
 	if err != nil || !(sc.Value > s.threshold) || math.IsNaN(sc.Value) {
