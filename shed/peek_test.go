@@ -401,3 +401,40 @@ func TestPeekRequestRecordsNothing(t *testing.T) {
 		t.Fatalf("stats after peeks: %+v", st)
 	}
 }
+
+// TestPeekDryRunAndOverrides: a dry-run rule that would reject marks the
+// peek as Decide marks the decision, without counting a would-be
+// rejection; an overridden key is read on its override's limit.
+func TestPeekDryRunAndOverrides(t *testing.T) {
+	c, _, clk := newTest(t, []Rule{
+		{Name: "dry", Identity: User, Algorithm: FixedWindow, Limit: 1, Window: time.Hour, DryRun: true},
+		{Name: "tenant", Identity: Tenant, Algorithm: FixedWindow, Limit: 10, Window: time.Hour},
+	})
+	ctx := context.Background()
+	a := Attempt{User: "ann", Tenant: "acme"}
+	if _, tok, err := c.Decide(ctx, a); err != nil {
+		t.Fatal(err)
+	} else {
+		tok.Done(Success)
+	}
+	before := c.Stats()
+	p, err := c.Peek(ctx, a)
+	if err != nil || !p.Allowed || !p.DryRun || p.DryRunRule != "dry" || p.DryRunKind != OverLimit || p.Rule != "dry" || p.Remaining != 0 {
+		t.Fatalf("peek past a dry-run rule: %+v, %v", p, err)
+	}
+	if s := c.Stats(); s.DryRun != before.DryRun || s.Rules[0].WouldReject != before.Rules[0].WouldReject {
+		t.Fatalf("the peek counted a would-be rejection: %+v", s)
+	}
+	if d, tok, _ := c.Decide(ctx, a); !d.DryRun || d.DryRunRule != p.DryRunRule {
+		t.Fatalf("peek %+v, then the decision %+v", p, d)
+	} else {
+		tok.Done(Success)
+	}
+	wall := time.Unix(0, c.wallAnchor+(clk.now()-c.monoAnchor))
+	if err := c.SetOverrides([]Override{{Rule: "tenant", Key: "acme", Factor: 3, Until: wall.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Peek(ctx, Attempt{Tenant: "acme"}); err != nil || p.Rule != "tenant" || p.Limit != 30 {
+		t.Fatalf("an overridden key: %+v, %v, want its limit of 30", p, err)
+	}
+}
