@@ -230,10 +230,8 @@ func NewTracker(capacity int, opts ...TrackerOption) (*Tracker, error) {
 // It returns ErrSignal, and records nothing, when a caller Signal is out of
 // range.
 func (t *Tracker) Observe(key string, obs Observation, now int64) (Score, error) {
-	for _, s := range obs.Signals {
-		if !(s.Value >= 0 && s.Value <= 1) {
-			return Score{}, ErrSignal
-		}
+	if !validSignals(obs.Signals) {
+		return Score{}, ErrSignal
 	}
 	var sc Score
 	ref, ok := t.table.Get(key, now)
@@ -256,15 +254,49 @@ func (t *Tracker) Observe(key string, obs Observation, now int64) (Score, error)
 // request (so without the per-request no-agent and caller signals); it
 // reports false when the key has no state. It never inserts.
 func (t *Tracker) Peek(key string) (Score, bool) {
-	ref, ok := t.table.Lookup(key)
+	sc, ok := t.read(key, false, nil)
 	if !ok {
 		return Score{}, false
 	}
-	defer ref.Release()
-	sc := Score{Tracked: true}
-	t.fill(&sc, ref.Value())
-	t.combine(&sc, false, nil)
 	return sc, true
+}
+
+// Score returns the score Observe would return for a request of key with
+// obs, without recording it: the recorded state as it stands (obs's
+// User-Agent, TLS fingerprint and timing are not added to it) with obs's
+// per-request signals (no User-Agent, the caller's Signals). It never
+// inserts; Tracked reports whether key has state. It returns ErrSignal
+// when a caller Signal is out of range. Safe for concurrent use.
+func (t *Tracker) Score(key string, obs Observation) (Score, error) {
+	if !validSignals(obs.Signals) {
+		return Score{}, ErrSignal
+	}
+	sc, _ := t.read(key, obs.UserAgent == "", obs.Signals)
+	return sc, nil
+}
+
+// validSignals reports whether every caller signal is in [0, 1].
+func validSignals(signals []Signal) bool {
+	for _, s := range signals {
+		if !(s.Value >= 0 && s.Value <= 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// read is key's score from its recorded state, if any, with the
+// per-request signals given; it reports whether key has state.
+func (t *Tracker) read(key string, noAgent bool, signals []Signal) (Score, bool) {
+	var sc Score
+	ref, ok := t.table.Lookup(key)
+	if ok {
+		sc.Tracked = true
+		t.fill(&sc, ref.Value())
+		ref.Release()
+	}
+	t.combine(&sc, noAgent, signals)
+	return sc, ok
 }
 
 // Stats returns the counters of the underlying table.

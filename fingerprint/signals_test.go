@@ -116,6 +116,34 @@ func TestTrackerNoAgentAndCallerSignals(t *testing.T) {
 	}
 }
 
+// TestTrackerScoreRecordsNothing: Score is the score Observe would give
+// for the request's own signals (no User-Agent, the caller's) on the
+// recorded state, and records nothing: no key is inserted, the recorded
+// state stays as it was.
+func TestTrackerScoreRecordsNothing(t *testing.T) {
+	tr := mustTracker(t, 16)
+	observe(t, tr, "k", Observation{UserAgent: browser}, 1)
+	for range 3 {
+		sc, err := tr.Score("k", Observation{})
+		if err != nil || sc.Reasons != ReasonNoAgent || math.Abs(sc.Value-0.3) > 1e-12 || !sc.Tracked {
+			t.Fatalf("no agent on a tracked key: %+v, %v", sc, err)
+		}
+		sc, err = tr.Score("new", Observation{UserAgent: browser, Signals: []Signal{{"captcha-failed", 0.5}}})
+		if err != nil || sc.Reasons != ReasonCaller || math.Abs(sc.Value-0.5) > 1e-12 || sc.Tracked {
+			t.Fatalf("a caller signal on a new key: %+v, %v", sc, err)
+		}
+	}
+	if _, err := tr.Score("k", Observation{Signals: []Signal{{"x", math.NaN()}}}); err != ErrSignal {
+		t.Fatalf("a NaN signal: %v", err)
+	}
+	if n := tr.Stats().Entries; n != 1 {
+		t.Fatalf("%d keys after Score, want the 1 observed", n)
+	}
+	if sc, ok := tr.Peek("k"); !ok || sc.Reasons != 0 || sc.Agents != 1 {
+		t.Fatalf("the recorded state after Score: %+v", sc)
+	}
+}
+
 func TestTrackerBounded(t *testing.T) {
 	const capacity = 64
 	idle := time.Minute

@@ -142,3 +142,34 @@ func TestGlobalConcurrencyDecideAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestPeekAllocs: a peek of one IP limit, one global cap and one
+// concurrency limit allocates nothing, through Peek and PeekRequest.
+func TestPeekAllocs(t *testing.T) {
+	c, err := New(benchRules(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	a := Attempt{IP: netip.AddrFrom4([4]byte{10, 1, 0, 7})}
+	r := httptest.NewRequest("GET", "/items/7", nil)
+	r.RemoteAddr = "10.1.0.7:4000"
+	if _, err := c.Peek(ctx, a); err != nil { // the key exists from here on
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if d, err := c.Peek(ctx, a); err != nil || !d.Allowed || d.Rule == "" {
+			t.Fatalf("peek: %+v, %v", d, err)
+		}
+	}); n != 0 {
+		t.Fatalf("Peek allocates %v per call", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if d, err := c.PeekRequest(r); err != nil || !d.Allowed {
+			t.Fatalf("peek: %+v, %v", d, err)
+		}
+	}); n != 0 {
+		t.Fatalf("PeekRequest allocates %v per call", n)
+	}
+}

@@ -45,6 +45,18 @@ func BenchmarkParts(b *testing.B) {
 			tok.Done(Success)
 		}
 	})
+	b.Run("peek", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			_, _ = c.Peek(context.Background(), Attempt{IP: ips[i&1023]})
+		}
+	})
+	b.Run("peekrequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			_, _ = c.PeekRequest(reqs[i&1023])
+		}
+	})
 	b.Run("clientip", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {

@@ -247,7 +247,7 @@ func (c *Controller) Decide(ctx context.Context, a Attempt) (Decision, Token, er
 	t := c.get()
 	t.ask = a
 	var d Decision
-	err := c.decideIn(ctx, t, nil, &d)
+	err := c.decideIn(ctx, t, nil, &d, false)
 	if err != nil || !d.Allowed {
 		c.put(t)
 		return d, Token{}, err

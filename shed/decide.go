@@ -19,10 +19,12 @@ const shedHint = time.Second
 // decisions of the epoch (see storeLimits) until its store call is done.
 // With a request r, the set's categorizer gives a's category: one rule set
 // for the whole request, its categorizer and its rules.
-func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision) error {
+//
+// With peek, it peeks instead (see peek): nothing is charged or held.
+func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision, peek bool) error {
 	c.enter(a)
 	defer c.leave(a) // also when the categorizer or the decision hook panics
-	if c.obs != nil {
+	if c.obs != nil && !peek {
 		a.began = c.now()
 	}
 	a.set = c.set.Load()
@@ -32,6 +34,9 @@ func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d
 	if r != nil && a.set.keyed != nil { // some rule's key reads the request
 		a.readParts(&a.set.req, r)
 	}
+	if peek {
+		return c.peek(ctx, a, d)
+	}
 	return c.decide(ctx, a, d)
 }
 
@@ -40,49 +45,17 @@ func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d
 // some 150 bytes). On an allowed decision the attempt holds its permits
 // until done; otherwise it holds nothing.
 func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
-	now := a.ask.Now
-	if now == 0 {
-		now = c.now()
+	p, err := c.begin(a, d)
+	if err != nil {
+		return err
 	}
-	cost := a.ask.Cost
-	if cost == 0 {
-		cost = 1
-	}
-	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
-		if uint(a.ask.Weight) > MaxWeight {
-			return fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
-		}
-		if a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
-			return fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
-		}
-		if now < 0 {
-			// A store would refuse it, and a fail-open rule would then
-			// admit everything: a bad clock is this decision's error.
-			return fmt.Errorf("shed: negative now %d", now)
-		}
-		return fmt.Errorf("shed: negative cost %d", cost)
-	}
-	a.now, a.cost, a.charged = now, cost, cost
+	now, cost := a.now, a.cost
+	a.charged = cost
 	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
-	p := a.set.planFor(a.ask.Category, a.ask.Tier)
-	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
-	a.tight = false
 	if a.ask.Tightened && c.suspicion != nil {
-		d.Tightened, d.Suspicion = true, a.ask.reasons
 		c.ctr.add(a.shard, cTightened, 1)
-		a.tight = c.tighten(a)
 	}
-
-	// Identity keys first: the strings over buf are taken after the last
-	// append.
-	checkPenalty := c.pen != nil && a.buildKey(c.penID)
-	for j, i := range p.stored {
-		if id := a.set.rules[i].Identity; id != Composite {
-			a.buildKey(id)
-		} else {
-			a.buildComposite(j, a.set.keyed[i])
-		}
-	}
+	checkPenalty := c.buildKeys(a, p)
 	if p.fair {
 		a.buildFairKeys(p)
 	}
@@ -181,6 +154,62 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	return nil
 }
 
+// begin validates a.ask, sets a.now and a.cost (a zero cost is 1), starts
+// d as an admission on the plan of a's category and tier, and marks a
+// tightened attempt (Attempt.Tightened, WithSuspicion) in d and a.tight:
+// the start that Decide and Peek share. The error, deciding nothing, is
+// for a negative cost or now, an unknown priority or a weight out of
+// range.
+func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
+	now := a.ask.Now
+	if now == 0 {
+		now = c.now()
+	}
+	cost := a.ask.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
+		if uint(a.ask.Weight) > MaxWeight {
+			return nil, fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
+		}
+		if a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus {
+			return nil, fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
+		}
+		if now < 0 {
+			// A store would refuse it, and a fail-open rule would then
+			// admit everything: a bad clock is this decision's error.
+			return nil, fmt.Errorf("shed: negative now %d", now)
+		}
+		return nil, fmt.Errorf("shed: negative cost %d", cost)
+	}
+	a.now, a.cost = now, cost
+	p := a.set.planFor(a.ask.Category, a.ask.Tier)
+	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	a.tight = false
+	if a.ask.Tightened && c.suspicion != nil {
+		d.Tightened, d.Suspicion = true, a.ask.reasons
+		a.tight = c.tighten(a)
+	}
+	return p, nil
+}
+
+// buildKeys builds a's identity keys for the penalty box and p's per-key
+// rules, first: the strings over buf are taken after the last append. It
+// reports whether the penalty box is to be asked (the Controller has one
+// and a has its identity).
+func (c *Controller) buildKeys(a *ticket, p *plan) bool {
+	checkPenalty := c.pen != nil && a.buildKey(c.penID)
+	for j, i := range p.stored {
+		if id := a.set.rules[i].Identity; id != Composite {
+			a.buildKey(id)
+		} else {
+			a.buildComposite(j, a.set.keyed[i])
+		}
+	}
+	return checkPenalty
+}
+
 // decideConcs takes the permits of p's Global concurrency and adaptive
 // rules. It reports false, with the rejection in d (or the error of a
 // context that ended while it waited), when one of them rejects a; what a
@@ -215,46 +244,7 @@ func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Dec
 // and false with ctx's error when ctx ended before the store could decide
 // (what it held is given back then).
 func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
-	a.req.N, a.req.Now, a.req.Wait = 0, a.now, a.wait // reserving hits start no earlier than a Global rule's slot
-	for j, i := range p.stored {
-		r := &a.set.rules[i]
-		var key string
-		switch {
-		case r.Identity == Composite:
-			if a.ckeys[j].end == 0 {
-				continue // the attempt lacks an identity of the key
-			}
-			key = a.compositeString(j)
-		case !a.buildKey(r.Identity):
-			continue // the attempt has no such identity
-		default:
-			key = a.keyString(r.Identity)
-		}
-		id := r.id
-		switch {
-		case a.tight && r.suspectID != 0:
-			id = r.suspectID
-		case r.Identity == IP && a.ask.CGNAT:
-			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
-				c.cgnat(a, r, "skipped for a stronger identity")
-				continue
-			}
-			if r.cgnatID != 0 {
-				id = r.cgnatID
-				c.cgnat(a, r, "limit raised")
-			}
-		}
-		a.hitRule[a.req.N] = i
-		if a.set.over != nil { // a key of this rule may have an override
-			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
-				id = o.id
-			}
-		}
-		a.req.Add(id, key, a.cost)
-		if r.waits != nil && a.req.N <= store.MaxHits {
-			c.storeMaxWait(ctx, a, r)
-		}
-	}
+	c.storeHits(ctx, a, p, a.cost, false)
 	for a.req.N > 0 {
 		err := c.store.Decide(ctx, &a.req, &a.res)
 		if a.waitsStored {
@@ -330,6 +320,57 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 		break
 	}
 	return true, nil
+}
+
+// storeHits fills a.req with the hits of p's per-key rules at cost: each
+// rule's key for a, on the store limit that decides it (tightened, CGNAT,
+// an override), rules whose identity a lacks left out. With peek it
+// counts and logs nothing and reserves no slot.
+func (c *Controller) storeHits(ctx context.Context, a *ticket, p *plan, cost int64, peek bool) {
+	a.req.N, a.req.Now, a.req.Wait = 0, a.now, a.wait // reserving hits start no earlier than a Global rule's slot
+	for j, i := range p.stored {
+		r := &a.set.rules[i]
+		var key string
+		switch {
+		case r.Identity == Composite:
+			if a.ckeys[j].end == 0 {
+				continue // the attempt lacks an identity of the key
+			}
+			key = a.compositeString(j)
+		case !a.buildKey(r.Identity):
+			continue // the attempt has no such identity
+		default:
+			key = a.keyString(r.Identity)
+		}
+		id := r.id
+		switch {
+		case a.tight && r.suspectID != 0:
+			id = r.suspectID
+		case r.Identity == IP && a.ask.CGNAT:
+			if r.CGNATDefer && (a.ask.User != "" || a.ask.APIKey != "") {
+				if !peek {
+					c.cgnat(a, r, "skipped for a stronger identity")
+				}
+				continue
+			}
+			if r.cgnatID != 0 {
+				id = r.cgnatID
+				if !peek {
+					c.cgnat(a, r, "limit raised")
+				}
+			}
+		}
+		a.hitRule[a.req.N] = i
+		if a.set.over != nil { // a key of this rule may have an override
+			if o, ok := a.set.over[i][key]; ok && a.now < o.until {
+				id = o.id
+			}
+		}
+		a.req.Add(id, key, cost)
+		if r.waits != nil && a.req.N <= store.MaxHits && !peek {
+			c.storeMaxWait(ctx, a, r)
+		}
+	}
 }
 
 // storeFailed applies the failure modes of the store rules of a request
@@ -408,6 +449,20 @@ func (c *Controller) markDry(a *ticket, d *Decision, name string, k Kind) {
 func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd concurrency.Decision) {
 	r := &a.set.rules[i]
 	a.set.rules[i].ctr.add(a.shard, rRejected, 1)
+	rejection(d, r, i, rd)
+	if d.Kind == OverLimit && c.pen != nil {
+		if a.buildKey(c.penID) {
+			c.pen.Strike(a.keyString(c.penID), a.now)
+			c.ctr.add(a.shard, cStrikes, 1)
+		}
+	}
+	c.done(a, d)
+}
+
+// rejection writes to d the rejection by rule r (index i) with its
+// decision rd: what the response reports, and nothing else (rejectBy
+// counts it and strikes; a peek does neither).
+func rejection(d *Decision, r *rule, i int, rd concurrency.Decision) {
 	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
 	if r.Algorithm == Concurrency && rd.RetryAfter != concurrency.Never {
 		// A full per-key concurrency limit frees a permit when one of the
@@ -424,13 +479,6 @@ func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd concurrency.Deci
 			d.Reset = d.RetryAfter // when this client is served again (Decision.Reset)
 		}
 	}
-	if d.Kind == OverLimit && c.pen != nil {
-		if a.buildKey(c.penID) {
-			c.pen.Strike(a.keyString(c.penID), a.now)
-			c.ctr.add(a.shard, cStrikes, 1)
-		}
-	}
-	c.done(a, d)
 }
 
 // done counts d and hands it to the hook.

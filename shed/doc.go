@@ -66,6 +66,12 @@
 // attempt holds a Token whose Done reports the outcome to adaptive limits
 // and returns every permit exactly once.
 //
+// Controller.Peek reads an attempt's rules without deciding (at cost 0:
+// nothing charged, no permit, no strike, no decision counted), so that a
+// handler can show a client its quota or a job runner ask before it
+// tries; PeekRequest reads a request as the middleware does, and
+// Decision.WriteHeaders writes the header fields of the reading.
+//
 // Dry-run (per rule, or WithDryRun) rejects nothing and counts, logs and
 // reports what would have been rejected; for suspicion tightening
 // (Suspicion.DryRun, or WithDryRun) it counts what the tightened limits

@@ -99,3 +99,29 @@ func Example_layered() {
 	// login 6: over_limit by login-user
 	// report 11: over_limit by report-burst, retry in 12s
 }
+
+// A quota endpoint: a client reads what is left of its daily quota
+// without spending any of it.
+func ExampleController_Peek() {
+	api, err := shed.New([]shed.Rule{
+		{Name: "daily", Identity: shed.Tenant, Algorithm: shed.FixedWindow, Limit: 100, Window: 24 * time.Hour},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for range 2 {
+		_, tok, _ := api.Decide(context.Background(), shed.Attempt{Tenant: "acme"})
+		tok.Done(shed.Success)
+	}
+	for range 3 { // peeks charge nothing
+		d, err := api.Peek(context.Background(), shed.Attempt{Tenant: "acme"})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d.Rule, d.Remaining, "of", d.Limit, "left; allowed:", d.Allowed)
+	}
+	// Output:
+	// daily 98 of 100 left; allowed: true
+	// daily 98 of 100 left; allowed: true
+	// daily 98 of 100 left; allowed: true
+}

@@ -43,32 +43,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := c.get()
-	a.ask.Now = c.now()
-	if ip.Group.IsValid() {
-		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
-		if ip.Source == fingerprint.SourceProxyPeer {
-			c.proxyPeer(a)
-		}
-	} else {
-		c.unknownPeer(a, r.RemoteAddr)
-	}
-	var signals []fingerprint.Signal
-	if c.client != nil {
-		cl := c.client(r)
-		a.ask.User, a.ask.APIKey, a.ask.Tenant, a.ask.Tier, a.ask.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
-		a.ask.Attributes = cl.Attributes
-		a.ask.Weight = cl.Weight
-		signals = cl.Signals
-	}
-	if c.suspicion != nil && a.ask.IP.IsValid() {
-		c.observe(a, r, signals)
-	}
-	if c.cost != nil {
-		a.ask.Cost = c.cost(r)
-	}
+	c.askOf(a, r, ip, false)
 	ctx := r.Context()
 	var d Decision
-	if err := c.decideIn(ctx, a, r, &d); err != nil {
+	if err := c.decideIn(ctx, a, r, &d, false); err != nil {
 		// The client went away (nobody reads this answer), or the clock
 		// is broken: no decision, so no admission.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
@@ -97,6 +75,37 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.finish(a, gen, outcomeOfStatus(a.w.status, ctx), status)
 	c.put(a)
+}
+
+// askOf fills a.ask from r, whose client address is ip: the client's
+// address group, its identities, tier, priority, weight and attributes
+// (WithClient), its suspicion (WithSuspicion) and the request's cost
+// (WithCost). With peek it feeds no signal to the suspicion tracker (the
+// client's score is read as it stands) and counts and logs nothing.
+func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, peek bool) {
+	a.ask.Now = c.now()
+	if ip.Group.IsValid() {
+		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
+		if ip.Source == fingerprint.SourceProxyPeer && !peek {
+			c.proxyPeer(a)
+		}
+	} else if !peek {
+		c.unknownPeer(a, r.RemoteAddr)
+	}
+	var signals []fingerprint.Signal
+	if c.client != nil {
+		cl := c.client(r)
+		a.ask.User, a.ask.APIKey, a.ask.Tenant, a.ask.Tier, a.ask.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
+		a.ask.Attributes = cl.Attributes
+		a.ask.Weight = cl.Weight
+		signals = cl.Signals
+	}
+	if c.suspicion != nil && a.ask.IP.IsValid() {
+		c.observe(a, r, signals, peek)
+	}
+	if c.cost != nil {
+		a.ask.Cost = c.cost(r)
+	}
 }
 
 // serve runs the handler; when it does not return, because it panics or

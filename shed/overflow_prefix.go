@@ -156,6 +156,21 @@ func (a *ticket) prefixKey(r *rule) (string, bool) {
 // hit must be on the rule's own limit, and the attempt have an address.
 func (c *Controller) overflowToPrefix(a *ticket, h, i int) bool {
 	r := &a.set.rules[i]
+	if !a.toPrefix(r, h) {
+		return false
+	}
+	r.ctr.add(a.shard, rOverflowed, 1)
+	r.ctr.add(a.shard, rOverflowPrefix, 1)
+	c.logPrefix(a.now, r.Name, a.req.Hits[h].Key)
+	return true
+}
+
+// toPrefix moves hit h of the attempt's store request, of rule r, to r's
+// prefix limit and the address's prefix key, and reports whether it did
+// (not when r has no prefix limit, the hit is on it already, or the
+// address has no prefix key): overflowToPrefix without counting or
+// logging, for a peek too.
+func (a *ticket) toPrefix(r *rule, h int) bool {
 	hit := &a.req.Hits[h]
 	if r.prefixID == 0 || hit.Limit != r.id {
 		return false
@@ -165,9 +180,6 @@ func (c *Controller) overflowToPrefix(a *ticket, h, i int) bool {
 		return false
 	}
 	hit.Limit, hit.Key = r.prefixID, key
-	r.ctr.add(a.shard, rOverflowed, 1)
-	r.ctr.add(a.shard, rOverflowPrefix, 1)
-	c.logPrefix(a.now, r.Name, key)
 	return true
 }
 

@@ -95,3 +95,11 @@ func (p permits) Inflight() int64 {
 	}
 	return p.one.Inflight()
 }
+
+// Limit returns the current limit.
+func (p permits) Limit() int64 {
+	if p.sharded != nil {
+		return p.sharded.Limit()
+	}
+	return p.one.Limit()
+}

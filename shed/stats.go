@@ -35,6 +35,7 @@ const (
 	cExempt
 	cTightened
 	cTightenedWouldReject
+	cPeeks
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -174,6 +175,10 @@ type Stats struct {
 	// TightenedWouldReject counts admitted decisions that tightening in
 	// dry-run (Suspicion.DryRun, WithDryRun) would have rejected.
 	Tightened, TightenedWouldReject uint64
+	// Peeks counts Peek and PeekRequest calls that read the rules (not
+	// those that failed validation): none of them counts as a decision
+	// above.
+	Peeks uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -255,7 +260,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject), Peeks: u(cPeeks),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.store.(store.HealthReporter); ok {

@@ -90,8 +90,10 @@ type suspicion struct {
 }
 
 // observe feeds r's signals for a's client and marks a tightened when its
-// score is above the threshold. a's IP key is built.
-func (c *Controller) observe(a *ticket, r *http.Request, signals []fingerprint.Signal) {
+// score is above the threshold. a's IP key is built. With peek it reads
+// the score r would get (fingerprint.Tracker.Score), recording and
+// logging nothing.
+func (c *Controller) observe(a *ticket, r *http.Request, signals []fingerprint.Signal, peek bool) {
 	s := c.suspicion
 	if !a.buildKey(IP) {
 		return
@@ -100,11 +102,22 @@ func (c *Controller) observe(a *ticket, r *http.Request, signals []fingerprint.S
 	if fp, ok := fingerprint.TLSFromContext(r.Context()); ok {
 		obs.TLS = fp.JA4
 	}
-	sc, err := s.tracker.Observe(a.keyString(IP), obs, a.ask.Now)
+	var (
+		sc  fingerprint.Score
+		err error
+	)
+	if peek {
+		sc, err = s.tracker.Score(a.keyString(IP), obs)
+	} else {
+		sc, err = s.tracker.Observe(a.keyString(IP), obs, a.ask.Now)
+	}
 	if err != nil || !(sc.Value > s.threshold) || math.IsNaN(sc.Value) {
 		return
 	}
 	a.ask.Tightened, a.ask.reasons = true, sc.Reasons
+	if peek {
+		return
+	}
 	if ok, n := c.logs.suspect.Allow(a.ask.Now); ok {
 		msg := "shed: suspicious client, limits tightened"
 		if s.dry || c.dryAll {

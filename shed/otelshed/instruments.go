@@ -9,22 +9,22 @@ import (
 // instruments are the observable instruments, one per metric of the
 // table in the package doc, all observed by Metrics.observe.
 type instruments struct {
-	decisions, dryRun, failedOpen, storeErrors, leasesLost                                         metric.Int64ObservableCounter
-	queueWaits, queueShed, doubleDone, panics                                                      metric.Int64ObservableCounter
-	unknownPeers, proxyNoHeader, cgnat, exempt, tightened, tightenedDry, early, earlyHeld, strikes metric.Int64ObservableCounter
-	queueWaitTime                                                                                  metric.Float64ObservableCounter
-	inflight                                                                                       metric.Int64ObservableGauge
-	storeDegraded, storeInstances                                                                  metric.Int64ObservableGauge
-	storeShare                                                                                     metric.Float64ObservableGauge
-	storeFallbacks, storeBackendErrors, storeTransitions                                           metric.Int64ObservableCounter
-	penaltyKeys, penaltyCapacity                                                                   metric.Int64ObservableGauge
-	penaltyEvictions, penaltyTimeouts                                                              metric.Int64ObservableCounter
-	ruleInfo, ruleLimit, ruleInflight, ruleWaiting                                                 metric.Int64ObservableGauge
-	ruleKeys, ruleCapacity                                                                         metric.Int64ObservableGauge
-	ruleDecisions, ruleRefunds, ruleOverspent, ruleEvictions, ruleOverflows                        metric.Int64ObservableCounter
-	ruleRateWaits                                                                                  metric.Int64ObservableCounter
-	ruleRateWaitTime                                                                               metric.Float64ObservableCounter
-	ruleRateWaiting                                                                                metric.Int64ObservableGauge
+	decisions, dryRun, failedOpen, storeErrors, leasesLost                                                metric.Int64ObservableCounter
+	queueWaits, queueShed, doubleDone, panics                                                             metric.Int64ObservableCounter
+	unknownPeers, proxyNoHeader, cgnat, exempt, tightened, tightenedDry, peeks, early, earlyHeld, strikes metric.Int64ObservableCounter
+	queueWaitTime                                                                                         metric.Float64ObservableCounter
+	inflight                                                                                              metric.Int64ObservableGauge
+	storeDegraded, storeInstances                                                                         metric.Int64ObservableGauge
+	storeShare                                                                                            metric.Float64ObservableGauge
+	storeFallbacks, storeBackendErrors, storeTransitions                                                  metric.Int64ObservableCounter
+	penaltyKeys, penaltyCapacity                                                                          metric.Int64ObservableGauge
+	penaltyEvictions, penaltyTimeouts                                                                     metric.Int64ObservableCounter
+	ruleInfo, ruleLimit, ruleInflight, ruleWaiting                                                        metric.Int64ObservableGauge
+	ruleKeys, ruleCapacity                                                                                metric.Int64ObservableGauge
+	ruleDecisions, ruleRefunds, ruleOverspent, ruleEvictions, ruleOverflows                               metric.Int64ObservableCounter
+	ruleRateWaits                                                                                         metric.Int64ObservableCounter
+	ruleRateWaitTime                                                                                      metric.Float64ObservableCounter
+	ruleRateWaiting                                                                                       metric.Int64ObservableGauge
 }
 
 // create makes every instrument on meter and returns them for the
@@ -82,6 +82,8 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.")
 	in.tightenedDry = counter("sluice.tightened.would_reject", "{decision}",
 		"Admitted decisions that tightening in dry-run would have rejected.")
+	in.peeks = counter("sluice.peeks", "{peek}",
+		"Reads of rule state without a decision (Controller.Peek, PeekRequest): nothing charged, not counted as decisions.")
 	in.early = counter("sluice.early_warnings", "{warning}",
 		"Keys that passed half their limit in the first fifth of their window.")
 	in.earlyHeld = counter("sluice.early_warnings_held", "{warning}",

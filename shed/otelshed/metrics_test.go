@@ -120,6 +120,10 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		}
 	})
 
+	// A peek of a client the table holds is no decision.
+	if _, err := c.Peek(context.Background(), shed.Attempt{IP: netip.MustParseAddr("198.51.100.1")}); err != nil {
+		t.Fatal(err)
+	}
 	got := render(gather(t, r))
 	w := want(`
 		sluice.decisions{sluice.outcome=admitted} 2
@@ -173,6 +177,7 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		sluice.exempt.requests{} 0
 		sluice.tightened.decisions{} 0
 		sluice.tightened.would_reject{} 0
+		sluice.peeks{} 1
 		sluice.rule.overspent{sluice.rule.name=inflight} 0
 		sluice.rule.overspent{sluice.rule.name=per-ip} 0
 		sluice.rule.refunds{sluice.refund.result=lost,sluice.rule.name=inflight} 0

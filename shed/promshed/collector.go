@@ -76,6 +76,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descExempt, s.Exempt)
 	e.counter(descTightened, s.Tightened)
 	e.counter(descTightenedWouldReject, s.TightenedWouldReject)
+	e.counter(descPeeks, s.Peeks)
 	e.counter(descStrikes, s.Strikes)
 	if s.StoreReports { // a store that can degrade, such as a fallback.Store
 		h := s.Store

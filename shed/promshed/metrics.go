@@ -42,6 +42,8 @@ var (
 		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.", nil, nil)
 	descTightenedWouldReject = prometheus.NewDesc("sluice_tightened_would_reject_total",
 		"Admitted decisions that tightening in dry-run would have rejected.", nil, nil)
+	descPeeks = prometheus.NewDesc("sluice_peeks_total",
+		"Reads of rule state without a decision (Controller.Peek, PeekRequest): nothing charged, not counted as decisions.", nil, nil)
 	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
 		"Strikes given to the penalty box for over-limit rejections.", nil, nil)
 	descPenaltyKeys = prometheus.NewDesc("sluice_penalty_keys",
@@ -102,7 +104,7 @@ var (
 	allDescs = []*prometheus.Desc{
 		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
-		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descStrikes,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descPeeks, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
 		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
 		descRuleRateWaits, descRuleRateWaitSeconds, descRuleRateWaiting,
