@@ -12,7 +12,8 @@
 // the request and writing the response (110-190 µs of CPU per 503 on a new
 // connection, measured in bench/cmd/overload), which on one core eats the
 // capacity the shedding protects. The Guard answers in its accept loop:
-// one write and one close, no goroutine, no parse.
+// one read that never waits, one write and one close; no goroutine, no
+// parse. How much that saves on a loaded core is not measured yet.
 //
 // # Use
 //
