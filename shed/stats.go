@@ -296,3 +296,20 @@ func (c *Controller) Stats() Stats {
 	}
 	return s
 }
+
+// Shedding returns the largest share of admissions that an Adaptive rule in
+// force sheds now (adaptive.Limiter.ShedFraction), in [0, 1]: zero while no
+// rule's algorithm sheds (see adaptive.Shedder) and for rules in dry-run.
+// It is the signal for shedding before a request exists, at a server's
+// accept (package connguard). Safe for concurrent use; it neither blocks
+// nor allocates, and costs one atomic load per Adaptive rule.
+func (c *Controller) Shedding() float64 {
+	var f float64
+	set := c.set.Load()
+	for i := range set.rules {
+		if r := &set.rules[i]; r.lim != nil && !r.dry {
+			f = max(f, r.lim.ShedFraction())
+		}
+	}
+	return f
+}

@@ -1,0 +1,72 @@
+// Package connguard protects an http.Server at accept, before a connection
+// costs a goroutine, a read and a parse: it bounds the connections the
+// server holds, closes idle keep-alive connections first when a new one
+// arrives at the bound, and refuses new connections while a
+// shed.Controller sheds load.
+//
+// It is the cheap answer to a dial storm. When clients with timeouts
+// overload an HTTP/1.1 server, every timed-out request closes its
+// connection and the retry dials a new one, so that at 5x overload nearly
+// every request is a new connection; answering each with the middleware's
+// 503 still costs the accept, a goroutine, TLS or not, reading and parsing
+// the request and writing the response (110-190 µs of CPU per 503 on a new
+// connection, measured in bench/cmd/overload), which on one core eats the
+// capacity the shedding protects. The Guard answers in its accept loop:
+// one read that never waits, one write and one close; no goroutine, no
+// parse. How much that saves on a loaded core is not measured yet.
+//
+// # Use
+//
+//	g, err := connguard.New(ctl, 1000)           // ctl is the *shed.Controller
+//	srv := &http.Server{Handler: ctl.Middleware(h), ConnState: g.ConnState}
+//	err = srv.Serve(g.Listener(ln))
+//
+// ConnState must be installed for idle connections to be closed first
+// (without it every connection counts as busy); a server that has a
+// ConnState of its own calls the Guard's from it.
+//
+// # Decisions at accept
+//
+// For every connection the wrapped listener accepts, in order:
+//
+//  1. Shedding: while the Signal (Controller.Shedding: the share an
+//     Adaptive rule sheds because the scheduling delay is above its
+//     target) is above zero, that share of new connections is refused,
+//     spread evenly (an error-diffusion counter: exactly floor(n*share)
+//     of n connections, give or take one, no randomness).
+//  2. The bound: a connection past the bound takes the place of the
+//     longest-held idle connection (http.StateIdle), which is closed; when
+//     none is idle it is refused. Connections that are new (no request
+//     yet), active or hijacked are never closed by the Guard.
+//
+// A refused connection gets, with Respond (the default), a pre-written
+// "HTTP/1.1 503 Service Unavailable" with Retry-After (1 s unless
+// WithRetryAfter says otherwise) and Connection: close, and is closed; with
+// Close it is closed at once (the client sees a connection error, the
+// cheapest answer). Respond first reads what the client sent already, in
+// one read that never waits (on Unix): a client reads a response that
+// comes before its request as a broken connection, and closing a socket
+// with unread bytes resets it under the response. A connection whose
+// request has not arrived yet is closed without a word (Stats.Unanswered);
+// in a dial storm the accept queue is long enough that nearly every
+// request is there first. An HTTP/2 client (h2c with prior knowledge, or
+// TLS) cannot read an HTTP/1.1 response: use Close for them.
+//
+// Closing an idle connection races with a request arriving on it, as
+// http.Server.Shutdown does: a client that sent a request as the
+// connection was closed sees it fail, and net/http's client retries an
+// idempotent one on a new connection.
+//
+// # Cost and counting
+//
+// The Guard counts what it did (Stats). It starts no goroutine. A
+// connection costs one short lock at accept and one at close (the list of
+// held connections, oldest first); state changes (ConnState, several per
+// request) are one atomic store each, and a decision at accept is one
+// atomic add and one load per Adaptive rule (Controller.Shedding).
+//
+// The Guard is a different idea from streamshed.Guard.Listener, which
+// decides every connection through the Controller's rules (per address,
+// per user): connguard protects the server as a whole, by its own bound and
+// the Controller's overload signal, and never calls Decide.
+package connguard

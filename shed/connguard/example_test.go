@@ -1,0 +1,48 @@
+package connguard_test
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/shed/connguard"
+)
+
+// A server whose adaptive rule sheds while the scheduling delay is high,
+// behind a Guard of 1000 connections that refuses new connections in the
+// share the rule sheds, before net/http reads them.
+func Example() {
+	lim, err := adaptive.NewLimiter(must(adaptive.NewDefault()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	g, err := connguard.New(c, 1000, connguard.WithRetryAfter(2*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := &http.Server{
+		Handler:           c.Middleware(http.NotFoundHandler()),
+		ConnState:         g.ConnState, // idle connections go first at the bound
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	_ = srv // srv.Serve(g.Listener(ln)) serves behind the Guard
+	fmt.Printf("shedding %v, %+v\n", c.Shedding(), g.Stats())
+	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,236 @@
+package connguard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Unbounded is the bound of a Guard that never refuses a connection for
+// their number, only for shedding.
+const Unbounded = math.MaxInt
+
+// DefaultRetryAfter is the Retry-After of the 503 a refused connection
+// gets unless WithRetryAfter says otherwise.
+const DefaultRetryAfter = time.Second
+
+// Signal tells the Guard which share of new connections to refuse now, in
+// [0, 1]. *shed.Controller is one (Controller.Shedding). Shedding must be
+// safe for concurrent use and cheap: it runs once per accepted connection.
+type Signal interface {
+	Shedding() float64
+}
+
+// Refusal is how a Guard answers a connection it refuses.
+type Refusal int
+
+const (
+	// Respond writes a pre-written HTTP/1.1 503 with Retry-After and
+	// Connection: close, then closes the connection.
+	Respond Refusal = iota
+	// Close closes the connection at once, without a word.
+	Close
+)
+
+// Guard bounds the connections of an http.Server and refuses new ones while
+// its Signal sheds (see the package doc). Its settings are immutable and it
+// is safe for concurrent use; it starts no goroutine. Use New; the zero
+// value is not usable.
+type Guard struct {
+	sig     Signal
+	max     int
+	refusal Refusal
+	resp    []byte // the 503, written whole on a refused connection
+
+	// acc spreads the shed share over connections: each accept adds the
+	// share (scaled to 2^64) and a wrap-around refuses, so that exactly
+	// floor(n*share) of n accepts are refused, whatever their interleaving.
+	acc atomic.Uint64
+
+	// mu guards the list of held connections, oldest first, and its
+	// length; it is taken once at accept and once at close, never per
+	// request.
+	mu         sync.Mutex
+	head, tail *conn
+	n          int
+
+	ctr counters
+}
+
+// Option configures New.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	refusal    Refusal
+	retryAfter time.Duration
+}
+
+// WithRefusal chooses how a refused connection is answered (Respond
+// otherwise).
+func WithRefusal(r Refusal) Option {
+	return optionFunc(func(c *config) error {
+		if r != Respond && r != Close {
+			return fmt.Errorf("connguard: unknown Refusal %d", r)
+		}
+		c.refusal = r
+		return nil
+	})
+}
+
+// WithRetryAfter sets the Retry-After of the 503 that Respond writes,
+// rounded up to whole seconds (DefaultRetryAfter otherwise). A d that is
+// not positive is an error.
+func WithRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("connguard: Retry-After %v is not positive", d)
+		}
+		c.retryAfter = d
+		return nil
+	})
+}
+
+// New returns a Guard that holds at most maxConns connections at once
+// (Unbounded for no bound) and refuses the share of new connections that
+// sig sheds. It returns an error (starting with "connguard: ") for a nil
+// sig, a maxConns below 1 and a bad option value.
+func New(sig Signal, maxConns int, opts ...Option) (*Guard, error) {
+	if sig == nil {
+		return nil, errors.New("connguard: New with a nil Signal")
+	}
+	if maxConns < 1 {
+		return nil, fmt.Errorf("connguard: connection bound %d is below 1 (Unbounded for none)", maxConns)
+	}
+	cfg := config{refusal: Respond, retryAfter: DefaultRetryAfter}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("connguard: nil Option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	secs := (cfg.retryAfter + time.Second - 1) / time.Second
+	resp := "HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + strconv.FormatInt(int64(secs), 10) +
+		"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+	return &Guard{sig: sig, max: maxConns, refusal: cfg.refusal, resp: []byte(resp)}, nil
+}
+
+// shedNow reports whether the connection being accepted is in the share
+// the Signal sheds.
+func (g *Guard) shedNow() bool {
+	var step uint64
+	switch f := g.sig.Shedding(); {
+	case f >= 1:
+		return true
+	case f > 0: // NaN and negative shares shed nothing
+		step = uint64(math.Ldexp(f, 64))
+	default:
+		return false
+	}
+	// The add wrapped around iff the accumulated share crossed a whole
+	// connection.
+	return g.acc.Add(step) < step
+}
+
+// admit decides a connection past the Signal: it joins the held list, in
+// place of the oldest idle connection at the bound, which admit returns to
+// be closed. It reports false when the bound leaves no room.
+func (g *Guard) admit(c *conn) (victim *conn, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n >= g.max {
+		for v := g.head; v != nil; v = v.next {
+			// The CAS loses to a request that made it active just now.
+			if v.state.CompareAndSwap(stateIdle, stateEvicted) {
+				victim = v
+				break
+			}
+		}
+		if victim == nil {
+			return nil, false
+		}
+		g.unlink(victim)
+	}
+	g.n++
+	c.prev, c.held = g.tail, true
+	if g.tail != nil {
+		g.tail.next = c
+	} else {
+		g.head = c
+	}
+	g.tail = c
+	return victim, true
+}
+
+// unlink takes c off the held list (under mu).
+func (g *Guard) unlink(c *conn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		g.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		g.tail = c.prev
+	}
+	c.prev, c.next, c.held = nil, nil, false
+	g.n--
+}
+
+// release takes a closed connection off the held list, once.
+func (g *Guard) release(c *conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.held {
+		g.unlink(c)
+	}
+}
+
+// ConnState tracks the state of the Guard's connections for the bound: set
+// it as the http.Server's ConnState (or call it from the server's own).
+// Connections that are not the Guard's listener's (after unwrapping a
+// *tls.Conn or any conn with a NetConn method) are ignored. Safe for
+// concurrent use; one atomic store, no lock.
+func (g *Guard) ConnState(nc net.Conn, s http.ConnState) {
+	c := own(nc)
+	if c == nil || c.g != g {
+		return
+	}
+	switch s {
+	case http.StateActive:
+		c.setState(stateActive)
+	case http.StateIdle:
+		c.setState(stateIdle)
+	case http.StateHijacked:
+		c.setState(stateHijacked)
+	}
+}
+
+// own returns the Guard's conn under nc, or nil.
+func own(nc net.Conn) *conn {
+	for range 8 { // a bounded unwrapping: tls.Conn and its like
+		switch v := nc.(type) {
+		case *conn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			nc = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
