@@ -86,12 +86,17 @@ func TestTableHeaderBound(t *testing.T) {
 func TestAllocBytesIsWhatTheAllocatorTakes(t *testing.T) {
 	var sink []byte
 	for _, n := range []int64{17, 1000, 16000, 32 << 10, 32<<10 + 1, 100_000, 1 << 22} { // not tiny ones: they share blocks
-		var a, b runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&a)
-		sink = make([]byte, n)
-		runtime.ReadMemStats(&b)
-		got := int64(b.TotalAlloc - a.TotalAlloc)
+		// TotalAlloc counts every goroutine's allocations (a parallel
+		// test's too): the least of a few tries is this make's alone.
+		got := int64(math.MaxInt64)
+		for range 5 {
+			var a, b runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&a)
+			sink = make([]byte, n)
+			runtime.ReadMemStats(&b)
+			got = min(got, int64(b.TotalAlloc-a.TotalAlloc))
+		}
 		if want := AllocBytes(n); got < want || got > want+256 { // the runtime allocates a little of its own
 			t.Errorf("make(%d bytes) took %d, AllocBytes says %d", n, got, want)
 		}
