@@ -340,13 +340,15 @@ func testCost(h *harness, alg store.Algorithm) {
 // (window rollover, bucket refill, lease expiry). On a server-time store a
 // run whose decisions took long enough, on the server's clock, to change
 // what they test (a token refilled, a window boundary passed: a loaded
-// machine) proves nothing either way; it is run again on a fresh key, a few
-// times at most.
+// machine) proves nothing either way; it is run again on a fresh limit
+// whose period is twice as long, a few times at most, so that a machine
+// slow enough to race one period has the time of the next.
 func testRetry(h *harness, alg store.Algorithm) {
 	const tries = 5
-	id := h.register(h.spec(alg, retryLimit, h.period()))
+	period := h.period()
 	for try := range tries {
-		r := &retryRun{h: h, id: id, key: fmt.Sprint("k", try), period: h.period()}
+		id := h.register(h.spec(alg, retryLimit, period))
+		r := &retryRun{h: h, id: id, key: fmt.Sprint("k", try), period: period}
 		msg := r.run()
 		if msg == "" {
 			return
@@ -354,7 +356,8 @@ func testRetry(h *harness, alg store.Algorithm) {
 		if !h.cfg.serverTime || !r.raced() {
 			h.t.Fatal(msg)
 		}
-		h.t.Logf("run %d raced the server's clock (%s); again on a fresh key", try+1, msg)
+		h.t.Logf("run %d raced the server's clock over a period of %v (%s); again over twice that", try+1, period, msg)
+		period *= 2
 	}
 	h.t.Fatalf("all %d runs raced the server's clock", tries)
 }
@@ -978,24 +981,26 @@ func testRefund(h *harness, alg store.Algorithm) {
 // the previous window's weight). On a server-time store the windows are
 // a period long, the test waits for the server's clock to cross into the
 // next window, and a run whose decisions in the next window straddled
-// its end proves nothing: it is run again on a fresh key, a few times.
+// its end proves nothing: it is run again on a fresh limit whose period is
+// twice as long, a few times at most.
 func testRefundCrossed(h *harness, alg store.Algorithm) {
 	rf, ok := h.s.(store.Refunder)
 	if !ok {
 		h.t.Skip("the store does not implement store.Refunder")
 	}
 	const tries = 5
-	p := h.period()
-	id := h.register(h.spec(alg, crossedLimit, p))
+	period := h.period()
 	for try := range tries {
-		msg, raced := h.refundCrossed(rf, alg, id, fmt.Sprint("k", try), p)
+		id := h.register(h.spec(alg, crossedLimit, period))
+		msg, raced := h.refundCrossed(rf, alg, id, fmt.Sprint("k", try), period)
 		if msg == "" {
 			return
 		}
 		if !raced {
 			h.t.Fatal(msg)
 		}
-		h.t.Logf("run %d raced the server's clock (%s); again on a fresh key", try+1, msg)
+		h.t.Logf("run %d raced the server's clock over a period of %v (%s); again over twice that", try+1, period, msg)
+		period *= 2
 	}
 	h.t.Fatalf("all %d runs raced the server's clock", tries)
 }
