@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
@@ -30,7 +31,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 		new  func() func() bool
 	}{
 		{"sluice-sharded", func() func() bool {
-			w, err := concurrency.NewShardedWindow(limit, time.Hour)
+			w, err := ratelimit.NewShardedWindow(limit, time.Hour)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -38,7 +39,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 			return func() bool { return w.AllowN(now, 1).Allowed() }
 		}},
 		{"sluice-single", func() func() bool {
-			w, err := concurrency.NewShardedWindow(limit, time.Hour, concurrency.WithShardCount(1))
+			w, err := ratelimit.NewShardedWindow(limit, time.Hour, concurrency.WithShardCount(1))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -46,7 +47,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 			return func() bool { return w.AllowN(now, 1).Allowed() }
 		}},
 		{"sluice-bucket", func() func() bool {
-			bk, err := concurrency.NewShardedBucket(concurrency.Per(1_000_000_000, time.Second), limit)
+			bk, err := ratelimit.NewShardedBucket(ratelimit.Per(1_000_000_000, time.Second), limit)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -105,7 +106,7 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 	}{
 		{"sluice", func(b *testing.B) (func() bool, func()) {
 			c, err := shed.New([]shed.Rule{{Name: "global", Algorithm: shed.TokenBucket, Limit: limit,
-				Rate: concurrency.Per(1_000_000_000, time.Second)}})
+				Rate: ratelimit.Per(1_000_000_000, time.Second)}})
 			if err != nil {
 				b.Fatal(err)
 			}

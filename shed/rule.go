@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -178,7 +179,7 @@ type Rule struct {
 	// decides).
 	Limit int64
 	// Rate is the refill rate of a TokenBucket (only).
-	Rate concurrency.Rate
+	Rate ratelimit.Rate
 	// Window is the window of FixedWindow, SlidingWindow and SlidingLog
 	// (only); zero for a window of calendar months.
 	Window time.Duration
@@ -374,8 +375,8 @@ func (r *Rule) validate() error {
 	switch {
 	case r.MaxWait < 0:
 		return r.errorf("max wait must not be negative, got %v", r.MaxWait)
-	case r.MaxWait > concurrency.MaxReserveWait:
-		return r.errorf("max wait must be at most %v, got %v", concurrency.MaxReserveWait, r.MaxWait)
+	case r.MaxWait > ratelimit.MaxReserveWait:
+		return r.errorf("max wait must be at most %v, got %v", ratelimit.MaxReserveWait, r.MaxWait)
 	case r.MaxWait > 0 && !waits:
 		return r.errorf("max wait applies only to Global %v and %v rules and to %v and %v rules of a fixed length",
 			Concurrency, Adaptive, TokenBucket, FixedWindow)

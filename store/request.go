@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // MaxHits is the most limits one Request can name.
@@ -123,8 +123,8 @@ func (r *Request) Check() error {
 	if r.N < 1 || r.N > MaxHits {
 		return fmt.Errorf("store: a request needs 1 to %d hits, got %d", MaxHits, r.N)
 	}
-	if r.Wait < 0 || r.Wait > concurrency.MaxReserveWait {
-		return fmt.Errorf("store: a request wait of %v outside [0, %v]", r.Wait, concurrency.MaxReserveWait)
+	if r.Wait < 0 || r.Wait > ratelimit.MaxReserveWait {
+		return fmt.Errorf("store: a request wait of %v outside [0, %v]", r.Wait, ratelimit.MaxReserveWait)
 	}
 	for i := range r.Hits[:r.N] {
 		h := &r.Hits[i]
@@ -134,8 +134,8 @@ func (r *Request) Check() error {
 		if h.Cost < 0 {
 			return fmt.Errorf("store: hit %d has a negative cost %d", i, h.Cost)
 		}
-		if h.MaxWait < 0 || h.MaxWait > concurrency.MaxReserveWait {
-			return fmt.Errorf("store: hit %d has a max wait %v outside [0, %v]", i, h.MaxWait, concurrency.MaxReserveWait)
+		if h.MaxWait < 0 || h.MaxWait > ratelimit.MaxReserveWait {
+			return fmt.Errorf("store: hit %d has a max wait %v outside [0, %v]", i, h.MaxWait, ratelimit.MaxReserveWait)
 		}
 	}
 	return nil
@@ -169,7 +169,7 @@ type HitResult struct {
 	// Decision is the limit's decision for the hit. For hits charged and
 	// then undone because a later hit rejected, it is the decision as it was
 	// made (Allowed), although nothing stays charged.
-	Decision concurrency.Decision
+	Decision ratelimit.Decision
 	// Lease is the lease taken by an admitted Concurrency hit with a
 	// positive cost (Held), and the zero Lease otherwise, including when
 	// the request as a whole was rejected.
@@ -217,4 +217,4 @@ type Result struct {
 }
 
 // Decision returns the deciding hit's decision.
-func (r *Result) Decision() concurrency.Decision { return r.Hits[r.Decider].Decision }
+func (r *Result) Decision() ratelimit.Decision { return r.Hits[r.Decider].Decision }
