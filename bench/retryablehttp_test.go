@@ -19,7 +19,7 @@ import (
 
 // retryableLimiterServer stands in for a sluice-protected server until the
 // shed middleware is merged (swap the handler for the middleware then): a
-// concurrency.TokenBucket per client (the X-Client-Id header here; the
+// ratelimit.TokenBucket per client (the X-Client-Id header here; the
 // client's address in production, but every client is on loopback)
 // in front of a handler, answering 429 with Retry-After in delta-seconds
 // rounded up when the client is over its limit. It records the statuses

@@ -16,11 +16,11 @@ import (
 // BenchmarkGlobalCap: one decision against a global throughput cap, with a
 // cap high enough never to reject (each benchmark checks it). The clock is
 // read once outside the loop and handed in, as sluice's callers do:
-//   - sluice-sharded: concurrency.ShardedWindow.AllowN with the default
+//   - sluice-sharded: ratelimit.ShardedWindow.AllowN with the default
 //     shard count (shard-local cached quota);
 //   - sluice-single: the same ShardedWindow with one shard, so every caller
 //     writes one word (the single-word baseline);
-//   - sluice-bucket: concurrency.ShardedBucket.AllowN (a token bucket
+//   - sluice-bucket: ratelimit.ShardedBucket.AllowN (a token bucket
 //     split over the default shard count);
 //   - xtimerate: golang.org/x/time/rate Limiter.AllowN at a fixed time, with
 //     a burst so large it never runs dry.

@@ -114,7 +114,7 @@ func (r *bucketRate) adopt(old localRate, now int64) bool {
 }
 
 // shardedBucketRate is a Global TokenBucket rule with a burst large enough
-// to shard (concurrency.ShardedBucket: at least 64 tokens a shard): its
+// to shard (ratelimit.ShardedBucket: at least 64 tokens a shard): its
 // shards are token buckets of their own on lines of their own, so that the
 // cores deciding at once do not all write one word. It is exact like the
 // single bucket (never more than burst + rate·T in any T); it may admit up

@@ -29,7 +29,7 @@ import (
 //     for the exact algorithms; the sharded Global bucket's and window's
 //     Remaining are estimates, see the package doc); when it does not,
 //     RetryAfter is when the quota is whole again (an upper bound of the
-//     exact wait, which only a charge computes), or concurrency.Never for
+//     exact wait, which only a charge computes), or ratelimit.Never for
 //     a cost above the limit;
 //   - a Global Concurrency rule admits it when inflight + cost ≤ limit, an
 //     Adaptive rule when inflight < limit (one permit an attempt), a

@@ -11,7 +11,7 @@ import (
 
 // Short waits on rate rules. A token-bucket or fixed-window rule with
 // MaxWait does not reject a request that it would admit within MaxWait: it
-// reserves the request's exact slot (concurrency.GCRA.ReserveN, charged now
+// reserves the request's exact slot (ratelimit.GCRA.ReserveN, charged now
 // as if admitted then; for a window, the start of a later one) and the
 // request waits for it. The wait ends early only
 // when the request's context does; the reservation is then cancelled. A
@@ -64,7 +64,7 @@ func (c calendarRate) cancel(now, n int64, rv ratelimit.Reservation) {
 }
 
 // reserves reports whether lr can reserve: a rate of one state (a bucket,
-// a window); the sharded ones (concurrency.ShardedBucket, ShardedWindow)
+// a window); the sharded ones (ratelimit.ShardedBucket, ShardedWindow)
 // cannot tell the next slot, so a rule on one is charged at once.
 func reserves(lr localRate) bool {
 	if c, ok := lr.(calendarRate); ok {

@@ -71,7 +71,7 @@ const (
 	// boundary, so never for authentication.
 	FixedWindow = Algorithm(store.FixedWindow)
 	// SlidingWindow is the approximate sliding-window counter of Limit per
-	// Window (see concurrency.SlidingWindow for its error bound).
+	// Window (see ratelimit.SlidingWindow for its error bound).
 	SlidingWindow = Algorithm(store.SlidingWindow)
 	// SlidingLog admits at most Limit in any interval of length Window,
 	// exactly; its memory grows with Limit.
@@ -247,7 +247,7 @@ type Rule struct {
 	// length (Global or per key), whose exact slot is reserved (the limit
 	// is charged now as if the request were admitted then: the bucket's
 	// next token, the start of a later window; see
-	// concurrency.GCRA.ReserveN) and who then waits until it comes, or
+	// ratelimit.GCRA.ReserveN) and who then waits until it comes, or
 	// until its context ends, which cancels the reservation. A request
 	// whose context deadline falls before its slot is rejected at once,
 	// with Retry-After, and reserves nothing. Every other token-bucket or

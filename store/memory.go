@@ -166,7 +166,7 @@ func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
 // own structures, plus, for every
 // one of those keys and the shared overflow state, what the state
 // allocates of its own: a SlidingLog key's ring
-// (concurrency.SlidingLog.KeyBytes: 16·Limit bytes and a header), a
+// (ratelimit.SlidingLog.KeyBytes: 16·Limit bytes and a header), a
 // Concurrency key's lease slots (one per permit held at once, Limit at
 // most, and as many again that append may leave spare). The other
 // algorithms' states allocate nothing. It returns Validate's error for an

@@ -219,7 +219,7 @@ func TestMemoryAllocs(t *testing.T) {
 			spec.Limit = 1 << 10
 		case store.SlidingLog:
 			// A log is meant for small limits; its window is the shortest
-			// one (concurrency.MinWindow) and the clock steps a 32nd of it,
+			// one (ratelimit.MinWindow) and the clock steps a 32nd of it,
 			// so every request fits.
 			spec.Limit, spec.Window = 64, ratelimit.MinWindow
 			step = int64(ratelimit.MinWindow) / 32
@@ -286,7 +286,7 @@ func BenchmarkMemoryDecide(b *testing.B) {
 				spec.Limit = 1 << 10
 			case store.SlidingLog:
 				// A decision reads the whole log: keep it small, and its
-				// window the shortest (concurrency.MinWindow) with clock
+				// window the shortest (ratelimit.MinWindow) with clock
 				// steps of a 16th of it, so most fit.
 				spec.Limit, spec.Window = 16, ratelimit.MinWindow
 				step = int64(ratelimit.MinWindow) / 16

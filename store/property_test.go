@@ -202,7 +202,7 @@ func TestMemoryProperties(t *testing.T) {
 					for i, x := range targets {
 						after := peek(x.l, x.key)
 						if x.l.spec.Algorithm == store.SlidingLog && after.ResetAfter > before[i].ResetAfter {
-							// concurrency.SlidingLog.Refund frees the oldest
+							// ratelimit.SlidingLog.Refund frees the oldest
 							// admission that still counts, not the undone
 							// one: the log stays stricter (a later reset),
 							// never looser, and Remaining is restored.

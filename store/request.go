@@ -30,11 +30,11 @@ type Hit struct {
 	// Cost is how many units the request takes: tokens, window admissions
 	// or permits. Zero charges nothing and reports the state (no lease);
 	// negative is an error. A cost above the limit is rejected with
-	// concurrency.ReasonExceedsCapacity.
+	// ratelimit.ReasonExceedsCapacity.
 	Cost int64
 	// MaxWait lets a hit that does not fit now reserve the exact instant
 	// at which it fits, if that comes within MaxWait: the limit is charged
-	// now as if the hit were admitted then (concurrency.GCRA.ReserveN, and
+	// now as if the hit were admitted then (ratelimit.GCRA.ReserveN, and
 	// FixedWindow.ReserveN: the start of a later window), and
 	// HitResult.Wait says how long the caller must wait before the work
 	// starts. Only TokenBucket limits and FixedWindow limits of a fixed
@@ -44,7 +44,7 @@ type Hit struct {
 	// charged exactly then when its MaxWait is shorter (or zero); a hit
 	// decided before one that reserved later keeps its earlier instant.
 	// Zero means no waiting; it must not be negative nor above
-	// concurrency.MaxReserveWait, and a store returns an error for a
+	// ratelimit.MaxReserveWait, and a store returns an error for a
 	// MaxWait on a limit that cannot reserve, or one it cannot honour.
 	MaxWait time.Duration
 }
@@ -102,7 +102,7 @@ type Request struct {
 	// at Now+Wait when its MaxWait is shorter, so that no limit sees the
 	// request start after its charge; the others are decided at Now.
 	// Zero for none; it must not be negative nor above
-	// concurrency.MaxReserveWait.
+	// ratelimit.MaxReserveWait.
 	Wait time.Duration
 }
 
@@ -183,7 +183,7 @@ type HitResult struct {
 	// Wait is how long after Result.Now the hit's admission holds: the
 	// slot a hit with MaxWait reserved; zero for an admission at once.
 	// Reserved is the state the reservation left
-	// (concurrency.Reservation.End, in the store's own units), kept so that
+	// (ratelimit.Reservation.End, in the store's own units), kept so that
 	// Refund cancels exactly this reservation; zero when Wait is.
 	Wait     time.Duration
 	Reserved int64

@@ -13,17 +13,17 @@ type Algorithm uint8
 
 const (
 	// TokenBucket is an exact token bucket of Limit tokens refilled at Rate,
-	// run as GCRA (concurrency.GCRA).
+	// run as GCRA (ratelimit.GCRA).
 	TokenBucket Algorithm = iota + 1
 	// FixedWindow admits Limit per aligned window of length Window
-	// (concurrency.FixedWindow): up to 2·Limit across a boundary, so never
+	// (ratelimit.FixedWindow): up to 2·Limit across a boundary, so never
 	// for authentication.
 	FixedWindow
 	// SlidingWindow is the approximate sliding-window counter of Limit per
-	// Window (concurrency.SlidingWindow states its error bound).
+	// Window (ratelimit.SlidingWindow states its error bound).
 	SlidingWindow
 	// SlidingLog admits exactly at most Limit in any interval of length
-	// Window (concurrency.SlidingLog); memory grows with Limit.
+	// Window (ratelimit.SlidingLog); memory grows with Limit.
 	SlidingLog
 	// Concurrency holds at most Limit permits per key at once, as Leases
 	// that expire after LeaseTTL.

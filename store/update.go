@@ -150,7 +150,7 @@ func reconfigure(l memLimit, spec Spec, b built) (memLimit, error) {
 		return withAlgo(l.keys, sw, spec, b), nil
 	case *logLimit:
 		// A SlidingLogState of another limit is rebuilt for this one at
-		// its first decision (concurrency.SlidingLog).
+		// its first decision (ratelimit.SlidingLog).
 		return withAlgo(l.keys, b.log, spec, b), nil
 	case *leaseTable:
 		return l.keys.limit(spec, l.id, b), nil

@@ -40,7 +40,7 @@ const (
 )
 
 // limitedUpstream is a test upstream that enforces a token bucket
-// (concurrency.TokenBucket) per host, answers 429 with Retry-After (rounded
+// (ratelimit.TokenBucket) per host, answers 429 with Retry-After (rounded
 // up) when over it, optionally reports its quota, and records what reached
 // it. latency is virtual time spent in the handler after the decision.
 type limitedUpstream struct {

@@ -1,6 +1,6 @@
 // Command globalcap caps a whole endpoint, every client together, at 100
 // requests per second: a search backend that can take that much and no
-// more, whoever asks. The cap is a concurrency.ShardedWindow used directly,
+// more, whoever asks. The cap is a ratelimit.ShardedWindow used directly,
 // an exact fixed-window counter built for many cores hitting one limit: its
 // common path writes only a shard-local cache line. (A shed rule
 // {Identity: shed.Global, Algorithm: shed.FixedWindow} decides on one too,

@@ -38,7 +38,7 @@ func Code(k shed.Kind) codes.Code {
 }
 
 // Rejection returns the status of the rejection d, with a RetryInfo detail
-// of d.RetryAfter (none when it is concurrency.Never), and the trailer
+// of d.RetryAfter (none when it is ratelimit.Never), and the trailer
 // that carries PushbackKey: d.RetryAfter rounded up to a millisecond, or -1
 // for never. The message says the kind, never the rule or the client. An
 // Admitted d, which is no rejection, is answered as Shedding.

@@ -40,7 +40,7 @@ func WithCategory(category string) Option {
 
 // WithMessageLimit lets every connection send burst messages at once,
 // refilled at rate (DefaultMessageBurst and DefaultMessagesPerSecond
-// otherwise). NewGuard returns concurrency.NewGCRA's errors for a burst or
+// otherwise). NewGuard returns ratelimit.NewGCRA's errors for a burst or
 // rate it cannot honour.
 func WithMessageLimit(burst int64, rate ratelimit.Rate) Option {
 	return optionFunc(func(c *config) error {

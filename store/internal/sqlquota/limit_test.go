@@ -12,7 +12,7 @@ import (
 )
 
 // TestBucketParamIsGCRAsInterval: a token bucket's parameter is the
-// emission interval of concurrency.GCRA for its rate (Per/Count rounded
+// emission interval of ratelimit.GCRA for its rate (Per/Count rounded
 // up), so the database refills exactly as store.Memory does.
 func TestBucketParamIsGCRAsInterval(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
