@@ -12,6 +12,7 @@ import (
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"golang.org/x/time/rate"
 )
@@ -51,11 +52,11 @@ func keyedImpls() []keyedImpl {
 	const perSecond = 100_000_000
 	return []keyedImpl{
 		{"sluice", func(b *testing.B) (func() func(string) bool, func() int, func()) {
-			g, err := concurrency.NewGCRA(concurrency.Per(perSecond, time.Second), keyedBurst)
+			g, err := ratelimit.NewGCRA(ratelimit.Per(perSecond, time.Second), keyedBurst)
 			if err != nil {
 				b.Fatal(err)
 			}
-			t, err := concurrency.NewTable[concurrency.GCRAState](2*keyedKeys, g.Recovered)
+			t, err := concurrency.NewTable[ratelimit.GCRAState](2*keyedKeys, g.Recovered)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -76,7 +77,7 @@ func keyedImpls() []keyedImpl {
 			m := store.NewMemory()
 			ctx := context.Background()
 			id, err := m.Register(ctx, store.Spec{Name: "keyed", Algorithm: store.TokenBucket, Limit: keyedBurst,
-				Rate: concurrency.Per(perSecond, time.Second), Capacity: 2 * keyedKeys})
+				Rate: ratelimit.Per(perSecond, time.Second), Capacity: 2 * keyedKeys})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/go-chi/httprate"
 	"github.com/sethvargo/go-limiter/httplimit"
 	"github.com/sethvargo/go-limiter/memorystore"
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/throttled/throttled/v2"
 	"github.com/throttled/throttled/v2/store/memstore"
@@ -91,7 +91,7 @@ func middlewareImpls() []middlewareImpl {
 		{"sluice", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: concurrency.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -103,9 +103,9 @@ func middlewareImpls() []middlewareImpl {
 			// rule set of the hot-path budget.
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: concurrency.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
 				{Name: "global", Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: concurrency.Per(1_000_000_000, time.Second)},
+					Rate: ratelimit.Per(1_000_000_000, time.Second)},
 				{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1 << 20},
 			})
 			if err != nil {
@@ -118,7 +118,7 @@ func middlewareImpls() []middlewareImpl {
 			// -Remaining, -Reset) and no others: the like-for-like figure.
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: concurrency.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
 			}, shed.WithHeaderFields(shed.LegacyFields))
 			if err != nil {
 				b.Fatal(err)
@@ -131,7 +131,7 @@ func middlewareImpls() []middlewareImpl {
 			// cost (and what ResponseRecorder's header snapshot adds).
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: concurrency.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
 			}, shed.WithHeaders(func(http.Header, shed.Decision) {}))
 			if err != nil {
 				b.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	sluiceratelimit "github.com/sluicehq/sluice/ratelimit"
 	"go.uber.org/ratelimit"
 	"golang.org/x/time/rate"
 )
@@ -48,7 +48,7 @@ func BenchmarkTokenBucketAllow(b *testing.B) {
 		new func(b *testing.B) (allow func(elapsed int64) bool, check func(calls int))
 	}{
 		{"sluice", func(b *testing.B) (func(int64) bool, func(int)) {
-			tb, err := concurrency.NewTokenBucket(concurrency.Per(tbRate, time.Second), tbBurst)
+			tb, err := sluiceratelimit.NewTokenBucket(sluiceratelimit.Per(tbRate, time.Second), tbBurst)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
@@ -67,7 +67,7 @@ func BenchmarkRedisGCRA(b *testing.B) {
 			b.Fatal(err)
 		}
 		id, err := s.Register(context.Background(), store.Spec{Name: "api", Algorithm: store.TokenBucket,
-			Limit: 1 << 30, Rate: concurrency.Per(1<<30, time.Hour)})
+			Limit: 1 << 30, Rate: ratelimit.Per(1<<30, time.Hour)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func BenchmarkRedisGCRA(b *testing.B) {
 		}
 		defer f.Close()
 		id, err := f.Register(context.Background(), store.Spec{Name: "api", Algorithm: store.TokenBucket,
-			Limit: 1 << 30, Rate: concurrency.Per(1<<30, time.Hour)})
+			Limit: 1 << 30, Rate: ratelimit.Per(1<<30, time.Hour)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,29 +13,29 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // retryableLimiterServer stands in for a sluice-protected server until the
 // shed middleware is merged (swap the handler for the middleware then): a
-// concurrency.TokenBucket per client (the X-Client-Id header here; the
+// ratelimit.TokenBucket per client (the X-Client-Id header here; the
 // client's address in production, but every client is on loopback)
 // in front of a handler, answering 429 with Retry-After in delta-seconds
 // rounded up when the client is over its limit. It records the statuses
 // each request (by its X-Request-Id) received.
 type retryableLimiterServer struct {
-	rate  concurrency.Rate
+	rate  ratelimit.Rate
 	burst int64
 
 	mu       sync.Mutex
-	buckets  map[string]*concurrency.TokenBucket
+	buckets  map[string]*ratelimit.TokenBucket
 	statuses map[string][]int
 }
 
-func newRetryableLimiterServer(rate concurrency.Rate, burst int64) *retryableLimiterServer {
+func newRetryableLimiterServer(rate ratelimit.Rate, burst int64) *retryableLimiterServer {
 	return &retryableLimiterServer{rate: rate, burst: burst,
-		buckets: map[string]*concurrency.TokenBucket{}, statuses: map[string][]int{}}
+		buckets: map[string]*ratelimit.TokenBucket{}, statuses: map[string][]int{}}
 }
 
 func (s *retryableLimiterServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +45,7 @@ func (s *retryableLimiterServer) ServeHTTP(w http.ResponseWriter, r *http.Reques
 	b := s.buckets[client]
 	if b == nil {
 		var err error
-		if b, err = concurrency.NewTokenBucket(s.rate, s.burst); err != nil {
+		if b, err = ratelimit.NewTokenBucket(s.rate, s.burst); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -73,7 +73,7 @@ func (s *retryableLimiterServer) ServeHTTP(w http.ResponseWriter, r *http.Reques
 // 429: the other clients may spend the token first.) Bounded: about 1 s of
 // real time, 20 s at most.
 func TestRetryableHTTPHonoursRetryAfter(t *testing.T) {
-	srv := newRetryableLimiterServer(concurrency.Per(10, time.Second), 4)
+	srv := newRetryableLimiterServer(ratelimit.Per(10, time.Second), 4)
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
@@ -15,11 +16,11 @@ import (
 // BenchmarkGlobalCap: one decision against a global throughput cap, with a
 // cap high enough never to reject (each benchmark checks it). The clock is
 // read once outside the loop and handed in, as sluice's callers do:
-//   - sluice-sharded: concurrency.ShardedWindow.AllowN with the default
+//   - sluice-sharded: ratelimit.ShardedWindow.AllowN with the default
 //     shard count (shard-local cached quota);
 //   - sluice-single: the same ShardedWindow with one shard, so every caller
 //     writes one word (the single-word baseline);
-//   - sluice-bucket: concurrency.ShardedBucket.AllowN (a token bucket
+//   - sluice-bucket: ratelimit.ShardedBucket.AllowN (a token bucket
 //     split over the default shard count);
 //   - xtimerate: golang.org/x/time/rate Limiter.AllowN at a fixed time, with
 //     a burst so large it never runs dry.
@@ -30,7 +31,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 		new  func() func() bool
 	}{
 		{"sluice-sharded", func() func() bool {
-			w, err := concurrency.NewShardedWindow(limit, time.Hour)
+			w, err := ratelimit.NewShardedWindow(limit, time.Hour)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -38,7 +39,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 			return func() bool { return w.AllowN(now, 1).Allowed() }
 		}},
 		{"sluice-single", func() func() bool {
-			w, err := concurrency.NewShardedWindow(limit, time.Hour, concurrency.WithShardCount(1))
+			w, err := ratelimit.NewShardedWindow(limit, time.Hour, concurrency.WithShardCount(1))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -46,7 +47,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 			return func() bool { return w.AllowN(now, 1).Allowed() }
 		}},
 		{"sluice-bucket", func() func() bool {
-			bk, err := concurrency.NewShardedBucket(concurrency.Per(1_000_000_000, time.Second), limit)
+			bk, err := ratelimit.NewShardedBucket(ratelimit.Per(1_000_000_000, time.Second), limit)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -105,7 +106,7 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 	}{
 		{"sluice", func(b *testing.B) (func() bool, func()) {
 			c, err := shed.New([]shed.Rule{{Name: "global", Algorithm: shed.TokenBucket, Limit: limit,
-				Rate: concurrency.Per(1_000_000_000, time.Second)}})
+				Rate: ratelimit.Per(1_000_000_000, time.Second)}})
 			if err != nil {
 				b.Fatal(err)
 			}

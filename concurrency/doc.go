@@ -1,30 +1,19 @@
-// Package concurrency holds sluice's lock-free admission primitives: a
-// weighted Semaphore that bounds inflight work, sharded variants for global
-// caps on many cores, exact per-key rate state (GCRA token bucket, fixed and
-// sliding windows, sliding log) and a bounded keyed table to hold that state
-// per client.
+// Package concurrency holds sluice's lock-free primitives that bound
+// inflight work: a weighted Semaphore, a ShardedSemaphore for global caps
+// on many cores, the capacity hooks that wake a waiting queue, and a
+// bounded keyed Table that holds per-client state (Table, TableStats,
+// PeekRef, the Overflow policies, TableBytes).
 //
-// Every decision method takes now as int64 nanoseconds on a monotonic clock
-// (see the ...At forms); the short forms read the clock once and are
-// shorthand for them. Admit paths take no lock and allocate nothing.
-// A token bucket and a fixed window can also reserve (GCRA.ReserveN,
-// FixedWindow.ReserveN): a request that would fit within a caller's max
-// wait is admitted now for the exact instant of its turn, and a reservation
-// whose work never runs is cancelled (Cancel). The sliding window and the
-// sliding log do not reserve.
-// Constructors reject NaN, infinite, zero and negative parameters with an
-// error whose text starts with "concurrency:"; nothing is silently clamped.
+// Admit paths take no lock and allocate nothing. Constructors reject zero,
+// negative and out-of-range parameters with an error whose text starts with
+// "concurrency:"; nothing is silently clamped.
 //
-// # Algorithms and their states
-//
-// Each rate algorithm is a configuration (GCRA, FixedWindow, SlidingWindow,
-// SlidingLog) that decides over a state the caller keeps (GCRAState and the
-// like), so one configuration serves a million keys in a Table at the cost
-// of one state each. For the common case of one state, TokenBucket,
-// FixedWindowLimiter, SlidingWindowLimiter and SlidingLogLimiter pair a
-// configuration with its state. They are four small types rather than one
-// generic Limiter[S] on purpose: the call site names the algorithm
-// (NewTokenBucket(rate, burst) reads as what it is), and each call is a
-// direct, inlinable call, where a generic type over an interface of its
-// states would dispatch through a dictionary on every decision.
+// The rate algorithms (GCRA token bucket, fixed and sliding windows,
+// sliding log, their sharded variants and reservations) and their
+// vocabulary (Rate, Decision, Never) are in package ratelimit, whose states
+// a Table keeps per key. The dependency runs one way: ratelimit never
+// imports concurrency, so that a Table can be generic over any state and
+// its tests can use ratelimit's; what both share (the shard-count option,
+// the choice of a shard, the allocator's size classes) lives in internal
+// packages. ShardedOption is the same type in both packages.
 package concurrency

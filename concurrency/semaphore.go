@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/shard"
 )
 
 // cacheLine is the padding unit that keeps hot atomics of different
 // structures off each other's cache lines (128 covers adjacent-line
 // prefetching on x86 and the 128-byte lines of some arm64 parts).
-const cacheLine = 128
+const cacheLine = shard.CacheLine
 
 // Semaphore bounds weighted inflight work. TryAcquire admits n units when
 // inflight+n stays within the limit; Release gives them back. The bound is

@@ -1,35 +1,6 @@
 package concurrency
 
-import (
-	"math/rand/v2"
-	"testing"
-)
-
-// TestShardOfSpreadsAdjacentStacks: any shards/4 goroutines on adjacent
-// 2 KiB stacks (goroutines started together often get such stacks) land on
-// distinct shards, for every shard count, wherever the run starts. The hash
-// it replaced put the four 2 KiB stacks of an 8 KiB block on one shard.
-func TestShardOfSpreadsAdjacentStacks(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for shards := 4; shards <= 1<<16; shards *= 2 {
-		run := shards / 4
-		mask := uint64(shards - 1)
-		seen := make(map[uint64]uintptr, run)
-		for range 20 {
-			base := uintptr(rng.Uint64N(1<<46)) &^ (2<<10 - 1)
-			clear(seen)
-			for i := range run {
-				sp := base + uintptr(i)<<11 + 2<<10 - 200 // near the top of its stack
-				s := shardOf(sp, mask)
-				if other, ok := seen[s]; ok {
-					t.Fatalf("%d shards: stacks at %#x and %#x, %d apart in a run of %d, both on shard %d",
-						shards, other, sp, (sp-other)>>11, run, s)
-				}
-				seen[s] = sp
-			}
-		}
-	}
-}
+import "testing"
 
 // TestShardedSemaphoreRoundTripStaysOnOneShard: a goroutine's TryAcquire and
 // Release from one frame meet on one shard, so a steady stream of round

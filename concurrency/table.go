@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/allocsize"
 )
 
 // Overflow is what a Table does with a new key when it cannot admit it:
@@ -112,7 +114,7 @@ type tableShard[V any] struct {
 // points at the key's state until Release, and nobody can evict, delete or
 // re-target that entry meanwhile. The state is shared by all goroutines that
 // hold a Ref to the same key at once, so V itself must be safe for
-// concurrent use (typically atomic words, like a GCRA bucket).
+// concurrent use (typically atomic words, like a ratelimit.GCRAState).
 //
 // Placement: a key's shard comes from its hash, and each shard holds an
 // equal share of the capacity. Within the shard the key may live in any of
@@ -175,10 +177,11 @@ type TableStats struct {
 // MaxTableCapacity is the largest capacity NewTable accepts: 2^24
 // (16,777,216) entries. A table preallocates 20 bytes plus 1.25 times the
 // size of V per entry of capacity (see Table), so at this capacity one with
-// an 8-byte state (a GCRAState, a FixedWindowState) takes 480 MiB and one
-// with a 16-byte state 640 MiB: a bound that keeps a mistyped capacity an
-// error rather than an allocation the process cannot survive (1<<40 entries
-// would be a fatal out-of-memory, which recover cannot catch).
+// an 8-byte state (a ratelimit.GCRAState or FixedWindowState) takes
+// 480 MiB and one with a 16-byte state 640 MiB: a bound that keeps a
+// mistyped capacity an error rather than an allocation the process cannot
+// survive (1<<40 entries would be a fatal out-of-memory, which recover
+// cannot catch).
 const MaxTableCapacity = 1 << 24
 
 // NewTable returns a Table that holds at most capacity entries of state V.
@@ -273,8 +276,8 @@ func totalBuckets(capacity, n int) int {
 // capacity entries of state V with the default shards (at the current
 // GOMAXPROCS): its buckets, 5/4 slots per entry rounded up to whole
 // buckets in each shard, each slot 16 bytes plus the size of V (see
-// Table). A state that points to memory of its own (a SlidingLogState's
-// ring) costs that memory on top. It returns the error NewTable would for a
+// Table). A state that points to memory of its own (the ring of a
+// ratelimit.SlidingLogState) costs that memory on top. It returns the error NewTable would for a
 // capacity that is not positive or is above MaxTableCapacity.
 func TableBytes[V any](capacity int) (int64, error) {
 	if capacity <= 0 {
@@ -297,16 +300,7 @@ const tableHeader = 128
 // (measured so, on a small allocation), or to whole 8 KiB pages above
 // 32 KiB, the largest size class. Sizes of memory bounds use it, so that a
 // bound is one.
-func AllocBytes(n int64) int64 {
-	const largest, page = 32 << 10, 8 << 10
-	switch {
-	case n <= 0:
-		return 0
-	case n > largest:
-		return (n + page - 1) &^ (page - 1)
-	}
-	return int64(cap(append([]byte(nil), make([]byte, n)...)))
-}
+func AllocBytes(n int64) int64 { return allocsize.Of(n) }
 
 // Ref is a pinned reference to one key's state, returned by Get and Lookup.
 // It must be released exactly once with Release; the zero Ref is inert.

@@ -4,8 +4,9 @@ import (
 	"math"
 	"runtime"
 	"testing"
-	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestTableBytesIsWhatNewTableAllocates: TableBytes is the size of the
@@ -26,56 +27,34 @@ func TestTableBytesIsWhatNewTableAllocates(t *testing.T) {
 		return least
 	}
 	for _, capacity := range []int{1, 1000, 1 << 16, 300_001} {
-		want, err := TableBytes[GCRAState](capacity)
+		want, err := TableBytes[ratelimit.GCRAState](capacity)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tab *Table[GCRAState, *GCRAState]
-		got := measure(func() { tab, _ = NewTable[GCRAState](capacity, func(*GCRAState, int64) bool { return true }) })
+		var tab *Table[ratelimit.GCRAState, *ratelimit.GCRAState]
+		got := measure(func() {
+			tab, _ = NewTable[ratelimit.GCRAState](capacity, func(*ratelimit.GCRAState, int64) bool { return true })
+		})
 		if got > want || got < want-4096 {
 			t.Errorf("capacity %d: NewTable allocated %d bytes, TableBytes says %d", capacity, got, want)
 		}
 		runtime.KeepAlive(tab)
-		lw, _ := TableBytes[SlidingLogState](capacity)
+		lw, _ := TableBytes[ratelimit.SlidingLogState](capacity)
 		lease, _ := TableBytes[[64]byte](capacity)
 		if lw != want || lease <= want {
 			t.Errorf("capacity %d: 8-byte states %d and %d, 64-byte %d", capacity, want, lw, lease)
 		}
 	}
 	for _, capacity := range []int{0, -1, MaxTableCapacity + 1} {
-		if _, err := TableBytes[GCRAState](capacity); err == nil {
+		if _, err := TableBytes[ratelimit.GCRAState](capacity); err == nil {
 			t.Errorf("TableBytes(%d) = nil error", capacity)
 		}
 	}
 }
 
-// TestSlidingLogKeyBytes: a key's log holds KeyBytes once it admitted,
-// 16 bytes a slot.
-func TestSlidingLogKeyBytes(t *testing.T) {
-	l, err := NewSlidingLog(1000, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// TotalAlloc counts every goroutine's allocations (other tests' too):
-	// the least of a few fresh keys' is this one's alone.
-	got := int64(math.MaxInt64)
-	for range 5 {
-		var s SlidingLogState
-		var a, b runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&a)
-		l.AllowN(&s, int64(time.Second), 1)
-		runtime.ReadMemStats(&b)
-		got = min(got, int64(b.TotalAlloc-a.TotalAlloc))
-	}
-	if want := l.KeyBytes(); got < want || got > want+want/8+64 || want < 16*1000 {
-		t.Errorf("a key's log allocated %d bytes, KeyBytes says %d", got, want)
-	}
-}
-
 // TestTableHeaderBound: tableHeader covers a Table's fields but V.
 func TestTableHeaderBound(t *testing.T) {
-	if got := unsafe.Sizeof(Table[GCRAState, *GCRAState]{}) - unsafe.Sizeof(GCRAState{}); got > tableHeader {
+	if got := unsafe.Sizeof(Table[ratelimit.GCRAState, *ratelimit.GCRAState]{}) - unsafe.Sizeof(ratelimit.GCRAState{}); got > tableHeader {
 		t.Errorf("a Table's fields take %d bytes, tableHeader is %d", got, tableHeader)
 	}
 }

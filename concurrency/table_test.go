@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // tstate is the per-key state of the table tests: the first user stamps its
@@ -535,7 +537,7 @@ func TestBucketLayout(t *testing.T) {
 	}
 	for name, size := range map[string]uintptr{
 		"tstate":    unsafe.Sizeof(b),
-		"GCRAState": unsafe.Sizeof(bucket[GCRAState]{}),
+		"GCRAState": unsafe.Sizeof(bucket[ratelimit.GCRAState]{}),
 	} {
 		if size%bucketLine != 0 {
 			t.Errorf("bucket of %s: %d bytes, not whole lines", name, size)

@@ -10,8 +10,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // windowDoc is a policy whose only rule has window w, on line 3.
@@ -82,7 +82,7 @@ func TestParseDurationIsExactOrAnError(t *testing.T) {
 		s := fmt.Sprintf("%d%s", n, u.name)
 		got, err := parseWindow(s)
 		exact := new(big.Int).Mul(new(big.Int).SetUint64(n), big.NewInt(int64(u.d)))
-		if exact.IsInt64() && exact.Int64() < int64(concurrency.MinWindow) {
+		if exact.IsInt64() && exact.Int64() < int64(ratelimit.MinWindow) {
 			if err == nil || !strings.Contains(err.Error(), "must be at least") {
 				t.Fatalf("%q: got %d, %v; want the minimum window's error", s, int64(got), err)
 			}

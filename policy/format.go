@@ -197,7 +197,7 @@ type QueueSpec struct {
 	FairShare     string  `json:"fair_share,omitempty"`
 }
 
-// RateSpec is a concurrency.Rate: Count events per Per.
+// RateSpec is a ratelimit.Rate: Count events per Per.
 type RateSpec struct {
 	Count int64  `json:"count"`
 	Per   string `json:"per"`

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -315,7 +316,7 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		if s.Rate.Count <= 0 {
 			v.failf(path+".rate.count", "must be positive, got %d", s.Rate.Count)
 		}
-		r.Rate = concurrency.Rate{Count: s.Rate.Count, Per: v.positive(path+".rate.per", s.Rate.Per)}
+		r.Rate = ratelimit.Rate{Count: s.Rate.Count, Per: v.positive(path+".rate.per", s.Rate.Per)}
 	}
 	window := r.Algorithm == shed.FixedWindow || r.Algorithm == shed.SlidingWindow || r.Algorithm == shed.SlidingLog
 	r.Calendar = v.calendar(path+".calendar", s.Calendar)
@@ -326,8 +327,8 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 		v.failf(path+".window", "a window of %d calendar months takes no window", r.Calendar.Months)
 	case window && r.Calendar.Months > 0:
 	case window:
-		if r.Window = v.positive(path+".window", s.Window); r.Window > 0 && r.Window < concurrency.MinWindow {
-			v.failf(path+".window", "must be at least %v, got %v", concurrency.MinWindow, r.Window)
+		if r.Window = v.positive(path+".window", s.Window); r.Window > 0 && r.Window < ratelimit.MinWindow {
+			v.failf(path+".window", "must be at least %v, got %v", ratelimit.MinWindow, r.Window)
 		}
 	case s.Window != "":
 		v.failf(path+".window", "applies only to fixed_window, sliding_window and sliding_log")
@@ -408,8 +409,8 @@ func (v *validator) rule(path string, s *RuleSpec, cats map[string]bool) shed.Ru
 	switch {
 	case s.MaxWait != "" && !queued && !reserves:
 		v.failf(path+".max_wait", "applies only to token_bucket rules, fixed_window rules of a fixed length and global concurrency and adaptive rules")
-	case r.MaxWait > concurrency.MaxReserveWait:
-		v.failf(path+".max_wait", "must be at most %v, got %v", concurrency.MaxReserveWait, r.MaxWait)
+	case r.MaxWait > ratelimit.MaxReserveWait:
+		v.failf(path+".max_wait", "must be at most %v, got %v", ratelimit.MaxReserveWait, r.MaxWait)
 	case s.QueueLength != 0 && (s.MaxWait == "" || r.Algorithm != shed.Concurrency && !reserves):
 		v.failf(path+".queue_length", "applies only to a rate or global concurrency rule with a max_wait")
 	}

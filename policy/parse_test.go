@@ -85,7 +85,7 @@ func TestNewErrorsNameTheRule(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "t.json:5: rules[1]: shed: rule \"bad\"") {
 		t.Fatalf("got %v", err)
 	}
-	// A window the concurrency package rejects (over its span bound).
+	// A window the ratelimit package rejects (over its span bound).
 	doc = `{"version": 1, "rules": [
   {"name": "huge", "identity": "ip", "algorithm": "sliding_window", "limit": 5, "window": "50000d"}]}`
 	p, err = policy.Parse("t.json", []byte(doc))

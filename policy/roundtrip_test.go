@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -51,7 +52,7 @@ func genRule(t *rapid.T, i int) shed.Rule {
 	switch r.Algorithm {
 	case shed.TokenBucket:
 		r.Limit = rapid.Int64Range(1, 100_000).Draw(t, "burst")
-		r.Rate = concurrency.Per(rapid.Int64Range(1, 1000).Draw(t, "count"), dur("per", 1e12))
+		r.Rate = ratelimit.Per(rapid.Int64Range(1, 1000).Draw(t, "count"), dur("per", 1e12))
 		if rapid.Bool().Draw(t, "waits") {
 			r.MaxWait = dur("max-wait", int64(time.Hour))
 			r.QueueLength = rapid.IntRange(0, 1000).Draw(t, "queue")

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -89,7 +89,7 @@ func (v *validator) tiered(path string, s *RuleSpec, r shed.Rule, tiers *TiersSp
 				if l.Rate.Count <= 0 {
 					v.failf(tp+".rate.count", "must be positive, got %d", l.Rate.Count)
 				}
-				tr.Rate = concurrency.Rate{Count: l.Rate.Count, Per: v.positive(tp+".rate.per", l.Rate.Per)}
+				tr.Rate = ratelimit.Rate{Count: l.Rate.Count, Per: v.positive(tp+".rate.per", l.Rate.Per)}
 			}
 			if l.Window != "" {
 				if r.Window == 0 {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestMiddlewareAllocs: over a bare handler the middleware allocates at
@@ -23,7 +23,7 @@ func TestMiddlewareAllocs(t *testing.T) {
 	t.Run("composite", func(t *testing.T) {
 		middlewareAllocs(t, append(benchRules(), Rule{Name: "composite", Identity: Composite,
 			Key: Key{"ip", "route", "header:X-Model", "attr:plan"}, Algorithm: TokenBucket, Limit: 1 << 30,
-			Rate: concurrency.Per(1_000_000, time.Second)}), WithClient(func(*http.Request) Client {
+			Rate: ratelimit.Per(1_000_000, time.Second)}), WithClient(func(*http.Request) Client {
 			return Client{User: "u", Attributes: proPlan}
 		}))
 	})
@@ -72,7 +72,7 @@ func TestPrefixOverflowAllocs(t *testing.T) {
 		{"admitted", 0, netip.MustParseAddr("2001:db8:1::1")},    // another /64 of one /48 each run
 		{"shed", 0.001, netip.AddrFrom4([4]byte{10, 9, 0, 200})}, // the flood's spent /24
 	} {
-		c, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1000, Rate: concurrency.Per(1, time.Hour),
+		c, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1000, Rate: ratelimit.Per(1, time.Hour),
 			Capacity: 16, Overflow: OverflowPrefix, Prefix: Prefix{Factor: tc.factor}}}, quiet())
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // discardWriter is a ResponseWriter whose header map is reused.
@@ -20,8 +21,8 @@ func (w *discardWriter) WriteHeader(int)             {}
 
 func benchRules() []Rule {
 	return []Rule{
-		{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1 << 30, Rate: concurrency.Per(1_000_000, time.Second)},
-		{Name: "global", Algorithm: TokenBucket, Limit: 1 << 30, Rate: concurrency.Per(1_000_000_000, time.Second)},
+		{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1 << 30, Rate: ratelimit.Per(1_000_000, time.Second)},
+		{Name: "global", Algorithm: TokenBucket, Limit: 1 << 30, Rate: ratelimit.Per(1_000_000_000, time.Second)},
 		{Name: "inflight", Algorithm: Concurrency, Limit: 1 << 20},
 	}
 }
@@ -101,7 +102,7 @@ func BenchmarkOverflow(b *testing.B) {
 	}{{"reject", concurrency.OverflowReject}, {"prefix", OverflowPrefix}} {
 		b.Run(tc.name, func(b *testing.B) {
 			c, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1 << 20,
-				Rate: concurrency.Per(1, time.Second), Capacity: 1024, Overflow: tc.overflow}}, quiet())
+				Rate: ratelimit.Per(1, time.Second), Capacity: 1024, Overflow: tc.overflow}}, quiet())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestByteBudgetRefusesTheGigabyteSlidingLog: the sliding log of 1,000 an
@@ -90,8 +90,8 @@ func TestByteBudgetValidation(t *testing.T) {
 	for _, r := range []Rule{
 		{Name: "neg", Identity: IP, Algorithm: FixedWindow, Limit: 5, Window: time.Hour, MaxBytes: -1},
 		{Name: "global", Algorithm: FixedWindow, Limit: 5, Window: time.Hour, MaxBytes: 1 << 20},
-		{Name: "huge", Identity: IP, Algorithm: TokenBucket, Limit: 5, Rate: concurrency.Per(1, time.Second), Capacity: math.MaxInt, MaxBytes: math.MaxInt64},
-		{Name: "tiny", Identity: User, Algorithm: TokenBucket, Limit: 5, Rate: concurrency.Per(1, time.Second), MaxBytes: 1024},
+		{Name: "huge", Identity: IP, Algorithm: TokenBucket, Limit: 5, Rate: ratelimit.Per(1, time.Second), Capacity: math.MaxInt, MaxBytes: math.MaxInt64},
+		{Name: "tiny", Identity: User, Algorithm: TokenBucket, Limit: 5, Rate: ratelimit.Per(1, time.Second), MaxBytes: 1024},
 	} {
 		if _, err := New([]Rule{r}, quiet()); err == nil || !strings.Contains(err.Error(), r.Name) {
 			t.Errorf("%s: %v, want an error naming the rule", r.Name, err)

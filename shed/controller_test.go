@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -66,7 +66,7 @@ func TestLoginSeed(t *testing.T) {
 // 30/h per IP.
 func TestReportSeed(t *testing.T) {
 	c, _, clk := newTest(t, []Rule{
-		{Name: "report-burst", Category: "report", Identity: Tenant, Algorithm: TokenBucket, Limit: 10, Rate: concurrency.Per(5, time.Minute)},
+		{Name: "report-burst", Category: "report", Identity: Tenant, Algorithm: TokenBucket, Limit: 10, Rate: ratelimit.Per(5, time.Minute)},
 		{Name: "report-daily", Category: "report", Identity: Tenant, Algorithm: FixedWindow, Limit: 100, Window: 24 * time.Hour},
 		{Name: "report-ip", Category: "report", Identity: IP, Algorithm: SlidingWindow, Limit: 30, Window: time.Hour},
 	})
@@ -115,7 +115,7 @@ func TestReportSeed(t *testing.T) {
 // is refunded, and a concurrency permit returned.
 func TestGlobalGivenBack(t *testing.T) {
 	c, _, _ := newTest(t, []Rule{
-		{Name: "cap", Algorithm: TokenBucket, Limit: 3, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "cap", Algorithm: TokenBucket, Limit: 3, Rate: ratelimit.Per(1, time.Hour)},
 		{Name: "conc", Algorithm: Concurrency, Limit: 1},
 		{Name: "ip", Identity: IP, Algorithm: SlidingLog, Limit: 1, Window: time.Hour},
 	})
@@ -348,7 +348,7 @@ func TestTokenDoneTwice(t *testing.T) {
 
 // TestValidation: bad rules and options are errors starting with "shed: ".
 func TestValidation(t *testing.T) {
-	tb := Rule{Name: "tb", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second)}
+	tb := Rule{Name: "tb", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Second)}
 	with := func(f func(r *Rule)) []Rule { r := tb; f(&r); return []Rule{r} }
 	bad := map[string][]Rule{
 		"none":         nil,
@@ -358,12 +358,12 @@ func TestValidation(t *testing.T) {
 		"no algorithm": with(func(r *Rule) { r.Algorithm = 0 }),
 		"bad identity": with(func(r *Rule) { r.Identity = 9 }),
 		"zero limit":   with(func(r *Rule) { r.Limit = 0 }),
-		"no rate":      with(func(r *Rule) { r.Rate = concurrency.Rate{} }),
+		"no rate":      with(func(r *Rule) { r.Rate = ratelimit.Rate{} }),
 		"window on tb": with(func(r *Rule) { r.Window = time.Second }),
 		"soft NaN":     with(func(r *Rule) { r.SoftLimit = nan() }),
 		"soft > 1":     with(func(r *Rule) { r.SoftLimit = 1.5 }),
 		"wait on window": with(func(r *Rule) {
-			r.Algorithm, r.Rate, r.Window, r.MaxWait = SlidingWindow, concurrency.Rate{}, time.Second, time.Second
+			r.Algorithm, r.Rate, r.Window, r.MaxWait = SlidingWindow, ratelimit.Rate{}, time.Second, time.Second
 		}),
 		"bad failure":    with(func(r *Rule) { r.Failure = 7 }),
 		"global failure": with(func(r *Rule) { r.Identity, r.Failure = Global, FailClosed }),

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -75,7 +75,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	// 2. Global rate rules, in this process.
 	for _, i := range p.rates {
 		r := &a.set.rules[i]
-		var rd concurrency.Decision
+		var rd ratelimit.Decision
 		if r.waits == nil && a.wait == 0 {
 			rd = r.rate.AllowN(now, cost)
 		} else {
@@ -230,7 +230,7 @@ func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Dec
 				continue
 			}
 			c.rollback(a, d)
-			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
+			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(hint, 1)}) // > 0: a rejection
 			return false, nil
 		}
 	}
@@ -425,7 +425,7 @@ func (c *Controller) shedOverflow(a *ticket, d *Decision, i int) {
 // consider folds an admitted rate decision of rule i into d: the rule with
 // the fewest remaining reports in the headers; the first past its soft
 // limit warns.
-func (c *Controller) consider(d *Decision, i int, rd concurrency.Decision) {
+func (c *Controller) consider(d *Decision, i int, rd ratelimit.Decision) {
 	r := &d.plan.rules[i]
 	if d.rule < 0 || rd.Remaining < d.Remaining {
 		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
@@ -446,7 +446,7 @@ func (c *Controller) markDry(a *ticket, d *Decision, name string, k Kind) {
 
 // rejectBy makes the rejection of rule i with its decision rd, after the
 // attempt gave back what it held.
-func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd concurrency.Decision) {
+func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd ratelimit.Decision) {
 	r := &a.set.rules[i]
 	a.set.rules[i].ctr.add(a.shard, rRejected, 1)
 	rejection(d, r, i, rd)
@@ -462,9 +462,9 @@ func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd concurrency.Deci
 // rejection writes to d the rejection by rule r (index i) with its
 // decision rd: what the response reports, and nothing else (rejectBy
 // counts it and strikes; a peek does neither).
-func rejection(d *Decision, r *rule, i int, rd concurrency.Decision) {
+func rejection(d *Decision, r *rule, i int, rd ratelimit.Decision) {
 	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, r.kind, r.Name, max(rd.RetryAfter, 1)
-	if r.Algorithm == Concurrency && rd.RetryAfter != concurrency.Never {
+	if r.Algorithm == Concurrency && rd.RetryAfter != ratelimit.Never {
 		// A full per-key concurrency limit frees a permit when one of the
 		// client's own requests ends, which nobody can predict; the store's
 		// figure is when the oldest lease would lapse (LeaseTTL, meant for
@@ -475,7 +475,7 @@ func rejection(d *Decision, r *rule, i int, rd concurrency.Decision) {
 	d.Warning, d.WarningRule = false, ""
 	if r.Algorithm.rate() {
 		d.rule, d.Limit, d.Remaining, d.Reset = i, rd.Limit, rd.Remaining, rd.ResetAfter
-		if d.RetryAfter != concurrency.Never {
+		if d.RetryAfter != ratelimit.Never {
 			d.Reset = d.RetryAfter // when this client is served again (Decision.Reset)
 		}
 	}

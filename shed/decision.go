@@ -141,7 +141,7 @@ type Decision struct {
 	Reset            time.Duration
 	// RetryAfter is, for a rejection, the wait after which the same
 	// attempt would be admitted if nothing else happened (never earlier
-	// than the truth); concurrency.Never when it never will (a cost above
+	// than the truth); ratelimit.Never when it never will (a cost above
 	// the limit). For a concurrency or adaptive rejection, where no exact
 	// figure exists, it is a hint: the predicted service time, at least a
 	// second. Zero when allowed.

@@ -32,9 +32,9 @@
 //     client is serving a timeout, and rejects it at once if so (an
 //     over-limit rejection is a strike);
 //  2. charges the Global rate rules, in this process (a Global FixedWindow
-//     rule with a limit up to 2^31-1 on a concurrency.ShardedWindow, a
+//     rule with a limit up to 2^31-1 on a ratelimit.ShardedWindow, a
 //     Global TokenBucket rule with a burst of 128 and more on a
-//     concurrency.ShardedBucket, so that parallel requests do not all write
+//     ratelimit.ShardedBucket, so that parallel requests do not all write
 //     one word: exact like the single word, with a Remaining that is a
 //     lower bound; sliding windows and logs decide on one word);
 //  3. takes the Global concurrency and adaptive permits, in this process,

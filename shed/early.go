@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // EarlyWarningBurst is the most early warnings passed to the hook in one
@@ -36,7 +36,7 @@ type EarlyWarning struct {
 
 // earlyCheck raises an early warning when rd, an admitted decision of r
 // (a window rule), took its key past half the limit early in the window.
-func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd concurrency.Decision) {
+func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd ratelimit.Decision) {
 	used := rd.Limit - rd.Remaining
 	half := (rd.Limit + 1) / 2
 	if used < half || used-a.cost >= half {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -61,7 +62,7 @@ func TestGoexitInHandlerReturnsPermits(t *testing.T) {
 func TestEndedContextNeverFailsOpen(t *testing.T) {
 	faulty := storetest.NewFaulty(store.NewMemory())
 	ran := 0
-	c, err := New([]Rule{{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}},
+	c, err := New([]Rule{{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}},
 		WithStore(faulty), quiet())
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestLimiterSharedByTwoRulesIsAnError(t *testing.T) {
 // of the decision (503), never a store failure that fail-open rules admit.
 func TestNegativeClockIsNoFailOpen(t *testing.T) {
 	var now int64 = -5
-	c, err := New([]Rule{{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}},
+	c, err := New([]Rule{{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}},
 		WithClock(func() int64 { return now }), quiet())
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestResizedConcurrencyRuleNeverAdmitsPastNewLimit(t *testing.T) {
 // the client is served again (the draft: Retry-After must not end before
 // t), not t = the time to a full bucket.
 func TestRejectionHeadersAgreeWithRetryAfter(t *testing.T) {
-	_, h, clk := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute)}})
+	_, h, clk := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 2, Rate: ratelimit.Per(1, time.Minute)}})
 	for range 2 {
 		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
 			t.Fatalf("burst: %d", w.Code)
@@ -658,14 +659,14 @@ func TestReloadFallsBackToAFreshLimit(t *testing.T) {
 // this process, keep what they counted across a Reload that changes their
 // limit (a window its count, a log its admissions, a bucket its debt).
 func TestReloadKeepsUsageOfGlobalRateRules(t *testing.T) {
-	rules := func(limit int64, rate concurrency.Rate) []Rule {
+	rules := func(limit int64, rate ratelimit.Rate) []Rule {
 		return []Rule{
 			{Name: "daily", Category: "a", Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour},
 			{Name: "log", Category: "b", Algorithm: SlidingLog, Limit: limit, Window: time.Hour},
 			{Name: "bucket", Category: "c", Algorithm: TokenBucket, Limit: limit, Rate: rate},
 		}
 	}
-	perMin := concurrency.Per(1, time.Minute)
+	perMin := ratelimit.Per(1, time.Minute)
 	c, _, _ := newTest(t, rules(3, perMin))
 	for _, cat := range []string{"a", "b", "c"} {
 		for range 3 {
@@ -686,7 +687,7 @@ func TestReloadKeepsUsageOfGlobalRateRules(t *testing.T) {
 		}
 	}
 	// A slower refill: the 4 tokens owed stay owed, at the new rate.
-	if err := c.Reload(Config{Rules: rules(4, concurrency.Per(1, time.Hour))}); err != nil {
+	if err := c.Reload(Config{Rules: rules(4, ratelimit.Per(1, time.Hour))}); err != nil {
 		t.Fatal(err)
 	}
 	for _, cat := range []string{"a", "b", "c"} {
@@ -737,7 +738,7 @@ func TestCostAboveAQueuedLimitFailsAtOnce(t *testing.T) {
 		defer c.Close()
 		start := time.Now()
 		d, _, err := c.Decide(context.Background(), Attempt{Cost: 5})
-		if err != nil || d.Allowed || d.RetryAfter != concurrency.Never {
+		if err != nil || d.Allowed || d.RetryAfter != ratelimit.Never {
 			t.Fatalf("cost 5 of 4: %+v %v, want a rejection with Never", d, err)
 		}
 		if waited := time.Since(start); waited != 0 {
@@ -1024,7 +1025,7 @@ func TestSuspiciousClientsGetTightenedLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last Decision
-	c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: concurrency.Per(1, time.Hour)}},
+	c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: ratelimit.Per(1, time.Hour)}},
 		WithSuspicion(Suspicion{Tracker: tracker, Scale: scale}), WithDecisionHook(func(d Decision) { last = d }))
 	count := func(ip string, ua string) int {
 		n := 0

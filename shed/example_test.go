@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -16,7 +16,7 @@ import (
 // a minute) and a cap of 100 requests at once.
 func Example() {
 	sluice, err := shed.New([]shed.Rule{
-		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute)},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: ratelimit.Per(1, time.Minute)},
 		{Name: "inflight", Algorithm: shed.Concurrency, Limit: 100},
 	})
 	if err != nil {
@@ -72,7 +72,7 @@ func Example_layered() {
 		{Name: "login-ip", Category: "auth", Identity: shed.IP, Algorithm: shed.SlidingLog, Limit: 20, Window: 15 * time.Minute, Failure: shed.FailClosed},
 		{Name: "login-user", Category: "auth", Identity: shed.User, Algorithm: shed.SlidingLog, Limit: 5, Window: 15 * time.Minute, Failure: shed.FailClosed},
 
-		{Name: "report-burst", Category: "report", Identity: shed.Tenant, Algorithm: shed.TokenBucket, Limit: 10, Rate: concurrency.Per(5, time.Minute)},
+		{Name: "report-burst", Category: "report", Identity: shed.Tenant, Algorithm: shed.TokenBucket, Limit: 10, Rate: ratelimit.Per(5, time.Minute)},
 		{Name: "report-daily", Category: "report", Identity: shed.Tenant, Algorithm: shed.FixedWindow, Limit: 100, Window: 24 * time.Hour},
 		{Name: "report-ip", Category: "report", Identity: shed.IP, Algorithm: shed.SlidingWindow, Limit: 30, Window: time.Hour},
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // acquire takes a Global Concurrency or Adaptive permit for a, waiting up
@@ -67,7 +67,7 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 // can never fit.
 func (c *Controller) semHint(r *rule, cost int64) time.Duration {
 	if cost > r.Limit {
-		return concurrency.Never
+		return ratelimit.Never
 	}
 	return shedHint
 }

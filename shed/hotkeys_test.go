@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestHotKeysNameKeysByHashMostUsedFirst: HotKeys reports each per-key
@@ -17,9 +17,9 @@ import (
 // whole limit back, and only that client.
 func TestHotKeysNameKeysByHashMostUsedFirst(t *testing.T) {
 	c, _, _ := newTest(t, []Rule{
-		{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 10, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 10, Rate: ratelimit.Per(1, time.Hour)},
 		{Name: "user", Identity: User, Algorithm: FixedWindow, Limit: 10, Window: time.Hour},
-		{Name: "all", Algorithm: TokenBucket, Limit: 1000, Rate: concurrency.Per(1000, time.Second)},
+		{Name: "all", Algorithm: TokenBucket, Limit: 1000, Rate: ratelimit.Per(1000, time.Second)},
 	})
 	ips := []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"}
 	for i, ip := range ips {

@@ -3,13 +3,13 @@ package shed
 import (
 	"math"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
 // localRate is what a Global rate rule decides with, in this process.
 type localRate interface {
-	AllowN(now, n int64) concurrency.Decision
+	AllowN(now, n int64) ratelimit.Decision
 	Refund(now, n int64)
 	// adopt makes this rate, just built for a changed rule, count on the
 	// state of old, the rate of the rule it replaces, so that the usage
@@ -19,10 +19,10 @@ type localRate interface {
 	adopt(old localRate, now int64) bool
 }
 
-// rateAlgo is a concurrency package configuration deciding on per-key
+// rateAlgo is a ratelimit package configuration deciding on per-key
 // state S: GCRA, FixedWindow, SlidingWindow, SlidingLog.
 type rateAlgo[S any] interface {
-	AllowN(s *S, now, n int64) concurrency.Decision
+	AllowN(s *S, now, n int64) ratelimit.Decision
 	Refund(s *S, now, n int64)
 }
 
@@ -49,7 +49,7 @@ func newStateRate[S any, A rateAlgo[S]](algo A, window int64) *stateRate[S, A] {
 	return &stateRate[S, A]{algo: algo, window: window, state: new(padded[S])}
 }
 
-func (r *stateRate[S, A]) AllowN(now, n int64) concurrency.Decision {
+func (r *stateRate[S, A]) AllowN(now, n int64) ratelimit.Decision {
 	return r.algo.AllowN(&r.state.s, now, n)
 }
 
@@ -58,7 +58,7 @@ func (r *stateRate[S, A]) Refund(now, n int64) { r.algo.Refund(&r.state.s, now, 
 func (r *stateRate[S, A]) adopt(old localRate, now int64) bool {
 	if o, ok := old.(*shardedRate); ok {
 		// A fixed window whose limit grew past a ShardedWindow's.
-		if _, fixed := any(r).(*stateRate[concurrency.FixedWindowState, *concurrency.FixedWindow]); !fixed || int64(o.w.Window()) != r.window {
+		if _, fixed := any(r).(*stateRate[ratelimit.FixedWindowState, *ratelimit.FixedWindow]); !fixed || int64(o.w.Window()) != r.window {
 			return false
 		}
 		chargeUsed(r, old, now)
@@ -76,12 +76,12 @@ func (r *stateRate[S, A]) adopt(old localRate, now int64) bool {
 // state as it is (the debt, a time, is the same number of tokens); a new
 // rate converts the tokens owed once, at adopt, into a state of its own.
 type bucketRate struct {
-	g     *concurrency.GCRA
-	state *padded[concurrency.GCRAState]
+	g     *ratelimit.GCRA
+	state *padded[ratelimit.GCRAState]
 }
 
-func (r *bucketRate) AllowN(now, n int64) concurrency.Decision { return r.g.AllowN(&r.state.s, now, n) }
-func (r *bucketRate) Refund(now, n int64)                      { r.g.Refund(&r.state.s, now, n) }
+func (r *bucketRate) AllowN(now, n int64) ratelimit.Decision { return r.g.AllowN(&r.state.s, now, n) }
+func (r *bucketRate) Refund(now, n int64)                    { r.g.Refund(&r.state.s, now, n) }
 
 // adopt takes over old's state when the rate is the same; otherwise it
 // charges its fresh state with the tokens old's bucket owes at now,
@@ -114,17 +114,17 @@ func (r *bucketRate) adopt(old localRate, now int64) bool {
 }
 
 // shardedBucketRate is a Global TokenBucket rule with a burst large enough
-// to shard (concurrency.ShardedBucket: at least 64 tokens a shard): its
+// to shard (ratelimit.ShardedBucket: at least 64 tokens a shard): its
 // shards are token buckets of their own on lines of their own, so that the
 // cores deciding at once do not all write one word. It is exact like the
 // single bucket (never more than burst + rate·T in any T); it may admit up
 // to shards-1 tokens less at an instant, and its Remaining is an estimate
 // (the caller's shard's times the shard count), which the soft-limit
 // warning and the headers use.
-type shardedBucketRate struct{ b *concurrency.ShardedBucket }
+type shardedBucketRate struct{ b *ratelimit.ShardedBucket }
 
-func (r *shardedBucketRate) AllowN(now, n int64) concurrency.Decision { return r.b.AllowN(now, n) }
-func (r *shardedBucketRate) Refund(now, n int64)                      { r.b.Refund(now, n) }
+func (r *shardedBucketRate) AllowN(now, n int64) ratelimit.Decision { return r.b.AllowN(now, n) }
+func (r *shardedBucketRate) Refund(now, n int64)                    { r.b.Refund(now, n) }
 
 // adopt takes over old's bucket when rate, burst and shards are the same;
 // otherwise it takes from its fresh bucket the tokens old owes at now (its
@@ -157,10 +157,10 @@ func (r *shardedBucketRate) adopt(old localRate, now int64) bool {
 // decision in parallel, the sharded window 7). It is exact per window like
 // the single word; only Remaining differs, a lower bound (the units cached
 // by other cores' shards are not counted).
-type shardedRate struct{ w *concurrency.ShardedWindow }
+type shardedRate struct{ w *ratelimit.ShardedWindow }
 
-func (r *shardedRate) AllowN(now, n int64) concurrency.Decision { return r.w.AllowN(now, n) }
-func (r *shardedRate) Refund(now, n int64)                      { r.w.Refund(now, n) }
+func (r *shardedRate) AllowN(now, n int64) ratelimit.Decision { return r.w.AllowN(now, n) }
+func (r *shardedRate) Refund(now, n int64)                    { r.w.Refund(now, n) }
 
 // adopt takes over old's window when the limit is the same; otherwise (or
 // from a single-word fixed window of the same length, the form of limits
@@ -179,7 +179,7 @@ func (r *shardedRate) adopt(old localRate, now int64) bool {
 			r.w = o.w
 			return true
 		}
-	case *stateRate[concurrency.FixedWindowState, *concurrency.FixedWindow]:
+	case *stateRate[ratelimit.FixedWindowState, *ratelimit.FixedWindow]:
 		if o.window != int64(r.w.Window()) {
 			return false
 		}
@@ -206,7 +206,7 @@ type calendarRate struct {
 	clock store.WindowClock
 }
 
-func (c calendarRate) AllowN(now, n int64) concurrency.Decision {
+func (c calendarRate) AllowN(now, n int64) ratelimit.Decision {
 	at := c.clock.At(now)
 	return c.clock.Decision(now, at, c.rate.AllowN(at, n))
 }
@@ -224,41 +224,41 @@ func newLocalRate(r Rule) (localRate, error) {
 	clock := r.Calendar.Clock(r.Window)
 	switch r.Algorithm {
 	case TokenBucket:
-		g, err := concurrency.NewGCRA(r.Rate, r.Limit)
+		g, err := ratelimit.NewGCRA(r.Rate, r.Limit)
 		if err != nil {
 			return nil, err
 		}
 		// A burst too small to shard, or one whose shards' refill would
 		// overflow the supported span, stays one bucket; so does one that
 		// reserves slots (MaxWait): shards cannot tell the next slot.
-		if b, err := concurrency.NewShardedBucket(r.Rate, r.Limit); err == nil && b.Shards() > 1 && !r.reserves() {
+		if b, err := ratelimit.NewShardedBucket(r.Rate, r.Limit); err == nil && b.Shards() > 1 && !r.reserves() {
 			return &shardedBucketRate{b}, nil
 		}
-		return &bucketRate{g: g, state: new(padded[concurrency.GCRAState])}, nil
+		return &bucketRate{g: g, state: new(padded[ratelimit.GCRAState])}, nil
 	case FixedWindow:
 		if r.Limit <= math.MaxInt32 && !r.reserves() { // what a ShardedWindow holds; one that reserves stays one window
-			w, err := concurrency.NewShardedWindow(r.Limit, clock.Span())
+			w, err := ratelimit.NewShardedWindow(r.Limit, clock.Span())
 			if err != nil {
 				return nil, err
 			}
 			return calendarRate{&shardedRate{w}, clock}, nil
 		}
-		f, err := concurrency.NewFixedWindow(r.Limit, clock.Span())
+		f, err := ratelimit.NewFixedWindow(r.Limit, clock.Span())
 		if err != nil {
 			return nil, err
 		}
-		return calendarRate{newStateRate[concurrency.FixedWindowState](f.Widened(), int64(clock.Span())), clock}, nil
+		return calendarRate{newStateRate[ratelimit.FixedWindowState](f.Widened(), int64(clock.Span())), clock}, nil
 	case SlidingWindow:
-		sw, err := concurrency.NewSlidingWindow(r.Limit, clock.Span())
+		sw, err := ratelimit.NewSlidingWindow(r.Limit, clock.Span())
 		if err != nil {
 			return nil, err
 		}
-		return calendarRate{newStateRate[concurrency.SlidingWindowState](sw.Widened(), int64(clock.Span())), clock}, nil
+		return calendarRate{newStateRate[ratelimit.SlidingWindowState](sw.Widened(), int64(clock.Span())), clock}, nil
 	default: // SlidingLog
-		l, err := concurrency.NewSlidingLog(r.Limit, r.Window)
+		l, err := ratelimit.NewSlidingLog(r.Limit, r.Window)
 		if err != nil {
 			return nil, err
 		}
-		return newStateRate[concurrency.SlidingLogState](l, int64(r.Window)), nil
+		return newStateRate[ratelimit.SlidingLogState](l, int64(r.Window)), nil
 	}
 }

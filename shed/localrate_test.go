@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestGlobalFixedWindowSpreadsItsQuotaOverShards: a Global FixedWindow
@@ -39,7 +39,7 @@ func TestGlobalTokenBucketShardsALargeBurst(t *testing.T) {
 		burst   int64
 		sharded bool
 	}{{100, false}, {1 << 30, true}} {
-		c, _, _ := newTest(t, []Rule{{Name: "cap", Algorithm: TokenBucket, Limit: tc.burst, Rate: concurrency.Per(1, time.Millisecond)}})
+		c, _, _ := newTest(t, []Rule{{Name: "cap", Algorithm: TokenBucket, Limit: tc.burst, Rate: ratelimit.Per(1, time.Millisecond)}})
 		rate := c.set.Load().rules[0].rate
 		if _, sharded := rate.(*shardedBucketRate); sharded != tc.sharded {
 			t.Errorf("burst %d: a %T, sharded %v, want %v", tc.burst, rate, sharded, tc.sharded)
@@ -62,7 +62,7 @@ func TestGlobalTokenBucketShardsALargeBurst(t *testing.T) {
 func TestShardedGlobalCapIsExactUnderParallelDecisions(t *testing.T) {
 	for _, capRule := range []Rule{
 		{Name: "cap", Algorithm: FixedWindow, Limit: 500, Window: time.Hour},
-		{Name: "cap", Algorithm: TokenBucket, Limit: 1000, Rate: concurrency.Per(1, 24*time.Hour)},
+		{Name: "cap", Algorithm: TokenBucket, Limit: 1000, Rate: ratelimit.Per(1, 24*time.Hour)},
 	} {
 		t.Run(capRule.Algorithm.String(), func(t *testing.T) { shardedCapIsExact(t, capRule) })
 	}
@@ -172,7 +172,7 @@ func TestReloadCarriesUsageAcrossTheShardedWindowBound(t *testing.T) {
 // keeps the tokens it owes across Reloads that change its burst, between
 // sharded bursts and to one too small to shard and back.
 func TestReloadCarriesTheDebtOfAShardedTokenBucket(t *testing.T) {
-	perDay := concurrency.Per(1, 24*time.Hour) // no refill during the test
+	perDay := ratelimit.Per(1, 24*time.Hour) // no refill during the test
 	rules := func(burst int64) []Rule {
 		return []Rule{{Name: "cap", Algorithm: TokenBucket, Limit: burst, Rate: perDay}}
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/sfv"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // rateCases are the rate algorithms with a limit of 5 and how long each
@@ -25,7 +25,7 @@ func rateCases() []struct {
 		rule    Rule
 		recover time.Duration
 	}{
-		{Rule{Name: "tb", Algorithm: TokenBucket, Limit: 5, Rate: concurrency.Per(1, time.Minute)}, time.Minute},
+		{Rule{Name: "tb", Algorithm: TokenBucket, Limit: 5, Rate: ratelimit.Per(1, time.Minute)}, time.Minute},
 		{Rule{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Minute}, time.Minute},
 		{Rule{Name: "sw", Algorithm: SlidingWindow, Limit: 5, Window: time.Minute}, 2 * time.Minute},
 		{Rule{Name: "sl", Algorithm: SlidingLog, Limit: 5, Window: time.Minute}, time.Minute},
@@ -211,7 +211,7 @@ func fire(n int, f func() int) map[int]int {
 // Retry-After succeeds while one a second earlier does not.
 func TestHeaders(t *testing.T) {
 	c, h, clk := newTest(t, []Rule{
-		{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 3, Rate: concurrency.Per(1, 10*time.Second)},
+		{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 3, Rate: ratelimit.Per(1, 10*time.Second)},
 		{Name: "daily", Identity: IP, Algorithm: FixedWindow, Limit: 1000, Window: 24 * time.Hour},
 	})
 	wallNow := func() int64 { return c.wallAnchor + clk.now() - c.monoAnchor }

@@ -182,7 +182,7 @@ func WithClient(f func(*http.Request) Client) Option {
 // items of a bulk request, the pages of an export, the tokens an LLM call
 // is expected to use. Zero means 1; a negative cost is an error of the
 // decision (the request is answered 503). A cost above a rule's limit is
-// refused at once (Decision.RetryAfter is concurrency.Never), never queued.
+// refused at once (Decision.RetryAfter is ratelimit.Never), never queued.
 // f runs on every request and must be fast and safe for concurrent use.
 func WithCost(f func(*http.Request) int64) Option {
 	return optionFunc(func(c *config) error {

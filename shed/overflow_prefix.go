@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -193,11 +194,11 @@ func (a *ticket) onPrefix(r *rule, h int) bool {
 // server's condition (the client's network, not the client, is over), so
 // a 503 with the prefix's exact Retry-After and no strike. What a held is
 // given back already.
-func (c *Controller) shedPrefix(a *ticket, d *Decision, i int, rd concurrency.Decision) {
+func (c *Controller) shedPrefix(a *ticket, d *Decision, i int, rd ratelimit.Decision) {
 	r := &a.set.rules[i]
 	r.ctr.add(a.shard, rRejected, 1)
 	retry := shedHint
-	if rd.RetryAfter > 0 && rd.RetryAfter != concurrency.Never && r.Algorithm != Concurrency {
+	if rd.RetryAfter > 0 && rd.RetryAfter != ratelimit.Never && r.Algorithm != Concurrency {
 		retry = rd.RetryAfter
 	}
 	d.Allowed, d.Kind, d.Rule, d.RetryAfter = false, Shedding, r.Name, retry

@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -190,7 +190,7 @@ func TestOverrideErrorsNeverShowTheRawKey(t *testing.T) {
 	const secret = "sk_live_do_not_print_me"
 	c, err := New([]Rule{
 		{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 3, Window: 24 * time.Hour},
-		{Name: "burst", Identity: APIKey, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "burst", Identity: APIKey, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)},
 	}, quiet())
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Peek reads the state of the rules that apply to a, as Decide would
@@ -28,7 +29,7 @@ import (
 //     for the exact algorithms; the sharded Global bucket's and window's
 //     Remaining are estimates, see the package doc); when it does not,
 //     RetryAfter is when the quota is whole again (an upper bound of the
-//     exact wait, which only a charge computes), or concurrency.Never for
+//     exact wait, which only a charge computes), or ratelimit.Never for
 //     a cost above the limit;
 //   - a Global Concurrency rule admits it when inflight + cost ≤ limit, an
 //     Adaptive rule when inflight < limit (one permit an attempt), a
@@ -111,7 +112,7 @@ func (c *Controller) peek(ctx context.Context, a *ticket, d *Decision) error {
 	}
 	for _, i := range p.concs {
 		r := &a.set.rules[i]
-		var st concurrency.Decision
+		var st ratelimit.Decision
 		cost, hint := a.cost, shedHint
 		if r.lim != nil {
 			cost, hint = 1, max(shedHint, r.lim.PredictedLatency())
@@ -202,7 +203,7 @@ func (c *Controller) peekStore(ctx context.Context, a *ticket, d *Decision) (boo
 // was read at cost 0, and folds st into d: the fewest remaining of the
 // rate rules, or the rejection (see Peek for RetryAfter). It reports false
 // when the rule rejects (not in dry-run): d holds the rejection then.
-func (c *Controller) peekFits(a *ticket, d *Decision, i int, st concurrency.Decision, cost int64, hint time.Duration) bool {
+func (c *Controller) peekFits(a *ticket, d *Decision, i int, st ratelimit.Decision, cost int64, hint time.Duration) bool {
 	r := &a.set.rules[i]
 	rate := r.Algorithm.rate()
 	if cost <= st.Remaining {
@@ -220,7 +221,7 @@ func (c *Controller) peekFits(a *ticket, d *Decision, i int, st concurrency.Deci
 	}
 	switch {
 	case cost > st.Limit:
-		st.RetryAfter = concurrency.Never
+		st.RetryAfter = ratelimit.Never
 	case rate:
 		st.RetryAfter = max(st.ResetAfter, 1)
 	default:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
 	"pgregory.net/rapid"
@@ -25,7 +26,7 @@ func peekRules() []Rule {
 		for _, alg := range []Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog} {
 			r := Rule{Name: id.String() + "-" + alg.String(), Identity: id, Algorithm: alg, Limit: 5}
 			if alg == TokenBucket {
-				r.Rate = concurrency.Per(1, time.Hour)
+				r.Rate = ratelimit.Per(1, time.Hour)
 			} else {
 				r.Window = time.Hour
 			}
@@ -199,7 +200,7 @@ func TestPeekConcurrency(t *testing.T) {
 	if d, err := c.Peek(ctx, Attempt{Cost: 2}); err != nil || d.Allowed || d.Kind != Shedding || d.Rule != "conc" || d.RetryAfter != shedHint {
 		t.Fatalf("one of two held, cost 2: %+v, %v", d, err)
 	}
-	if d, err := c.Peek(ctx, Attempt{Cost: 3}); err != nil || d.Allowed || d.RetryAfter != concurrency.Never {
+	if d, err := c.Peek(ctx, Attempt{Cost: 3}); err != nil || d.Allowed || d.RetryAfter != ratelimit.Never {
 		t.Fatalf("cost 3 of a limit of 2: %+v, %v", d, err)
 	}
 	if s := c.Stats(); s.Rules[0].Inflight != 1 || s.Inflight != 1 {
@@ -334,7 +335,7 @@ func TestPeekFullTable(t *testing.T) {
 		{"prefix spent", OverflowPrefix, 0.001, netip.AddrFrom4([4]byte{10, 9, 0, 200}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1000, Rate: concurrency.Per(1, time.Hour),
+			c, _, _ := newTest(t, []Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1000, Rate: ratelimit.Per(1, time.Hour),
 				Capacity: 16, Overflow: tc.overflow, Prefix: Prefix{Factor: tc.factor}}})
 			for i := range 64 { // the flood fills the table, then its prefix
 				if d, tok, _ := c.Decide(ctx, Attempt{IP: netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})}); d.Allowed {
@@ -366,7 +367,7 @@ func TestPeekFullTable(t *testing.T) {
 // unknown peer.
 func TestPeekRequestRecordsNothing(t *testing.T) {
 	s := noAgentSuspicion(t)
-	c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: concurrency.Per(1, time.Hour)}},
+	c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: ratelimit.Per(1, time.Hour)}},
 		WithSuspicion(s))
 	noAgent := func(r *http.Request) { r.Header.Del("User-Agent") }
 	if w := send(h, "192.0.2.2", noAgent); w.Code != http.StatusOK {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/sfv"
+	"github.com/sluicehq/sluice/ratelimit"
 	"pgregory.net/rapid"
 )
 
@@ -33,7 +33,7 @@ func TestPermitsConserved(t *testing.T) {
 		m := rapid.SampledFrom(scales).Draw(t, "scale")
 		clk := newFakeClock()
 		c, err := New([]Rule{
-			{Name: "cap", Algorithm: TokenBucket, Limit: 20 * m, Rate: concurrency.Per(10*m, time.Second)},
+			{Name: "cap", Algorithm: TokenBucket, Limit: 20 * m, Rate: ratelimit.Per(10*m, time.Second)},
 			{Name: "conc", Algorithm: Concurrency, Limit: 4 * m},
 			{Name: "lease", Identity: IP, Algorithm: Concurrency, Limit: 2 * m, LeaseTTL: time.Hour, Capacity: 16},
 			{Name: "log", Identity: IP, Algorithm: SlidingLog, Limit: 5 * m, Window: time.Second, Capacity: 16, DryRun: rapid.Bool().Draw(t, "dry")},
@@ -177,7 +177,7 @@ func TestHeadersParse(t *testing.T) {
 		alg := rapid.SampledFrom([]Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog}).Draw(t, "alg")
 		r := Rule{Name: name, Identity: IP, Algorithm: alg, Limit: limit, Capacity: 4096}
 		if alg == TokenBucket {
-			r.Rate = concurrency.Per(rapid.Int64Range(1, 100).Draw(t, "rate"), time.Minute)
+			r.Rate = ratelimit.Per(rapid.Int64Range(1, 100).Draw(t, "rate"), time.Minute)
 		} else {
 			r.Window = time.Duration(rapid.Int64Range(1, 3600).Draw(t, "window")) * time.Second
 		}
@@ -229,7 +229,7 @@ func TestChargesMatchWhatCounts(t *testing.T) {
 		rule := rapid.SampledFrom([]Rule{
 			{Name: "global", Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour, Count: count},
 			{Name: "tenant", Identity: Tenant, Algorithm: FixedWindow, Limit: limit, Window: 24 * time.Hour, Count: count},
-			{Name: "bucket", Identity: Tenant, Algorithm: TokenBucket, Limit: limit, Rate: concurrency.Per(1, time.Nanosecond), Count: count}, // the clock stands still: no refill
+			{Name: "bucket", Identity: Tenant, Algorithm: TokenBucket, Limit: limit, Rate: ratelimit.Per(1, time.Nanosecond), Count: count}, // the clock stands still: no refill
 		}).Draw(t, "rule")
 		c, err := New([]Rule{rule}, WithClock(func() int64 { return int64(1) << 40 }), quiet())
 		if err != nil {

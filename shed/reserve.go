@@ -5,13 +5,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
 // Short waits on rate rules. A token-bucket or fixed-window rule with
 // MaxWait does not reject a request that it would admit within MaxWait: it
-// reserves the request's exact slot (concurrency.GCRA.ReserveN, charged now
+// reserves the request's exact slot (ratelimit.GCRA.ReserveN, charged now
 // as if admitted then; for a window, the start of a later one) and the
 // request waits for it. The wait ends early only
 // when the request's context does; the reservation is then cancelled. A
@@ -21,57 +21,57 @@ import (
 
 // reserver is the rate of a Global rate rule that can reserve.
 type reserver interface {
-	reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
-	cancel(now, n int64, r concurrency.Reservation)
+	reserve(now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation
+	cancel(now, n int64, r ratelimit.Reservation)
 }
 
-func (r *bucketRate) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+func (r *bucketRate) reserve(now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation {
 	return r.g.ReserveN(&r.state.s, now, n, minWait, maxWait)
 }
 
-func (r *bucketRate) cancel(now, n int64, rv concurrency.Reservation) {
+func (r *bucketRate) cancel(now, n int64, rv ratelimit.Reservation) {
 	r.g.Cancel(&r.state.s, now, n, rv)
 }
 
 // reserveAlgo is a window configuration that can reserve (a fixed window).
 type reserveAlgo[S any] interface {
-	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
-	Cancel(s *S, now, n int64, r concurrency.Reservation)
+	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation
+	Cancel(s *S, now, n int64, r ratelimit.Reservation)
 }
 
 // reserve and cancel of a window rate are its algorithm's: Rule.reserves
 // lets only a fixed window get here.
-func (r *stateRate[S, A]) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+func (r *stateRate[S, A]) reserve(now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation {
 	return any(r.algo).(reserveAlgo[S]).ReserveN(&r.state.s, now, n, minWait, maxWait)
 }
 
-func (r *stateRate[S, A]) cancel(now, n int64, rv concurrency.Reservation) {
+func (r *stateRate[S, A]) cancel(now, n int64, rv ratelimit.Reservation) {
 	any(r.algo).(reserveAlgo[S]).Cancel(&r.state.s, now, n, rv)
 }
 
 // reserve runs on the calendar's window clock; for windows of a fixed
 // length (the only ones that reserve) it is the time shifted, so waits on
 // it are real ones.
-func (c calendarRate) reserve(now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+func (c calendarRate) reserve(now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation {
 	at := c.clock.At(now)
 	rv := c.rate.(reserver).reserve(at, n, minWait, maxWait)
 	rv.Decision = c.clock.Decision(now, at, rv.Decision)
 	return rv
 }
 
-func (c calendarRate) cancel(now, n int64, rv concurrency.Reservation) {
+func (c calendarRate) cancel(now, n int64, rv ratelimit.Reservation) {
 	c.rate.(reserver).cancel(c.clock.At(now), n, rv)
 }
 
 // reserves reports whether lr can reserve: a rate of one state (a bucket,
-// a window); the sharded ones (concurrency.ShardedBucket, ShardedWindow)
+// a window); the sharded ones (ratelimit.ShardedBucket, ShardedWindow)
 // cannot tell the next slot, so a rule on one is charged at once.
 func reserves(lr localRate) bool {
 	if c, ok := lr.(calendarRate); ok {
 		lr = c.rate
 	}
 	switch lr.(type) {
-	case *bucketRate, *stateRate[concurrency.FixedWindowState, *concurrency.FixedWindow]:
+	case *bucketRate, *stateRate[ratelimit.FixedWindowState, *ratelimit.FixedWindow]:
 		return true
 	}
 	return false
@@ -98,7 +98,7 @@ func (w *waiters) leave() { w.n.Add(-1) }
 // reserved is a Global rate rule's reservation that a ticket holds.
 type reserved struct {
 	rule int
-	r    concurrency.Reservation
+	r    ratelimit.Reservation
 	// waiter says that the rule itself made the attempt wait (it has
 	// MaxWait and took a waiter's place), as opposed to a rule charged at
 	// the slot another rule set.
@@ -113,7 +113,7 @@ type reserved struct {
 // attempt starts then anyway, so that is when it must have room). A rule
 // that cannot reserve (a sliding window or log, calendar months) or is in
 // dry-run is decided at once.
-func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) concurrency.Decision {
+func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) ratelimit.Decision {
 	if !r.canReserve || r.dry {
 		return r.rate.AllowN(a.now, a.cost)
 	}
@@ -200,9 +200,9 @@ func (c *Controller) replaceRates(a *ticket, d *Decision) bool {
 // wait.
 func (a *ticket) deadlineLeft(ctx context.Context) time.Duration {
 	if !a.deadlineRead {
-		a.deadlineRead, a.deadline = true, concurrency.MaxReserveWait
+		a.deadlineRead, a.deadline = true, ratelimit.MaxReserveWait
 		if dl, ok := ctx.Deadline(); ok {
-			a.deadline = max(0, min(time.Until(dl), concurrency.MaxReserveWait))
+			a.deadline = max(0, min(time.Until(dl), ratelimit.MaxReserveWait))
 		}
 	}
 	return a.deadline

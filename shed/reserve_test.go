@@ -13,14 +13,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
 // calls is a Global token bucket of 10 a second with no burst, whose
 // requests may wait up to maxWait for their turn.
 func calls(maxWait time.Duration) Rule {
-	return Rule{Name: "calls", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(10, time.Second), MaxWait: maxWait}
+	return Rule{Name: "calls", Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(10, time.Second), MaxWait: maxWait}
 }
 
 func newReserving(t *testing.T, rules ...Rule) *Controller {
@@ -206,9 +206,9 @@ func TestReserveRuleValidation(t *testing.T) {
 	for name, r := range map[string]Rule{
 		"sliding":    {Name: "w", Algorithm: SlidingWindow, Limit: 1, Window: time.Second, MaxWait: time.Millisecond},
 		"months":     {Name: "m", Algorithm: FixedWindow, Limit: 1, Calendar: store.Calendar{Months: 1}, MaxWait: time.Millisecond},
-		"queue":      {Name: "q", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), QueueLength: 3},
-		"huge":       {Name: "h", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), MaxWait: concurrency.MaxReserveWait + 1},
-		"discipline": {Name: "d", Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second), MaxWait: time.Second, Queue: Queue{Reserve: 0.5}},
+		"queue":      {Name: "q", Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Second), QueueLength: 3},
+		"huge":       {Name: "h", Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Second), MaxWait: ratelimit.MaxReserveWait + 1},
+		"discipline": {Name: "d", Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Second), MaxWait: time.Second, Queue: Queue{Reserve: 0.5}},
 	} {
 		if _, err := New([]Rule{r}, quiet()); err == nil {
 			t.Errorf("%s: accepted %+v", name, r)
@@ -220,7 +220,7 @@ func TestReserveRuleValidation(t *testing.T) {
 // requests may wait up to a second.
 func perIP() Rule {
 	return Rule{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 1,
-		Rate: concurrency.Per(10, time.Second), MaxWait: time.Second}
+		Rate: ratelimit.Per(10, time.Second), MaxWait: time.Second}
 }
 
 // TestReservePerKeyRule: a per-key token bucket with MaxWait reserves in
@@ -419,8 +419,8 @@ func TestReserveThroughTheMiddleware(t *testing.T) {
 // it; afterwards nothing is held or waiting.
 func TestReserveUnderLoadKeepsTheBoundAndLeavesNothing(t *testing.T) {
 	const iv = 20 * time.Millisecond // 50 a second
-	global := Rule{Name: "global", Algorithm: TokenBucket, Limit: 3, Rate: concurrency.Per(1, iv), MaxWait: 300 * time.Millisecond}
-	perIP := Rule{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 2, Rate: concurrency.Per(1, 3*iv),
+	global := Rule{Name: "global", Algorithm: TokenBucket, Limit: 3, Rate: ratelimit.Per(1, iv), MaxWait: 300 * time.Millisecond}
+	perIP := Rule{Name: "per-ip", Identity: IP, Algorithm: TokenBucket, Limit: 2, Rate: ratelimit.Per(1, 3*iv),
 		MaxWait: 200 * time.Millisecond, QueueLength: 4}
 	window := Rule{Name: "window", Identity: IP, Algorithm: FixedWindow, Limit: 12, Window: time.Second}
 	var total [3]RuleStats
@@ -505,8 +505,8 @@ func TestReserveUnderLoadKeepsTheBoundAndLeavesNothing(t *testing.T) {
 // once.
 func TestReserveBigBurstAndShardedRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		big := Rule{Name: "big", Algorithm: TokenBucket, Limit: 256, Rate: concurrency.Per(256, time.Second), MaxWait: time.Second}
-		sharded := Rule{Name: "sharded", Algorithm: TokenBucket, Limit: 1024, Rate: concurrency.Per(1024, time.Second)}
+		big := Rule{Name: "big", Algorithm: TokenBucket, Limit: 256, Rate: ratelimit.Per(256, time.Second), MaxWait: time.Second}
+		sharded := Rule{Name: "sharded", Algorithm: TokenBucket, Limit: 1024, Rate: ratelimit.Per(1024, time.Second)}
 		window := Rule{Name: "window", Algorithm: FixedWindow, Limit: 1 << 20, Window: time.Minute}
 		c := newReserving(t, big, sharded, window)
 		start := time.Now()

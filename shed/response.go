@@ -6,8 +6,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/sfv"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Canonical header keys, so that setting them indexes the map directly.
@@ -100,7 +100,7 @@ func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
 	if draft && p.policyV != nil {
 		h[hRateLimitPolicy] = p.policyV
 	}
-	retry := !d.Allowed && d.RetryAfter != concurrency.Never
+	retry := !d.Allowed && d.RetryAfter != ratelimit.Never
 	if d.rule < 0 && !d.Warning && !retry {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -70,7 +71,7 @@ const (
 	// boundary, so never for authentication.
 	FixedWindow = Algorithm(store.FixedWindow)
 	// SlidingWindow is the approximate sliding-window counter of Limit per
-	// Window (see concurrency.SlidingWindow for its error bound).
+	// Window (see ratelimit.SlidingWindow for its error bound).
 	SlidingWindow = Algorithm(store.SlidingWindow)
 	// SlidingLog admits at most Limit in any interval of length Window,
 	// exactly; its memory grows with Limit.
@@ -178,7 +179,7 @@ type Rule struct {
 	// decides).
 	Limit int64
 	// Rate is the refill rate of a TokenBucket (only).
-	Rate concurrency.Rate
+	Rate ratelimit.Rate
 	// Window is the window of FixedWindow, SlidingWindow and SlidingLog
 	// (only); zero for a window of calendar months.
 	Window time.Duration
@@ -246,7 +247,7 @@ type Rule struct {
 	// length (Global or per key), whose exact slot is reserved (the limit
 	// is charged now as if the request were admitted then: the bucket's
 	// next token, the start of a later window; see
-	// concurrency.GCRA.ReserveN) and who then waits until it comes, or
+	// ratelimit.GCRA.ReserveN) and who then waits until it comes, or
 	// until its context ends, which cancels the reservation. A request
 	// whose context deadline falls before its slot is rejected at once,
 	// with Retry-After, and reserves nothing. Every other token-bucket or
@@ -374,8 +375,8 @@ func (r *Rule) validate() error {
 	switch {
 	case r.MaxWait < 0:
 		return r.errorf("max wait must not be negative, got %v", r.MaxWait)
-	case r.MaxWait > concurrency.MaxReserveWait:
-		return r.errorf("max wait must be at most %v, got %v", concurrency.MaxReserveWait, r.MaxWait)
+	case r.MaxWait > ratelimit.MaxReserveWait:
+		return r.errorf("max wait must be at most %v, got %v", ratelimit.MaxReserveWait, r.MaxWait)
 	case r.MaxWait > 0 && !waits:
 		return r.errorf("max wait applies only to Global %v and %v rules and to %v and %v rules of a fixed length",
 			Concurrency, Adaptive, TokenBucket, FixedWindow)

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/sfv"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -338,8 +339,8 @@ func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 		return false
 	}
 	was := o.Rule
-	was.Limit, was.Rate, was.LeaseTTL = 0, concurrency.Rate{}, 0
-	r.Limit, r.Rate, r.LeaseTTL = 0, concurrency.Rate{}, 0
+	was.Limit, was.Rate, was.LeaseTTL = 0, ratelimit.Rate{}, 0
+	r.Limit, r.Rate, r.LeaseTTL = 0, ratelimit.Rate{}, 0
 	was.Overflow, r.Overflow = was.storeOverflow(), r.storeOverflow()
 	was.Prefix, r.Prefix = Prefix{}, Prefix{}
 	return was == r

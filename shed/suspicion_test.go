@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // noAgentSuspicion is a Suspicion under which a request without a
@@ -46,7 +46,7 @@ func TestTighteningDryRunCountsWhatItWouldReject(t *testing.T) {
 			}
 			var logs bytes.Buffer
 			marked := 0 // decisions marked as would-be rejections of the rule
-			c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: concurrency.Per(1, time.Hour)}},
+			c, h, _ := newTest(t, []Rule{{Name: "burst", Identity: IP, Algorithm: TokenBucket, Limit: 8, Rate: ratelimit.Per(1, time.Hour)}},
 				append(opts, WithSuspicion(s), WithDecisionHook(func(d Decision) {
 					if d.Tightened && d.DryRun && d.DryRunRule == "burst" && d.Allowed {
 						marked++

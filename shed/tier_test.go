@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 func tierRules() []Rule {
@@ -81,7 +81,7 @@ func TestOverrides(t *testing.T) {
 	clock := int64(time.Hour)
 	c, err := New([]Rule{
 		{Name: "daily", Identity: Tenant, Algorithm: FixedWindow, Limit: 3, Window: 24 * time.Hour},
-		{Name: "burst", Identity: APIKey, Algorithm: TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "burst", Identity: APIKey, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)},
 	}, WithClock(func() int64 { return clock }), quiet())
 	if err != nil {
 		t.Fatal(err)

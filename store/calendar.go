@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Calendar says where the windows of a FixedWindow or SlidingWindow limit
@@ -151,11 +151,11 @@ func (k WindowClock) Real(at int64) int64 {
 
 // Decision converts d, decided on the window clock at at = k.At(now), to
 // the limit's time: its RetryAfter and ResetAfter become waits from now.
-func (k WindowClock) Decision(now, at int64, d concurrency.Decision) concurrency.Decision {
+func (k WindowClock) Decision(now, at int64, d ratelimit.Decision) ratelimit.Decision {
 	if k.months == 0 {
 		return d // a shift: the waits are the same
 	}
-	if d.RetryAfter > 0 && d.RetryAfter != concurrency.Never {
+	if d.RetryAfter > 0 && d.RetryAfter != ratelimit.Never {
 		d.RetryAfter = time.Duration(max(1, k.Real(at+int64(d.RetryAfter))-now))
 	}
 	if d.ResetAfter > 0 {

@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestCalendarWindowsStartOnTheirBoundaries: on the window clock, a
@@ -114,7 +114,7 @@ func TestCalendarMonthWindowCountsAMonth(t *testing.T) {
 		}
 		return v.UnixNano()
 	}
-	decide := func(now int64) concurrency.Decision {
+	decide := func(now int64) ratelimit.Decision {
 		var req Request
 		var res Result
 		req.Now = now

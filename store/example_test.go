@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -44,7 +44,7 @@ func Example() {
 	req = store.Request{Now: now}
 	req.Add(perIP, "ip:203.0.113.7", 0)
 	_ = m.Decide(ctx, &req, &res)
-	fmt.Println("ip remaining:", res.Hits[0].Decision.Remaining, res.Hits[0].Decision.Reason() == concurrency.ReasonAllowed)
+	fmt.Println("ip remaining:", res.Hits[0].Decision.Remaining, res.Hits[0].Decision.Reason() == ratelimit.ReasonAllowed)
 	// Output:
 	// attempt 1: allowed, 1 left on hit 1
 	// attempt 2: allowed, 0 left on hit 1

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Lease IDs of the memory store: bit 63 marks a lease on the limit's shared
@@ -100,9 +100,9 @@ func (l *leaseLimit) reclaim(s *leaseState, now int64) {
 }
 
 // view reports s at now (under the lock, after reclaim).
-func (l *leaseLimit) view(s *leaseState, now int64) concurrency.Decision {
+func (l *leaseLimit) view(s *leaseState, now int64) ratelimit.Decision {
 	// Over a limit lowered by Update, nothing remains.
-	d := concurrency.Decision{Limit: l.limit, Remaining: max(0, l.limit-s.inflight)}
+	d := ratelimit.Decision{Limit: l.limit, Remaining: max(0, l.limit-s.inflight)}
 	if s.tail != 0 {
 		d.ResetAfter = time.Duration(max(0, l.at(s, s.tail).expires-now))
 	}
@@ -111,7 +111,7 @@ func (l *leaseLimit) view(s *leaseState, now int64) concurrency.Decision {
 
 // acquire takes cost permits at now as a lease. The lease's ID is 0 when
 // cost is 0 (a peek) or the request is rejected.
-func (l *leaseLimit) acquire(s *leaseState, now, cost int64, shared bool) (concurrency.Decision, uint64, int64) {
+func (l *leaseLimit) acquire(s *leaseState, now, cost int64, shared bool) (ratelimit.Decision, uint64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.reclaim(s, now)
@@ -120,7 +120,7 @@ func (l *leaseLimit) acquire(s *leaseState, now, cost int64, shared bool) (concu
 	case cost == 0:
 		return d, 0, 0
 	case cost > l.limit:
-		d.RetryAfter = concurrency.Never
+		d.RetryAfter = ratelimit.Never
 		return d, 0, 0
 	case s.inflight+cost > l.limit:
 		// A rejection must carry RetryAfter > 0 (Decision.Allowed is

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Memory is the in-process Store: one concurrency.Table of per-key state per
@@ -140,15 +141,15 @@ func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
 	)
 	switch spec.Algorithm {
 	case TokenBucket:
-		l, err = newRateLimit[concurrency.GCRAState](b.gcra, capacity, spec, b)
+		l, err = newRateLimit[ratelimit.GCRAState](b.gcra, capacity, spec, b)
 	case FixedWindow:
 		// The widest count field the window allows, so that Update can
 		// raise the limit without a new state format.
-		l, err = newRateLimit[concurrency.FixedWindowState](b.fixed.Widened(), capacity, spec, b)
+		l, err = newRateLimit[ratelimit.FixedWindowState](b.fixed.Widened(), capacity, spec, b)
 	case SlidingWindow:
-		l, err = newRateLimit[concurrency.SlidingWindowState](b.sliding.Widened(), capacity, spec, b)
+		l, err = newRateLimit[ratelimit.SlidingWindowState](b.sliding.Widened(), capacity, spec, b)
 	case SlidingLog:
-		l, err = newRateLimit[concurrency.SlidingLogState](b.log, capacity, spec, b)
+		l, err = newRateLimit[ratelimit.SlidingLogState](b.log, capacity, spec, b)
 	case Concurrency:
 		l, err = newLeaseTable(spec, capacity, id, b)
 	}
@@ -165,7 +166,7 @@ func newMemLimit(spec Spec, b built, id LimitID) (memLimit, error) {
 // own structures, plus, for every
 // one of those keys and the shared overflow state, what the state
 // allocates of its own: a SlidingLog key's ring
-// (concurrency.SlidingLog.KeyBytes: 16·Limit bytes and a header), a
+// (ratelimit.SlidingLog.KeyBytes: 16·Limit bytes and a header), a
 // Concurrency key's lease slots (one per permit held at once, Limit at
 // most, and as many again that append may leave spare). The other
 // algorithms' states allocate nothing. It returns Validate's error for an
@@ -183,13 +184,13 @@ func (s Spec) MemoryBytes() (int64, error) {
 	var table, perKey int64
 	switch s.Algorithm {
 	case TokenBucket:
-		table, err = concurrency.TableBytes[concurrency.GCRAState](capacity)
+		table, err = concurrency.TableBytes[ratelimit.GCRAState](capacity)
 	case FixedWindow:
-		table, err = concurrency.TableBytes[concurrency.FixedWindowState](capacity)
+		table, err = concurrency.TableBytes[ratelimit.FixedWindowState](capacity)
 	case SlidingWindow:
-		table, err = concurrency.TableBytes[concurrency.SlidingWindowState](capacity)
+		table, err = concurrency.TableBytes[ratelimit.SlidingWindowState](capacity)
 	case SlidingLog:
-		table, err = concurrency.TableBytes[concurrency.SlidingLogState](capacity)
+		table, err = concurrency.TableBytes[ratelimit.SlidingLogState](capacity)
 		perKey = b.log.KeyBytes()
 	case Concurrency:
 		table, err = concurrency.TableBytes[leaseState](capacity)
@@ -308,11 +309,11 @@ func (m *Memory) TableStats(id LimitID) concurrency.TableStats {
 // OverflowReject: a rejection whose RetryAfter is a hint (the longest an
 // untouched state takes to recover). A peek (cost 0) is answered as for a
 // fresh key.
-func overflowed(limit, cost int64, b built) concurrency.Decision {
+func overflowed(limit, cost int64, b built) ratelimit.Decision {
 	if cost == 0 {
-		return concurrency.Decision{Limit: limit, Remaining: limit}
+		return ratelimit.Decision{Limit: limit, Remaining: limit}
 	}
-	return concurrency.Decision{
+	return ratelimit.Decision{
 		Limit:      limit,
 		RetryAfter: max(1, b.recoverAfter),
 		ResetAfter: b.recoverAfter,

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // A token bucket whose rate changed in place. Its per-key state is a GCRA
@@ -26,7 +26,7 @@ import (
 // warpedBucket is a GCRA on a warped clock: g counts in warped nanoseconds
 // (interval iw, the limit's burst), clock maps real time to warped time.
 type warpedBucket struct {
-	g     *concurrency.GCRA
+	g     *ratelimit.GCRA
 	clock *warpClock
 }
 
@@ -119,11 +119,11 @@ func mulDiv(x, y, z int64, up bool) (int64, bool) {
 
 // AllowN decides n tokens at real time now on the warped clock; RetryAfter
 // and ResetAfter are real durations, exact as the GCRA's are.
-func (w *warpedBucket) AllowN(s *concurrency.GCRAState, now, n int64) concurrency.Decision {
+func (w *warpedBucket) AllowN(s *ratelimit.GCRAState, now, n int64) ratelimit.Decision {
 	a := w.clock.anchor(now)
 	at := w.clock.phiAt(a, now)
 	d := w.g.AllowN(s, at, n)
-	if d.RetryAfter > 0 && d.RetryAfter != concurrency.Never {
+	if d.RetryAfter > 0 && d.RetryAfter != ratelimit.Never {
 		d.RetryAfter = max(1, w.real(a, at, d.RetryAfter, now))
 	}
 	if d.ResetAfter > 0 {
@@ -137,7 +137,7 @@ func (w *warpedBucket) AllowN(s *concurrency.GCRAState, now, n int64) concurrenc
 func (w *warpedBucket) real(a *clockAnchor, at int64, wait time.Duration, now int64) time.Duration {
 	t, ok := w.clock.realAt(a, at+int64(wait)) // at+wait ≤ at+τ: in range
 	if !ok {
-		return concurrency.Never
+		return ratelimit.Never
 	}
 	return time.Duration(t - now)
 }
@@ -147,14 +147,14 @@ func (w *warpedBucket) real(a *clockAnchor, at int64, wait time.Duration, now in
 // waits are real durations: the window is mapped onto the warped clock
 // (φ runs no faster than real time, so it is no wider there), and the slot
 // back to the first real instant that reaches it, never earlier.
-func (w *warpedBucket) ReserveN(s *concurrency.GCRAState, now, n int64, minWait, maxWait time.Duration) concurrency.Reservation {
+func (w *warpedBucket) ReserveN(s *ratelimit.GCRAState, now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation {
 	a := w.clock.anchor(now)
 	at := w.clock.phiAt(a, now)
 	from := w.clock.phiAt(a, now+int64(minWait)) - at
 	until := w.clock.phiAt(a, now+int64(maxWait)) - at
 	r := w.g.ReserveN(s, at, n, time.Duration(from), time.Duration(until))
 	d := &r.Decision
-	if d.RetryAfter > 0 && d.RetryAfter != concurrency.Never {
+	if d.RetryAfter > 0 && d.RetryAfter != ratelimit.Never {
 		d.RetryAfter = max(1, w.real(a, at, d.RetryAfter, now))
 	}
 	if d.ResetAfter > 0 {
@@ -169,23 +169,23 @@ func (w *warpedBucket) ReserveN(s *concurrency.GCRAState, now, n int64, minWait,
 }
 
 // Cancel gives back a reservation at real time now.
-func (w *warpedBucket) Cancel(s *concurrency.GCRAState, now, n int64, r concurrency.Reservation) {
+func (w *warpedBucket) Cancel(s *ratelimit.GCRAState, now, n int64, r ratelimit.Reservation) {
 	w.g.Cancel(s, w.clock.phi(now), n, r)
 }
 
 // Refund gives n tokens back at real time now.
-func (w *warpedBucket) Refund(s *concurrency.GCRAState, now, n int64) {
+func (w *warpedBucket) Refund(s *ratelimit.GCRAState, now, n int64) {
 	w.g.Refund(s, w.clock.phi(now), n)
 }
 
 // Recovered reports whether s is a full bucket at real time now.
-func (w *warpedBucket) Recovered(s *concurrency.GCRAState, now int64) bool {
+func (w *warpedBucket) Recovered(s *ratelimit.GCRAState, now int64) bool {
 	return w.g.Recovered(s, w.clock.phi(now))
 }
 
 // updateBucket returns the token bucket of spec on k's states, whose
 // current parameters are g (in warped units when clock is not nil).
-func updateBucket(k *rateKeys[concurrency.GCRAState, *concurrency.GCRAState], g *concurrency.GCRA, clock *warpClock,
+func updateBucket(k *rateKeys[ratelimit.GCRAState, *ratelimit.GCRAState], g *ratelimit.GCRA, clock *warpClock,
 	spec Spec, b built) (memLimit, error) {
 	iw := int64(g.Interval())        // warped ns per token: the state's unit
 	next := int64(b.gcra.Interval()) // the new rate's emission interval
@@ -195,7 +195,7 @@ func updateBucket(k *rateKeys[concurrency.GCRAState, *concurrency.GCRAState], g 
 	if clock != nil && sameRatio(iw, clock.den, next, clock.num) {
 		// The rate is unchanged (its interval iw·den/num is next): only
 		// the burst.
-		g, err := concurrency.NewGCRA(concurrency.Per(1, time.Duration(iw)), spec.Limit)
+		g, err := ratelimit.NewGCRA(ratelimit.Per(1, time.Duration(iw)), spec.Limit)
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +204,7 @@ func updateBucket(k *rateKeys[concurrency.GCRAState, *concurrency.GCRAState], g 
 	// Keep the debt in tokens (iw unchanged) unless the new rate is faster
 	// than 1/iw: φ would have to outrun real time.
 	iw = min(iw, next)
-	g, err := concurrency.NewGCRA(concurrency.Per(1, time.Duration(iw)), spec.Limit)
+	g, err := ratelimit.NewGCRA(ratelimit.Per(1, time.Duration(iw)), spec.Limit)
 	if err != nil {
 		return nil, err // iw ≤ next, and spec's burst at next passed NewGCRA
 	}

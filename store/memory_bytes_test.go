@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -24,7 +25,7 @@ func TestMemoryBytesBoundsWhatAMemoryStoreHolds(t *testing.T) {
 		return int64(m.HeapAlloc)
 	}
 	for _, spec := range []store.Spec{
-		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Rate{Count: 1, Per: time.Second}},
+		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Rate{Count: 1, Per: time.Second}},
 		{Name: "fw", Algorithm: store.FixedWindow, Limit: 10, Window: time.Minute, Capacity: 100_000},
 		{Name: "cc", Algorithm: store.Concurrency, Limit: 4, LeaseTTL: time.Minute, Capacity: 5000},
 	} {
@@ -77,8 +78,8 @@ func TestMemoryBytesBoundsWhatAMemoryStoreHolds(t *testing.T) {
 		t.Errorf("1,000 an hour at the default capacity: %d bytes %v, want over 1 GB", b, err)
 	}
 	for _, bad := range []store.Spec{
-		{Name: "huge", Algorithm: store.TokenBucket, Limit: 1, Rate: concurrency.Rate{Count: 1, Per: time.Second}, Capacity: concurrency.MaxTableCapacity + 1},
-		{Name: "neg", Algorithm: store.TokenBucket, Limit: -1, Rate: concurrency.Rate{Count: 1, Per: time.Second}},
+		{Name: "huge", Algorithm: store.TokenBucket, Limit: 1, Rate: ratelimit.Rate{Count: 1, Per: time.Second}, Capacity: concurrency.MaxTableCapacity + 1},
+		{Name: "neg", Algorithm: store.TokenBucket, Limit: -1, Rate: ratelimit.Rate{Count: 1, Per: time.Second}},
 	} {
 		if _, err := bad.MemoryBytes(); err == nil || !strings.HasPrefix(err.Error(), "store: ") {
 			t.Errorf("%s: %v, want a store error", bad.Name, err)

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // rateAlgo is what the concurrency package's rate configurations have in
 // common: a decision, a refund and a recovery test on a per-key state S.
 type rateAlgo[S any] interface {
-	AllowN(s *S, now, n int64) concurrency.Decision
+	AllowN(s *S, now, n int64) ratelimit.Decision
 	Refund(s *S, now, n int64)
 	Recovered(s *S, now int64) bool
 }
@@ -86,8 +87,8 @@ func withAlgo[S any, P interface {
 // reserveAlgo is a rate configuration that can reserve (a token bucket,
 // warped or not); the times and waits are the limit's own.
 type reserveAlgo[S any] interface {
-	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) concurrency.Reservation
-	Cancel(s *S, now, n int64, r concurrency.Reservation)
+	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation
+	Cancel(s *S, now, n int64, r ratelimit.Reservation)
 }
 
 func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, wait time.Duration, out *HitResult) {
@@ -146,7 +147,7 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
 		defer ref.Release()
 	}
 	if out.Wait > 0 {
-		rv := concurrency.Reservation{Decision: out.Decision, Wait: out.Wait, End: out.Reserved}
+		rv := ratelimit.Reservation{Decision: out.Decision, Wait: out.Wait, End: out.Reserved}
 		any(r.algo).(reserveAlgo[S]).Cancel(st, now, h.Cost, rv)
 		return
 	}

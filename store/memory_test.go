@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -42,7 +43,7 @@ func specOf(alg store.Algorithm, name string, limit int64, period time.Duration)
 	s := store.Spec{Name: name, Algorithm: alg, Limit: limit}
 	switch alg {
 	case store.TokenBucket:
-		s.Rate = concurrency.Per(limit, period)
+		s.Rate = ratelimit.Per(limit, period)
 	case store.Concurrency:
 		s.LeaseTTL = period
 	default:
@@ -218,10 +219,10 @@ func TestMemoryAllocs(t *testing.T) {
 			spec.Limit = 1 << 10
 		case store.SlidingLog:
 			// A log is meant for small limits; its window is the shortest
-			// one (concurrency.MinWindow) and the clock steps a 32nd of it,
+			// one (ratelimit.MinWindow) and the clock steps a 32nd of it,
 			// so every request fits.
-			spec.Limit, spec.Window = 64, concurrency.MinWindow
-			step = int64(concurrency.MinWindow) / 32
+			spec.Limit, spec.Window = 64, ratelimit.MinWindow
+			step = int64(ratelimit.MinWindow) / 32
 		}
 		ids = append(ids, mustRegister(t, m, spec))
 		steps = append(steps, step)
@@ -285,10 +286,10 @@ func BenchmarkMemoryDecide(b *testing.B) {
 				spec.Limit = 1 << 10
 			case store.SlidingLog:
 				// A decision reads the whole log: keep it small, and its
-				// window the shortest (concurrency.MinWindow) with clock
+				// window the shortest (ratelimit.MinWindow) with clock
 				// steps of a 16th of it, so most fit.
-				spec.Limit, spec.Window = 16, concurrency.MinWindow
-				step = int64(concurrency.MinWindow) / 16
+				spec.Limit, spec.Window = 16, ratelimit.MinWindow
+				step = int64(ratelimit.MinWindow) / 16
 			}
 			id := mustRegister(b, m, spec)
 			b.ReportAllocs()

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -44,7 +45,7 @@ func genSpec(t *rapid.T, name string) store.Spec {
 	s.Overflow = rapid.SampledFrom([]concurrency.Overflow{concurrency.OverflowReject, concurrency.OverflowShare}).Draw(t, name+"_overflow")
 	switch alg {
 	case store.TokenBucket:
-		s.Rate = concurrency.Per(limit, period)
+		s.Rate = ratelimit.Per(limit, period)
 	case store.Concurrency:
 		s.LeaseTTL = period
 	default:
@@ -131,7 +132,7 @@ func TestMemoryProperties(t *testing.T) {
 		keys := []string{"a", "b"}
 		states := []string{"a", "b", sharedState}
 		now := int64(1) << 40
-		peek := func(l *propLimit, key string) concurrency.Decision {
+		peek := func(l *propLimit, key string) ratelimit.Decision {
 			var req store.Request
 			var res store.Result
 			req.Now = now
@@ -186,7 +187,7 @@ func TestMemoryProperties(t *testing.T) {
 					req.Add(l.id, key, rapid.Int64Range(0, l.spec.Limit+1).Draw(t, "cost"))
 					targets = append(targets, target{l, key})
 				}
-				before := make([]concurrency.Decision, len(targets))
+				before := make([]ratelimit.Decision, len(targets))
 				for i, x := range targets {
 					before[i] = peek(x.l, x.key)
 				}
@@ -201,7 +202,7 @@ func TestMemoryProperties(t *testing.T) {
 					for i, x := range targets {
 						after := peek(x.l, x.key)
 						if x.l.spec.Algorithm == store.SlidingLog && after.ResetAfter > before[i].ResetAfter {
-							// concurrency.SlidingLog.Refund frees the oldest
+							// ratelimit.SlidingLog.Refund frees the oldest
 							// admission that still counts, not the undone
 							// one: the log stays stricter (a later reset),
 							// never looser, and Remaining is restored.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // MaxHits is the most limits one Request can name.
@@ -30,11 +30,11 @@ type Hit struct {
 	// Cost is how many units the request takes: tokens, window admissions
 	// or permits. Zero charges nothing and reports the state (no lease);
 	// negative is an error. A cost above the limit is rejected with
-	// concurrency.ReasonExceedsCapacity.
+	// ratelimit.ReasonExceedsCapacity.
 	Cost int64
 	// MaxWait lets a hit that does not fit now reserve the exact instant
 	// at which it fits, if that comes within MaxWait: the limit is charged
-	// now as if the hit were admitted then (concurrency.GCRA.ReserveN, and
+	// now as if the hit were admitted then (ratelimit.GCRA.ReserveN, and
 	// FixedWindow.ReserveN: the start of a later window), and
 	// HitResult.Wait says how long the caller must wait before the work
 	// starts. Only TokenBucket limits and FixedWindow limits of a fixed
@@ -44,7 +44,7 @@ type Hit struct {
 	// charged exactly then when its MaxWait is shorter (or zero); a hit
 	// decided before one that reserved later keeps its earlier instant.
 	// Zero means no waiting; it must not be negative nor above
-	// concurrency.MaxReserveWait, and a store returns an error for a
+	// ratelimit.MaxReserveWait, and a store returns an error for a
 	// MaxWait on a limit that cannot reserve, or one it cannot honour.
 	MaxWait time.Duration
 }
@@ -102,7 +102,7 @@ type Request struct {
 	// at Now+Wait when its MaxWait is shorter, so that no limit sees the
 	// request start after its charge; the others are decided at Now.
 	// Zero for none; it must not be negative nor above
-	// concurrency.MaxReserveWait.
+	// ratelimit.MaxReserveWait.
 	Wait time.Duration
 }
 
@@ -123,8 +123,8 @@ func (r *Request) Check() error {
 	if r.N < 1 || r.N > MaxHits {
 		return fmt.Errorf("store: a request needs 1 to %d hits, got %d", MaxHits, r.N)
 	}
-	if r.Wait < 0 || r.Wait > concurrency.MaxReserveWait {
-		return fmt.Errorf("store: a request wait of %v outside [0, %v]", r.Wait, concurrency.MaxReserveWait)
+	if r.Wait < 0 || r.Wait > ratelimit.MaxReserveWait {
+		return fmt.Errorf("store: a request wait of %v outside [0, %v]", r.Wait, ratelimit.MaxReserveWait)
 	}
 	for i := range r.Hits[:r.N] {
 		h := &r.Hits[i]
@@ -134,8 +134,8 @@ func (r *Request) Check() error {
 		if h.Cost < 0 {
 			return fmt.Errorf("store: hit %d has a negative cost %d", i, h.Cost)
 		}
-		if h.MaxWait < 0 || h.MaxWait > concurrency.MaxReserveWait {
-			return fmt.Errorf("store: hit %d has a max wait %v outside [0, %v]", i, h.MaxWait, concurrency.MaxReserveWait)
+		if h.MaxWait < 0 || h.MaxWait > ratelimit.MaxReserveWait {
+			return fmt.Errorf("store: hit %d has a max wait %v outside [0, %v]", i, h.MaxWait, ratelimit.MaxReserveWait)
 		}
 	}
 	return nil
@@ -169,7 +169,7 @@ type HitResult struct {
 	// Decision is the limit's decision for the hit. For hits charged and
 	// then undone because a later hit rejected, it is the decision as it was
 	// made (Allowed), although nothing stays charged.
-	Decision concurrency.Decision
+	Decision ratelimit.Decision
 	// Lease is the lease taken by an admitted Concurrency hit with a
 	// positive cost (Held), and the zero Lease otherwise, including when
 	// the request as a whole was rejected.
@@ -183,7 +183,7 @@ type HitResult struct {
 	// Wait is how long after Result.Now the hit's admission holds: the
 	// slot a hit with MaxWait reserved; zero for an admission at once.
 	// Reserved is the state the reservation left
-	// (concurrency.Reservation.End, in the store's own units), kept so that
+	// (ratelimit.Reservation.End, in the store's own units), kept so that
 	// Refund cancels exactly this reservation; zero when Wait is.
 	Wait     time.Duration
 	Reserved int64
@@ -217,4 +217,4 @@ type Result struct {
 }
 
 // Decision returns the deciding hit's decision.
-func (r *Result) Decision() concurrency.Decision { return r.Hits[r.Decider].Decision }
+func (r *Result) Decision() ratelimit.Decision { return r.Hits[r.Decider].Decision }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestReserveAfterRateUpdate(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 1, Rate: concurrency.Per(1, 10*time.Second)}
+	spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, 10*time.Second)}
 	id, err := m.Register(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestReserveAfterRateUpdate(t *testing.T) {
 	if _, res := decide(); !res.Allowed || res.Wait != 0 {
 		t.Fatalf("%+v", res)
 	}
-	spec.Rate = concurrency.Per(1, 20*time.Second)
+	spec.Rate = ratelimit.Per(1, 20*time.Second)
 	if err := m.Update(ctx, id, spec); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Algorithm is how a limit counts.
@@ -12,17 +13,17 @@ type Algorithm uint8
 
 const (
 	// TokenBucket is an exact token bucket of Limit tokens refilled at Rate,
-	// run as GCRA (concurrency.GCRA).
+	// run as GCRA (ratelimit.GCRA).
 	TokenBucket Algorithm = iota + 1
 	// FixedWindow admits Limit per aligned window of length Window
-	// (concurrency.FixedWindow): up to 2·Limit across a boundary, so never
+	// (ratelimit.FixedWindow): up to 2·Limit across a boundary, so never
 	// for authentication.
 	FixedWindow
 	// SlidingWindow is the approximate sliding-window counter of Limit per
-	// Window (concurrency.SlidingWindow states its error bound).
+	// Window (ratelimit.SlidingWindow states its error bound).
 	SlidingWindow
 	// SlidingLog admits exactly at most Limit in any interval of length
-	// Window (concurrency.SlidingLog); memory grows with Limit.
+	// Window (ratelimit.SlidingLog); memory grows with Limit.
 	SlidingLog
 	// Concurrency holds at most Limit permits per key at once, as Leases
 	// that expire after LeaseTTL.
@@ -77,7 +78,7 @@ type Spec struct {
 	// MaxLeaseLimit). It must be positive.
 	Limit int64
 	// Rate is the refill rate of a TokenBucket (only).
-	Rate concurrency.Rate
+	Rate ratelimit.Rate
 	// Window is the window of FixedWindow, SlidingWindow and SlidingLog
 	// (only).
 	Window time.Duration
@@ -118,10 +119,10 @@ func (s Spec) Validate() error {
 
 // built is a validated spec with its memory-store configuration.
 type built struct {
-	gcra    *concurrency.GCRA
-	fixed   *concurrency.FixedWindow
-	sliding *concurrency.SlidingWindow
-	log     *concurrency.SlidingLog
+	gcra    *ratelimit.GCRA
+	fixed   *ratelimit.FixedWindow
+	sliding *ratelimit.SlidingWindow
+	log     *ratelimit.SlidingLog
 	// recoverAfter is the longest an untouched state takes to recover: the
 	// RetryAfter hint for a key rejected by a full table.
 	recoverAfter time.Duration
@@ -151,7 +152,7 @@ func (s Spec) build() (built, error) {
 	if s.Overflow > concurrency.OverflowShare {
 		return b, s.errorf("unknown overflow policy %d", s.Overflow)
 	}
-	if s.Algorithm != TokenBucket && s.Rate != (concurrency.Rate{}) {
+	if s.Algorithm != TokenBucket && s.Rate != (ratelimit.Rate{}) {
 		return b, s.errorf("a rate applies only to %v, not %v", TokenBucket, s.Algorithm)
 	}
 	windowed := s.Algorithm == FixedWindow || s.Algorithm == SlidingWindow || s.Algorithm == SlidingLog
@@ -168,17 +169,17 @@ func (s Spec) build() (built, error) {
 	var err error
 	switch s.Algorithm {
 	case TokenBucket:
-		if b.gcra, err = concurrency.NewGCRA(s.Rate, s.Limit); err == nil {
+		if b.gcra, err = ratelimit.NewGCRA(s.Rate, s.Limit); err == nil {
 			b.recoverAfter = time.Duration(s.Limit) * b.gcra.Interval()
 		}
 	case FixedWindow:
-		b.fixed, err = concurrency.NewFixedWindow(s.Limit, span)
+		b.fixed, err = ratelimit.NewFixedWindow(s.Limit, span)
 		b.recoverAfter, b.clock = span, s.Calendar.Clock(span)
 	case SlidingWindow:
-		b.sliding, err = concurrency.NewSlidingWindow(s.Limit, span)
+		b.sliding, err = ratelimit.NewSlidingWindow(s.Limit, span)
 		b.recoverAfter, b.clock = 2*span, s.Calendar.Clock(span)
 	case SlidingLog:
-		b.log, err = concurrency.NewSlidingLog(s.Limit, s.Window)
+		b.log, err = ratelimit.NewSlidingLog(s.Limit, s.Window)
 		b.recoverAfter = s.Window
 	case Concurrency:
 		switch {

@@ -11,7 +11,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -24,7 +24,7 @@ func TestTopKeysRanksByUseAndResetsByHash(t *testing.T) {
 	ctx := context.Background()
 	const now = int64(1) << 50
 	for _, spec := range []store.Spec{
-		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(1, time.Hour)},
 		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour},
 		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 10, Window: time.Hour},
 		{Name: "log", Algorithm: store.SlidingLog, Limit: 10, Window: time.Hour},
@@ -88,7 +88,7 @@ func TestTopKeysRanksByUseAndResetsByHash(t *testing.T) {
 func TestTopKeysRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Second)})
+	id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestTopKeysRejectsBadInput(t *testing.T) {
 func BenchmarkTopKeys(b *testing.B) {
 	ctx := context.Background()
 	m := store.NewMemory()
-	id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 100, Rate: concurrency.Per(1, time.Hour)})
+	id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 100, Rate: ratelimit.Per(1, time.Hour)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestTopKeysIsTheTopOfTheModel(t *testing.T) {
 		ctx := context.Background()
 		m := store.NewMemory()
 		const limit = 20
-		id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: limit, Rate: concurrency.Per(1, time.Hour)})
+		id, err := m.Register(ctx, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: limit, Rate: ratelimit.Per(1, time.Hour)})
 		if err != nil {
 			t.Fatal(err)
 		}

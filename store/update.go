@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Updater is a Store whose limits can change in place: a reload that
@@ -121,11 +121,11 @@ func checkUpdate(was, next Spec) error {
 
 // The limit types of a Memory store, by algorithm.
 type (
-	bucketLimit  = rateLimit[concurrency.GCRAState, *concurrency.GCRAState, *concurrency.GCRA]
-	warpedLimit  = rateLimit[concurrency.GCRAState, *concurrency.GCRAState, *warpedBucket]
-	fixedLimit   = rateLimit[concurrency.FixedWindowState, *concurrency.FixedWindowState, *concurrency.FixedWindow]
-	slidingLimit = rateLimit[concurrency.SlidingWindowState, *concurrency.SlidingWindowState, *concurrency.SlidingWindow]
-	logLimit     = rateLimit[concurrency.SlidingLogState, *concurrency.SlidingLogState, *concurrency.SlidingLog]
+	bucketLimit  = rateLimit[ratelimit.GCRAState, *ratelimit.GCRAState, *ratelimit.GCRA]
+	warpedLimit  = rateLimit[ratelimit.GCRAState, *ratelimit.GCRAState, *warpedBucket]
+	fixedLimit   = rateLimit[ratelimit.FixedWindowState, *ratelimit.FixedWindowState, *ratelimit.FixedWindow]
+	slidingLimit = rateLimit[ratelimit.SlidingWindowState, *ratelimit.SlidingWindowState, *ratelimit.SlidingWindow]
+	logLimit     = rateLimit[ratelimit.SlidingLogState, *ratelimit.SlidingLogState, *ratelimit.SlidingLog]
 )
 
 // reconfigure returns limit l with spec's parameters (validated, and of the
@@ -150,7 +150,7 @@ func reconfigure(l memLimit, spec Spec, b built) (memLimit, error) {
 		return withAlgo(l.keys, sw, spec, b), nil
 	case *logLimit:
 		// A SlidingLogState of another limit is rebuilt for this one at
-		// its first decision (concurrency.SlidingLog).
+		// its first decision (ratelimit.SlidingLog).
 		return withAlgo(l.keys, b.log, spec, b), nil
 	case *leaseTable:
 		return l.keys.limit(spec, l.id, b), nil

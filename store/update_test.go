@@ -13,12 +13,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
 var _ store.Updater = (*store.Memory)(nil)
 
-func peekAt(t testing.TB, m *store.Memory, now int64, id store.LimitID, key string) concurrency.Decision {
+func peekAt(t testing.TB, m *store.Memory, now int64, id store.LimitID, key string) ratelimit.Decision {
 	t.Helper()
 	r := decide(t, m, now, store.Hit{Limit: id, Key: key})
 	return r.Decision()
@@ -59,7 +60,7 @@ func TestUpdateRaisingDailyQuotaKeepsUsage(t *testing.T) {
 			spec.Limit = 4
 			if alg == store.TokenBucket {
 				// The burst is raised; the refill stays 3 a day.
-				spec.Rate = concurrency.Per(3, 24*time.Hour)
+				spec.Rate = ratelimit.Per(3, 24*time.Hour)
 			}
 			mustUpdate(t, m, id, spec)
 			now += int64(time.Minute)
@@ -89,7 +90,7 @@ func TestUpdateLoweringKeepsUsage(t *testing.T) {
 				}
 				spec.Limit = c.lower
 				if alg == store.TokenBucket {
-					spec.Rate = concurrency.Per(10, time.Hour) // burst only
+					spec.Rate = ratelimit.Per(10, time.Hour) // burst only
 				}
 				mustUpdate(t, m, id, spec)
 				now++
@@ -159,14 +160,14 @@ func TestUpdateLeaseTTLAppliesToNewLeases(t *testing.T) {
 // than any the limit had, and from then on refills at the new rate.
 func TestUpdateTokenBucketKeepsDebtInTokens(t *testing.T) {
 	m := store.NewMemory()
-	spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Second)}
+	spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Second)}
 	id := mustRegister(t, m, spec)
 	now := int64(time.Hour)
 	if r := decide(t, m, now, store.Hit{Limit: id, Key: "k", Cost: 6}); !r.Allowed {
 		t.Fatal(r.Decision())
 	}
 	// Lowered to 5/s: 6 tokens owed, so 4 left, refilling one per 200ms.
-	spec.Rate = concurrency.Per(5, time.Second)
+	spec.Rate = ratelimit.Per(5, time.Second)
 	mustUpdate(t, m, id, spec)
 	if d := peekAt(t, m, now, id, "k"); d.Remaining != 4 || d.ResetAfter != 6*200*time.Millisecond {
 		t.Fatalf("after lowering the rate: %+v, want 4 left, full in 1.2s", d)
@@ -186,7 +187,7 @@ func TestUpdateTokenBucketKeepsDebtInTokens(t *testing.T) {
 	}
 	// Raised back to 10/s (no faster than the rate registered): exact again.
 	now += int64(200 * time.Millisecond)
-	spec.Rate = concurrency.Per(10, time.Second)
+	spec.Rate = ratelimit.Per(10, time.Second)
 	mustUpdate(t, m, id, spec)
 	if d := peekAt(t, m, now, id, "k"); d.Remaining != 0 || d.ResetAfter != time.Second {
 		t.Fatalf("raised back to 10/s: %+v, want 0 left, full in 1s", d)
@@ -204,13 +205,13 @@ func TestUpdateTokenBucketKeepsDebtInTokens(t *testing.T) {
 // instant); it may admit fewer than a fresh bucket, never more.
 func TestUpdateTokenBucketFasterRateNeverOverAdmits(t *testing.T) {
 	m := store.NewMemory()
-	spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Second)}
+	spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Second)}
 	id := mustRegister(t, m, spec)
 	now := int64(time.Hour)
 	if got := admitted(t, m, now, id, "k", 20); got != 10 {
 		t.Fatalf("admitted %d of 10", got)
 	}
-	spec.Rate = concurrency.Per(20, time.Second)
+	spec.Rate = ratelimit.Per(20, time.Second)
 	mustUpdate(t, m, id, spec)
 	if d := peekAt(t, m, now, id, "k"); d.Remaining != 0 || d.ResetAfter != time.Second {
 		t.Fatalf("after raising the rate: %+v, want empty, full in 1s as before", d)
@@ -239,7 +240,7 @@ func TestUpdateRejectsWhatCannotChange(t *testing.T) {
 		"capacity":  func(s *store.Spec) { s.Capacity = 10 },
 		"overflow":  func(s *store.Spec) { s.Overflow = concurrency.OverflowShare },
 		"invalid":   func(s *store.Spec) { s.Limit = 0 },
-		"rate":      func(s *store.Spec) { s.Rate = concurrency.Per(1, time.Second) },
+		"rate":      func(s *store.Spec) { s.Rate = ratelimit.Per(1, time.Second) },
 	} {
 		s := spec
 		change(&s)
@@ -313,7 +314,7 @@ func TestUpdateRacingDecideNeverOverAdmits(t *testing.T) {
 					if alg == store.TokenBucket {
 						// The rate changes too: every change starts a new
 						// clock, anchored by the first decision to reach it.
-						spec.Rate = concurrency.Per([]int64{2, 4, 3}[i%3], time.Hour)
+						spec.Rate = ratelimit.Per([]int64{2, 4, 3}[i%3], time.Hour)
 					}
 					mustUpdate(t, m, id, spec)
 				}
@@ -417,13 +418,13 @@ func (m *updModel) charge(now, cost int64) {
 func TestUpdateNeverLooserThanModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		alg := rapid.SampledFrom([]store.Algorithm{store.FixedWindow, store.SlidingLog, store.TokenBucket, store.Concurrency}).Draw(t, "alg")
-		window := int64(concurrency.MinWindow) + rapid.Int64Range(0, 990).Draw(t, "window")
+		window := int64(ratelimit.MinWindow) + rapid.Int64Range(0, 990).Draw(t, "window")
 		limit := rapid.Int64Range(1, 8).Draw(t, "limit")
 		spec := store.Spec{Name: "p", Algorithm: alg, Limit: limit}
 		m := &updModel{alg: alg, limit: limit, window: window, debt: new(big.Rat), count: limit, per: window}
 		switch alg {
 		case store.TokenBucket:
-			spec.Rate = concurrency.Per(limit, time.Duration(window))
+			spec.Rate = ratelimit.Per(limit, time.Duration(window))
 			// The model refills at the exact rate; Memory rounds the
 			// interval up, which only slows it.
 		case store.Concurrency:
@@ -497,7 +498,7 @@ func TestUpdateNeverLooserThanModel(t *testing.T) {
 				if alg == store.TokenBucket && rapid.Bool().Draw(t, "new rate") {
 					// No faster than the registered rate: the range where
 					// the debt is kept in tokens exactly.
-					next.Rate = concurrency.Per(rapid.Int64Range(1, limit).Draw(t, "count"), time.Duration(window))
+					next.Rate = ratelimit.Per(rapid.Int64Range(1, limit).Draw(t, "count"), time.Duration(window))
 				}
 				if err := mem.Update(ctx, id, next); err != nil {
 					t.Fatal(err)

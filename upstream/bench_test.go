@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // BenchmarkRoundTrip is the Transport's own cost per request on a path
@@ -14,7 +14,7 @@ import (
 // over an in-memory upstream (whose own cost is the "bare" case).
 func BenchmarkRoundTrip(b *testing.B) {
 	up := inMemory{http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
-	limit := concurrency.Per(100_000_000, time.Second) // 10 ns apart: never a wait at ~1 µs a request
+	limit := ratelimit.Per(100_000_000, time.Second) // 10 ns apart: never a wait at ~1 µs a request
 	cases := []struct {
 		name string
 		rt   func() (http.RoundTripper, error)

@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -21,7 +21,7 @@ func Example() {
 
 	// Any RoundTripper: here the test server's own, whose connections
 	// close with the server.
-	paced, err := upstream.NewTransport(api.Client().Transport, concurrency.Per(100, time.Second),
+	paced, err := upstream.NewTransport(api.Client().Transport, ratelimit.Per(100, time.Second),
 		upstream.WithBurst(5),             // the upstream allows bursts of 5
 		upstream.WithMaxWait(time.Second), // fail fast rather than queue longer
 	)

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // inMemory is an http.RoundTripper that serves requests by calling
@@ -40,25 +40,25 @@ const (
 )
 
 // limitedUpstream is a test upstream that enforces a token bucket
-// (concurrency.TokenBucket) per host, answers 429 with Retry-After (rounded
+// (ratelimit.TokenBucket) per host, answers 429 with Retry-After (rounded
 // up) when over it, optionally reports its quota, and records what reached
 // it. latency is virtual time spent in the handler after the decision.
 type limitedUpstream struct {
-	rate    concurrency.Rate
+	rate    ratelimit.Rate
 	burst   int64
 	style   headerStyle
 	latency time.Duration
 
 	mu       sync.Mutex
-	buckets  map[string]*concurrency.TokenBucket
+	buckets  map[string]*ratelimit.TokenBucket
 	ok, r429 int
 	times    []int64 // clock.Now of every request that reached it
 	inflight int
 	peak     int
 }
 
-func newLimitedUpstream(rate concurrency.Rate, burst int64, style headerStyle) *limitedUpstream {
-	return &limitedUpstream{rate: rate, burst: burst, style: style, buckets: map[string]*concurrency.TokenBucket{}}
+func newLimitedUpstream(rate ratelimit.Rate, burst int64, style headerStyle) *limitedUpstream {
+	return &limitedUpstream{rate: rate, burst: burst, style: style, buckets: map[string]*ratelimit.TokenBucket{}}
 }
 
 func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +67,7 @@ func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b := u.buckets[r.Host]
 	if b == nil {
 		var err error
-		if b, err = concurrency.NewTokenBucket(u.rate, u.burst); err != nil {
+		if b, err = ratelimit.NewTokenBucket(u.rate, u.burst); err != nil {
 			u.mu.Unlock()
 			panic(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -133,7 +133,7 @@ func FuzzReadQuotas(f *testing.F) {
 func TestTransportReadsShedHeaders(t *testing.T) {
 	const odd = `odd "name" \ here`
 	c, err := shed.New([]shed.Rule{
-		{Name: "burst", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 100, Rate: concurrency.Per(100, time.Minute)},
+		{Name: "burst", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 100, Rate: ratelimit.Per(100, time.Minute)},
 		{Name: odd, Identity: shed.IP, Algorithm: shed.FixedWindow, Limit: 3, Window: time.Hour},
 	}, shed.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

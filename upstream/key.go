@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // keyState is the state a Transport keeps per upstream key, in a
@@ -14,11 +15,11 @@ import (
 type keyState struct {
 	mu sync.Mutex
 
-	bucket concurrency.GCRAState // token-bucket mode
+	bucket ratelimit.GCRAState // token-bucket mode
 	// reservation numbers the bucket's reservations, so that only the
 	// latest one is ever refunded; reserved is that one.
 	reservation uint64
-	reserved    concurrency.Reservation
+	reserved    ratelimit.Reservation
 	pacer       *queueing.Pacer // pacer mode, made on first use
 	lastSlot    int64           // latest slot the pacer handed out
 
@@ -54,7 +55,7 @@ type quotaState struct {
 // recycles an entry).
 func (k *keyState) Reset() {
 	k.bucket.Reset()
-	k.reservation, k.reserved = 0, concurrency.Reservation{}
+	k.reservation, k.reserved = 0, ratelimit.Reservation{}
 	k.pacer, k.lastSlot = nil, 0
 	k.blockedUntil, k.epoch = 0, 0
 	k.quotas = [maxQuotas]quotaState{}
@@ -100,7 +101,7 @@ func (k *keyState) chargeLocked(now int64) uint64 {
 // now, for a Transport whose pacer spaces slots spacing apart (or whose
 // bucket is g). The table calls it only while no request holds the entry,
 // so no request is waiting or in flight.
-func (k *keyState) recovered(now int64, g *concurrency.GCRA, spacing int64) bool {
+func (k *keyState) recovered(now int64, g *ratelimit.GCRA, spacing int64) bool {
 	if k.blockedUntil > now || (k.pacer != nil && k.lastSlot+spacing > now) || !k.throttle.empty(now) {
 		return false
 	}

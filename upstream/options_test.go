@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestInvalidInputErrorsNamePackage: every invalid argument and option of
 // NewTransport and NewRetryTransport is an error, and its message starts
 // with the package name.
 func TestInvalidInputErrorsNamePackage(t *testing.T) {
-	rate := concurrency.Per(10, time.Second)
+	rate := ratelimit.Per(10, time.Second)
 	check := func(what string, err error) {
 		t.Helper()
 		if err == nil || !strings.HasPrefix(err.Error(), "upstream: ") {
@@ -23,7 +23,7 @@ func TestInvalidInputErrorsNamePackage(t *testing.T) {
 	}
 	_, err := NewTransport(nil, rate)
 	check("nil next", err)
-	_, err = NewTransport(http.DefaultTransport, concurrency.Rate{})
+	_, err = NewTransport(http.DefaultTransport, ratelimit.Rate{})
 	check("zero rate", err)
 	_, err = NewTransport(http.DefaultTransport, rate, nil)
 	check("nil option", err)
@@ -39,7 +39,7 @@ func TestInvalidInputErrorsNamePackage(t *testing.T) {
 	check("retry: nil option", err)
 	for i, o := range []RetryOption{WithAttempts(0), WithBudget(0, 1), WithBudget(1.5, 1),
 		WithBudget(0.1, 0), WithBackoff(0, time.Second), WithBackoff(time.Second, time.Millisecond),
-		WithFloor(concurrency.Rate{}), WithBackoffRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
+		WithFloor(ratelimit.Rate{}), WithBackoffRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
 		_, err := NewRetryTransport(http.DefaultTransport, o)
 		check("retry option "+string(rune('a'+i)), err)
 	}

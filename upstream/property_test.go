@@ -13,8 +13,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // scriptStep is one scripted answer of the property test's
@@ -99,7 +99,7 @@ func propertyRun(perSecond, burst int64, maxWait int, script []scriptStep, clien
 	if maxWait > 0 {
 		opts = append(opts, WithMaxWait(time.Duration(maxWait)*time.Second))
 	}
-	tr, err := NewTransport(inMemory{h}, concurrency.Per(perSecond, time.Second), opts...)
+	tr, err := NewTransport(inMemory{h}, ratelimit.Per(perSecond, time.Second), opts...)
 	if err != nil {
 		return err.Error()
 	}
@@ -133,7 +133,7 @@ func propertyRun(perSecond, burst int64, maxWait int, script []scriptStep, clien
 	// (1) The local limit: the reserved rate, and the reserved burst (1 for
 	// a pacer); i ns of slack for rates rounded to whole nanoseconds.
 	localBurst := max(1, burst*9/10)
-	b, err := concurrency.NewTokenBucket(concurrency.Per(perSecond*9, 10*time.Second), localBurst)
+	b, err := ratelimit.NewTokenBucket(ratelimit.Per(perSecond*9, 10*time.Second), localBurst)
 	if err != nil {
 		return err.Error()
 	}

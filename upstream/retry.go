@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // RetryTransport is an http.RoundTripper that retries failed requests
@@ -39,7 +39,7 @@ import (
 type RetryTransport struct {
 	next  http.RoundTripper
 	cfg   retryConfig
-	floor *concurrency.TokenBucket // nil: no floor
+	floor *ratelimit.TokenBucket // nil: no floor
 
 	// balance is the budget in thousandths of a retry.
 	balance atomic.Int64
@@ -54,7 +54,7 @@ type retryConfig struct {
 	attempts   int
 	ratio      float64
 	maxBalance int64
-	floor      concurrency.Rate
+	floor      ratelimit.Rate
 	base, cap  time.Duration
 	afterMax   time.Duration
 	random     func() float64
@@ -98,7 +98,7 @@ func WithBudget(ratio float64, maxBalance int64) RetryOption {
 // WithFloor allows retries at rate (a token bucket of one second's
 // worth, at least 1) when the budget is empty, so that a client with little
 // traffic can still retry. By default there is no floor.
-func WithFloor(rate concurrency.Rate) RetryOption {
+func WithFloor(rate ratelimit.Rate) RetryOption {
 	return retryOptionFunc(func(c *retryConfig) error {
 		if rate.Count <= 0 || rate.Per <= 0 {
 			return fmt.Errorf("upstream: retry floor must have a positive count and period, got %v", rate)
@@ -189,7 +189,7 @@ func NewRetryTransport(next http.RoundTripper, opts ...RetryOption) (*RetryTrans
 	r := &RetryTransport{next: next, cfg: cfg}
 	if cfg.floor.Count > 0 {
 		burst := max(1, int64(float64(cfg.floor.Count)*float64(time.Second)/float64(cfg.floor.Per)))
-		b, err := concurrency.NewTokenBucket(cfg.floor, burst)
+		b, err := ratelimit.NewTokenBucket(cfg.floor, burst)
 		if err != nil {
 			return nil, fmt.Errorf("upstream: retry floor: %w", err)
 		}

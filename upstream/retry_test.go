@@ -13,8 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // retryOutage is an in-memory upstream that answers 503 (without
@@ -95,7 +95,7 @@ func TestRetryStormBudget(t *testing.T) {
 		}
 	})
 	t.Run("control-unlimited", func(t *testing.T) {
-		requests, calls, _ := run(t, WithBudget(1, 1_000_000), WithFloor(concurrency.Per(1_000_000, time.Second)))
+		requests, calls, _ := run(t, WithBudget(1, 1_000_000), WithFloor(ratelimit.Per(1_000_000, time.Second)))
 		if float64(calls) < 2*float64(requests) {
 			t.Fatalf("control: %d calls for %d requests; retries without a budget should multiply load", calls, requests)
 		}
@@ -111,7 +111,7 @@ func TestRetryRecoversWithinOneBackoff(t *testing.T) {
 		start := clock.Now()
 		up := &retryOutage{recoverAt: start + int64(10*time.Second)}
 		rt, err := NewRetryTransport(inMemory{up}, WithAttempts(100),
-			WithBackoff(100*time.Millisecond, 2*time.Second), WithFloor(concurrency.Per(10, time.Second)),
+			WithBackoff(100*time.Millisecond, 2*time.Second), WithFloor(ratelimit.Per(10, time.Second)),
 			WithBackoffRandom(retrySeeded(3)))
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			}
 		})
-		rt, err := NewRetryTransport(inMemory{h}, WithBudget(1, 10), WithFloor(concurrency.Per(10, time.Second)))
+		rt, err := NewRetryTransport(inMemory{h}, WithBudget(1, 10), WithFloor(ratelimit.Per(10, time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 		resp.Body.Close()
 		// A Retry-After beyond WithRetryAfterMax is returned, not waited.
 		short, err := NewRetryTransport(inMemory{h}, WithRetryAfterMax(time.Second),
-			WithBudget(1, 10), WithFloor(concurrency.Per(10, time.Second)))
+			WithBudget(1, 10), WithFloor(ratelimit.Per(10, time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestRetryBody(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 		})
-		rt, err := NewRetryTransport(inMemory{h}, WithBudget(1, 10), WithFloor(concurrency.Per(10, time.Second)))
+		rt, err := NewRetryTransport(inMemory{h}, WithBudget(1, 10), WithFloor(ratelimit.Per(10, time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestRetryBudgetArithmetic(t *testing.T) {
 	}
 	for _, bad := range []RetryOption{WithAttempts(0), WithBudget(0, 1), WithBudget(1.5, 1),
 		WithBudget(0.1, 0), WithBackoff(0, time.Second), WithBackoff(time.Second, time.Millisecond),
-		WithFloor(concurrency.Rate{}), WithBackoffRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
+		WithFloor(ratelimit.Rate{}), WithBackoffRandom(nil), WithRetryPolicy(nil), WithRetryAfterMax(0)} {
 		if _, err := NewRetryTransport(http.DefaultTransport, bad); err == nil {
 			t.Fatal("an invalid option was accepted")
 		}
@@ -271,7 +271,7 @@ func TestRetryBudgetArithmetic(t *testing.T) {
 func TestRetryStormThroughTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up := &retryOutage{recoverAt: clock.Now() + int64(10*time.Second)}
-		tr, err := NewTransport(inMemory{up}, concurrency.Per(100, time.Second), WithBurst(10),
+		tr, err := NewTransport(inMemory{up}, ratelimit.Per(100, time.Second), WithBurst(10),
 			WithMaxWait(5*time.Second), WithThrottleMax(0.8), WithThrottleRandom(retrySeeded(5)))
 		if err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestTransportRealServer runs the Transport over real loopback sockets
@@ -24,12 +24,12 @@ import (
 // busy cores did see 429s).
 func TestTransportRealServer(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	up := newLimitedUpstream(concurrency.Per(40, time.Second), 10, noHeaders)
+	up := newLimitedUpstream(ratelimit.Per(40, time.Second), 10, noHeaders)
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	base := srv.Client().Transport.(*http.Transport)
 	defer base.CloseIdleConnections()
-	tr, err := NewTransport(base, concurrency.Per(40, time.Second))
+	tr, err := NewTransport(base, ratelimit.Per(40, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // throttleFlaky is an upstream RoundTripper that fails every call while
@@ -59,7 +59,7 @@ func TestThrottleFollowsFormula(t *testing.T) {
 			if tc.max < 1 {
 				opts = append(opts, WithThrottleMax(tc.max))
 			}
-			tr, err := NewTransport(up, concurrency.Per(1000, time.Second), opts...)
+			tr, err := NewTransport(up, ratelimit.Per(1000, time.Second), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/queueing"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Errors a Transport returns without calling the upstream. Each is wrapped
@@ -80,8 +81,8 @@ const defaultBlock = time.Second
 type Transport struct {
 	next    http.RoundTripper
 	cfg     config
-	gcra    *concurrency.GCRA // token-bucket mode; nil in pacer mode
-	pacerN  int64             // pacer mode: n slots per pacerP
+	gcra    *ratelimit.GCRA // token-bucket mode; nil in pacer mode
+	pacerN  int64           // pacer mode: n slots per pacerP
 	pacerP  time.Duration
 	spacing int64 // pacer mode: the longest gap between slots, in ns
 	keys    *concurrency.Table[keyState, *keyState]
@@ -94,7 +95,7 @@ type Transport struct {
 // the upstream's published rate per key. It returns an error when next is
 // nil, limit's count or period is not positive, an option is invalid, or
 // the reserved rate is faster than one request per nanosecond.
-func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...Option) (*Transport, error) {
+func NewTransport(next http.RoundTripper, limit ratelimit.Rate, opts ...Option) (*Transport, error) {
 	if next == nil {
 		return nil, errors.New("upstream: transport needs a next RoundTripper")
 	}
@@ -124,10 +125,10 @@ func NewTransport(next http.RoundTripper, limit concurrency.Rate, opts ...Option
 		return nil, fmt.Errorf("upstream: limit %v with reserve %v has too long a period", limit, cfg.reserve)
 	}
 	t := &Transport{next: next, cfg: cfg}
-	reserved := concurrency.Rate{Count: limit.Count, Per: time.Duration(per)}
+	reserved := ratelimit.Rate{Count: limit.Count, Per: time.Duration(per)}
 	if cfg.burst > 0 {
 		burst := max(1, int64(math.Floor(float64(cfg.burst)*cfg.reserve)))
-		g, err := concurrency.NewGCRA(reserved, burst)
+		g, err := ratelimit.NewGCRA(reserved, burst)
 		if err != nil {
 			return nil, fmt.Errorf("upstream: %w", err)
 		}
@@ -375,7 +376,7 @@ func (t *Transport) reserve(k *keyState, b turnBounds) (turn, error) {
 	// GCRA.ReserveN charges the bucket now as if the token were taken at
 	// its slot; one too late for b is cancelled at once (under k.mu it is
 	// the latest, so it comes back exactly).
-	rv := t.gcra.ReserveN(&k.bucket, from, 1, 0, concurrency.MaxReserveWait)
+	rv := t.gcra.ReserveN(&k.bucket, from, 1, 0, ratelimit.MaxReserveWait)
 	if !rv.Allowed() {
 		return r, fmt.Errorf("upstream: bucket cannot grant a request: %v", rv.Decision.Reason())
 	}

@@ -9,8 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // drive runs clients goroutines that call url through rt in a loop
@@ -71,8 +71,8 @@ func TestTransportNeverGets429FromKnownLimit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				up := newLimitedUpstream(concurrency.Per(10, time.Second), tc.upstreamBurst, tc.style)
-				tr, err := NewTransport(inMemory{up}, concurrency.Per(10, time.Second), tc.opts...)
+				up := newLimitedUpstream(ratelimit.Per(10, time.Second), tc.upstreamBurst, tc.style)
+				tr, err := NewTransport(inMemory{up}, ratelimit.Per(10, time.Second), tc.opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -162,7 +162,7 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 				if tc.burst > 0 {
 					opts = append(opts, WithBurst(tc.burst))
 				}
-				tr, err := NewTransport(inMemory{up}, concurrency.Per(20, time.Second), opts...)
+				tr, err := NewTransport(inMemory{up}, ratelimit.Per(20, time.Second), opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -197,7 +197,7 @@ func TestTransportRetryAfterBlocks(t *testing.T) {
 				}
 				// Around the block, the traffic never exceeded the local
 				// limit (90% of 20/s, burst 90% of 20 or none).
-				conforms(t, up.times, concurrency.Per(18, time.Second), max(1, tc.burst*9/10))
+				conforms(t, up.times, ratelimit.Per(18, time.Second), max(1, tc.burst*9/10))
 			})
 		})
 	}
@@ -225,9 +225,9 @@ func TestTransportResyncFromHeaders(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				up := newLimitedUpstream(concurrency.Per(5, time.Second), 5, tc.style)
+				up := newLimitedUpstream(ratelimit.Per(5, time.Second), 5, tc.style)
 				up.latency = 20 * time.Millisecond
-				tr, err := NewTransport(inMemory{up}, concurrency.Per(50, time.Second),
+				tr, err := NewTransport(inMemory{up}, ratelimit.Per(50, time.Second),
 					WithBurst(50), WithoutThrottle())
 				if err != nil {
 					t.Fatal(err)
@@ -255,11 +255,11 @@ func TestTransportResyncFromHeaders(t *testing.T) {
 // conforms fails t unless the request times (in order) fit a token
 // bucket of rate and burst: the Transport never sends above its limit,
 // whatever blocks and waits happened.
-func conforms(t *testing.T, times []int64, rate concurrency.Rate, burst int64) {
+func conforms(t *testing.T, times []int64, rate ratelimit.Rate, burst int64) {
 	t.Helper()
 	// One nanosecond per token of slack for the rounding of rates to whole
 	// nanoseconds per token.
-	b, err := concurrency.NewTokenBucket(rate, burst)
+	b, err := ratelimit.NewTokenBucket(rate, burst)
 	if err != nil {
 		t.Fatal(err)
 	}

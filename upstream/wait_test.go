@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // counting is an in-memory upstream that answers 200 after latency
@@ -54,7 +54,7 @@ func TestTransportDeadlineFailsAtOnce(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				up := &counting{}
 				// 1 per 900 ms at 90%: one request per second.
-				tr, err := NewTransport(inMemory{up}, concurrency.Per(1, 900*time.Millisecond),
+				tr, err := NewTransport(inMemory{up}, ratelimit.Per(1, 900*time.Millisecond),
 					append(tc.opts, WithMaxWait(2*time.Second))...)
 				if err != nil {
 					t.Fatal(err)
@@ -116,7 +116,7 @@ func TestTransportDeadlineFailsAtOnce(t *testing.T) {
 func TestTransportCancelGivesTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up := &counting{}
-		tr, err := NewTransport(inMemory{up}, concurrency.Per(1, 900*time.Millisecond), WithBurst(1))
+		tr, err := NewTransport(inMemory{up}, ratelimit.Per(1, 900*time.Millisecond), WithBurst(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestTransportCancelGivesTurnBack(t *testing.T) {
 func TestTransportConcurrencyCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up := &counting{latency: 100 * time.Millisecond}
-		tr, err := NewTransport(inMemory{up}, concurrency.Per(1000, time.Second),
+		tr, err := NewTransport(inMemory{up}, ratelimit.Per(1000, time.Second),
 			WithBurst(1000), WithConcurrency(3))
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +181,7 @@ func TestTransportConcurrencyCapMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") })
-		tr, err := NewTransport(inMemory{h}, concurrency.Per(1000, time.Second),
+		tr, err := NewTransport(inMemory{h}, ratelimit.Per(1000, time.Second),
 			WithBurst(1000), WithConcurrency(1), WithMaxWait(time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +218,7 @@ func TestTransportKeysBounded(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			}
 		})
-		tr, err := NewTransport(inMemory{h}, concurrency.Per(100, time.Second),
+		tr, err := NewTransport(inMemory{h}, ratelimit.Per(100, time.Second),
 			WithBurst(10), WithKeys(4), WithoutThrottle())
 		if err != nil {
 			t.Fatal(err)

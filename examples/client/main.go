@@ -26,7 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -48,7 +48,7 @@ func run() error {
 		return errors.New("limit, burst, requests and clients must be positive")
 	}
 
-	api := newFakeAPI(concurrency.Per(*limit, time.Second), *burst)
+	api := newFakeAPI(ratelimit.Per(*limit, time.Second), *burst)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func run() error {
 	// Run 2: the same callers through the Transport.
 	// A pacer (no bursts) at 90% of the limit keeps the API's bucket near
 	// full, so the quota it reports never runs out.
-	paced, err := upstream.NewTransport(base, concurrency.Per(*limit, time.Second),
+	paced, err := upstream.NewTransport(base, ratelimit.Per(*limit, time.Second),
 		upstream.WithMaxWait(30*time.Second))
 	if err != nil {
 		return err
@@ -140,16 +140,16 @@ func drive(c *http.Client, url, key string, n, clients int) result {
 // with a token bucket; it reports the quota in X-RateLimit-* headers and
 // answers 429 with Retry-After (seconds, rounded up) over the limit.
 type fakeAPI struct {
-	rate  concurrency.Rate
+	rate  ratelimit.Rate
 	burst int64
 
 	mu      sync.Mutex
-	buckets map[string]*concurrency.TokenBucket
+	buckets map[string]*ratelimit.TokenBucket
 	counts  map[string][2]int64 // seen, rejected
 }
 
-func newFakeAPI(rate concurrency.Rate, burst int64) *fakeAPI {
-	return &fakeAPI{rate: rate, burst: burst, buckets: map[string]*concurrency.TokenBucket{}, counts: map[string][2]int64{}}
+func newFakeAPI(rate ratelimit.Rate, burst int64) *fakeAPI {
+	return &fakeAPI{rate: rate, burst: burst, buckets: map[string]*ratelimit.TokenBucket{}, counts: map[string][2]int64{}}
 }
 
 func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +160,7 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	b := a.buckets[key]
 	if b == nil {
-		b, _ = concurrency.NewTokenBucket(a.rate, a.burst) // validated by the flags
+		b, _ = ratelimit.NewTokenBucket(a.rate, a.burst) // validated by the flags
 		a.buckets[key] = b
 	}
 	d := b.Allow()

@@ -1,6 +1,6 @@
 // Command globalcap caps a whole endpoint, every client together, at 100
 // requests per second: a search backend that can take that much and no
-// more, whoever asks. The cap is a concurrency.ShardedWindow used directly,
+// more, whoever asks. The cap is a ratelimit.ShardedWindow used directly,
 // an exact fixed-window counter built for many cores hitting one limit: its
 // common path writes only a shard-local cache line. (A shed rule
 // {Identity: shed.Global, Algorithm: shed.FixedWindow} decides on one too,
@@ -19,9 +19,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // The cap: perWindow requests per window, for every client together.
@@ -50,7 +50,7 @@ func main() {
 // newHandler returns the search endpoint behind the global cap, reading
 // the time from now (monotonic nanoseconds).
 func newHandler(now func() int64) (http.Handler, error) {
-	sw, err := concurrency.NewShardedWindow(perWindow, window)
+	sw, err := ratelimit.NewShardedWindow(perWindow, window)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func newHandler(now func() int64) (http.Handler, error) {
 }
 
 // capped lets a request through to next only while the window has room.
-func capped(sw *concurrency.ShardedWindow, now func() int64, next http.Handler) http.Handler {
+func capped(sw *ratelimit.ShardedWindow, now func() int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := sw.AllowN(now(), 1)
 		if !d.Allowed() {

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/grpcshed"
 )
@@ -57,7 +57,7 @@ func main() {
 // newServer returns the protected gRPC server and its service.
 func newServer() (*grpc.Server, *service, error) {
 	sluice, err := shed.New([]shed.Rule{
-		{Name: "per-key", Identity: shed.APIKey, Algorithm: shed.TokenBucket, Limit: 3, Rate: concurrency.Per(4, time.Second)},
+		{Name: "per-key", Identity: shed.APIKey, Algorithm: shed.TokenBucket, Limit: 3, Rate: ratelimit.Per(4, time.Second)},
 		{Name: "at-once", Algorithm: shed.Concurrency, Limit: 2},
 	})
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/statuspage"
 )
@@ -71,7 +71,7 @@ func newService() (*service, error) {
 		return nil, err
 	}
 	sluice, err := shed.New([]shed.Rule{
-		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: perUser, Rate: concurrency.Per(perUser, time.Second), Capacity: 10_000},
+		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: perUser, Rate: ratelimit.Per(perUser, time.Second), Capacity: 10_000},
 		// Over the adaptive limit, a request may wait up to 5 service
 		// times for a permit; it is shed at once when the limiter predicts
 		// a longer wait.

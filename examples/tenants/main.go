@@ -25,8 +25,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/examples/internal/demo"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redisstore"
@@ -82,7 +82,7 @@ func main() {
 // newHandler returns the report endpoint behind sluice's per-tenant rules.
 func newHandler(opts ...shed.Option) (http.Handler, error) {
 	rules := []shed.Rule{
-		{Name: "burst", Identity: shed.Tenant, Algorithm: shed.TokenBucket, Limit: 10, Rate: concurrency.Per(5, time.Minute)},
+		{Name: "burst", Identity: shed.Tenant, Algorithm: shed.TokenBucket, Limit: 10, Rate: ratelimit.Per(5, time.Minute)},
 		{Name: "daily", Identity: shed.Tenant, Algorithm: shed.FixedWindow, Limit: 100, Window: 24 * time.Hour},
 	}
 	opts = append(opts, shed.WithClient(func(r *http.Request) shed.Client {

@@ -19,9 +19,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/examples/internal/demo"
 	"github.com/sluicehq/sluice/fingerprint"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
@@ -52,7 +52,7 @@ func main() {
 func newHandler() (http.Handler, *shed.Controller, error) {
 	rules := []shed.Rule{
 		{Name: "connect-ip", Category: streamshed.DefaultCategory, Identity: shed.IP,
-			Algorithm: shed.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Minute)},
+			Algorithm: shed.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Minute)},
 		// LeaseTTL outlives the longest connection (WithMaxLifetime below):
 		// a lease cannot be renewed, and must not lapse while its
 		// connection is open.

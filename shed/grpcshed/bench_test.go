@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -26,7 +26,7 @@ func BenchmarkUnary(b *testing.B) {
 	rules := map[string][]shed.Rule{
 		"global_cap": {{Name: "cap", Algorithm: shed.Concurrency, Limit: math.MaxInt32}},
 		"per_key_rate": {{Name: "per-key", Identity: shed.APIKey, Algorithm: shed.TokenBucket,
-			Limit: math.MaxInt32, Rate: concurrency.Per(100_000_000, time.Second)}},
+			Limit: math.MaxInt32, Rate: ratelimit.Per(100_000_000, time.Second)}},
 	}
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()

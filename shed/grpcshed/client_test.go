@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -53,7 +53,7 @@ func (s *stamps) times() []time.Time {
 
 // oneEvery is a rule admitting one call per d.
 func oneEvery(d time.Duration) []shed.Rule {
-	return []shed.Rule{{Name: "one", Algorithm: shed.TokenBucket, Limit: 1, Rate: concurrency.Per(1, d)}}
+	return []shed.Rule{{Name: "one", Algorithm: shed.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, d)}}
 }
 
 func TestClientRetriesAfterRetryInfoNeverEarlier(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/grpcshed"
 )
@@ -25,7 +25,7 @@ import (
 // to come back.
 func Example() {
 	sluice, err := shed.New([]shed.Rule{{Name: "checks-per-key", Category: "/grpc.health.v1.Health/Check",
-		Identity: shed.APIKey, Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(2, time.Minute)}},
+		Identity: shed.APIKey, Algorithm: shed.TokenBucket, Limit: 2, Rate: ratelimit.Per(2, time.Minute)}},
 		shed.WithClock(func() int64 { return 1 << 40 })) // a stopped clock, for the output
 	if err != nil {
 		panic(err)

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -47,7 +47,7 @@ func servedBy(s *Server) []grpc.ServerOption {
 func TestOverLimitIsResourceExhaustedWithRetryInfoNeverEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := mustController(t, []shed.Rule{{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket,
-			Limit: 1, Rate: concurrency.Per(1, time.Minute)}})
+			Limit: 1, Rate: ratelimit.Per(1, time.Minute)}})
 		h := &health{}
 		cl := newRig(t, h, servedBy(mustServer(t, c))...).dial(t)
 		ctx := context.Background()
@@ -147,7 +147,7 @@ func TestBrokenDecisionIsUnavailableNotAdmitted(t *testing.T) {
 func TestKeysOnMetadataAndFullMethod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := mustController(t, []shed.Rule{{Name: "check-per-key", Category: checkMethod, Identity: shed.APIKey,
-			Algorithm: shed.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}})
+			Algorithm: shed.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}})
 		s := mustServer(t, c, WithMetadataKeys(MetadataKeys{APIKey: "x-api-key"}))
 		cl := newRig(t, &health{}, servedBy(s)...).dial(t)
 		key := func(k string) context.Context {
@@ -178,7 +178,7 @@ func TestKeysOnMetadataAndFullMethod(t *testing.T) {
 func TestWithClientOverridesMetadata(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := mustController(t, []shed.Rule{{Name: "per-tenant", Identity: shed.Tenant,
-			Algorithm: shed.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}})
+			Algorithm: shed.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}})
 		s := mustServer(t, c, WithMetadataKeys(MetadataKeys{Tenant: "x-tenant"}),
 			WithClient(func(_ context.Context, method string, md metadata.MD) shed.Client {
 				if v := md.Get("x-org"); len(v) > 0 && method == checkMethod {
@@ -205,7 +205,7 @@ func TestWithClientOverridesMetadata(t *testing.T) {
 func TestPerIPKeysOnPeerAddress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := mustController(t, []shed.Rule{{Name: "per-ip", Identity: shed.IP,
-			Algorithm: shed.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}})
+			Algorithm: shed.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}})
 		s := mustServer(t, c)
 		r := newRig(t, &health{}, servedBy(s)...)
 		one, two := r.dial(t), r.dial(t)
@@ -230,7 +230,7 @@ func TestForwardedForOnlyFromTrustedProxy(t *testing.T) {
 		t.Run(strconv.FormatBool(trusted), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := mustController(t, []shed.Rule{{Name: "per-ip", Identity: shed.IP,
-					Algorithm: shed.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Hour)}})
+					Algorithm: shed.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}})
 				var opts []Option
 				if trusted {
 					opts = append(opts, WithResolver(mustResolver(t, "10.0.0.0/8")))

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -38,7 +38,7 @@ func Code(k shed.Kind) codes.Code {
 }
 
 // Rejection returns the status of the rejection d, with a RetryInfo detail
-// of d.RetryAfter (none when it is concurrency.Never), and the trailer
+// of d.RetryAfter (none when it is ratelimit.Never), and the trailer
 // that carries PushbackKey: d.RetryAfter rounded up to a millisecond, or -1
 // for never. The message says the kind, never the rule or the client. An
 // Admitted d, which is no rejection, is answered as Shedding.
@@ -56,7 +56,7 @@ func Rejection(d shed.Decision) (*status.Status, metadata.MD) {
 	if d.Kind == shed.Admitted {
 		st = status.New(codes.Unavailable, msg) // not a rejection: answered as a broken decision
 	}
-	if d.RetryAfter <= 0 || d.RetryAfter == concurrency.Never {
+	if d.RetryAfter <= 0 || d.RetryAfter == ratelimit.Never {
 		return st, metadata.Pairs(PushbackKey, "-1")
 	}
 	ms := int64(d.RetryAfter / time.Millisecond)

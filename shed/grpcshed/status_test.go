@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -21,8 +21,8 @@ func TestRejectionPushbackNeverEarlierThanRetryInfo(t *testing.T) {
 		{shed.Decision{Kind: shed.OverLimit, RetryAfter: time.Nanosecond}, codes.ResourceExhausted, "1", time.Nanosecond},
 		{shed.Decision{Kind: shed.Penalized, RetryAfter: 5 * time.Minute}, codes.ResourceExhausted, "300000", 5 * time.Minute},
 		{shed.Decision{Kind: shed.Shedding, RetryAfter: time.Second}, codes.Unavailable, "1000", time.Second},
-		{shed.Decision{Kind: shed.OverLimit, RetryAfter: concurrency.Never}, codes.ResourceExhausted, "-1", 0},
-		{shed.Decision{Kind: shed.Shedding, RetryAfter: concurrency.Never}, codes.Unavailable, "-1", 0},
+		{shed.Decision{Kind: shed.OverLimit, RetryAfter: ratelimit.Never}, codes.ResourceExhausted, "-1", 0},
+		{shed.Decision{Kind: shed.Shedding, RetryAfter: ratelimit.Never}, codes.Unavailable, "-1", 0},
 	} {
 		st, trailer := Rejection(tc.d)
 		if st.Code() != tc.code {

@@ -12,14 +12,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
 func TestTapRejectsBeforeTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		front := mustController(t, []shed.Rule{{Name: "opens-per-key", Identity: shed.APIKey,
-			Algorithm: shed.TokenBucket, Limit: 1, Rate: concurrency.Per(1, time.Minute)}})
+			Algorithm: shed.TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Minute)}})
 		tp, err := NewTap(front, WithMetadataKeys(MetadataKeys{APIKey: "x-api-key"}))
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestTapRejectsBeforeTheStream(t *testing.T) {
 func TestTapBeforeServerDecidesEach(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		front := mustController(t, []shed.Rule{{Name: "opens-per-ip", Identity: shed.IP,
-			Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute)}})
+			Algorithm: shed.TokenBucket, Limit: 2, Rate: ratelimit.Per(1, time.Minute)}})
 		back := mustController(t, []shed.Rule{{Name: "cap", Algorithm: shed.Concurrency, Limit: 1}})
 		tp, err := NewTap(front)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/otelshed"
 	"github.com/sluicehq/sluice/store"
@@ -70,7 +70,7 @@ func TestTableDescribesEveryInstrument(t *testing.T) {
 	h := store.Health{Instances: 2, Share: 0.5}
 	// A bucket that could make requests wait for their slot (and never
 	// has to here) shows the rate wait metrics.
-	paced := shed.Rule{Name: "paced", Algorithm: shed.TokenBucket, Limit: 1000, Rate: concurrency.Per(1000, time.Second),
+	paced := shed.Rule{Name: "paced", Algorithm: shed.TokenBucket, Limit: 1000, Rate: ratelimit.Per(1000, time.Second),
 		MaxWait: time.Millisecond}
 	c := newController(t, healthyStore{store.NewMemory(), h}, paced)
 	m, err := otelshed.New(mp, c)

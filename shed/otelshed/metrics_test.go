@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/otelshed"
 	"github.com/sluicehq/sluice/store"
@@ -35,7 +35,7 @@ func newController(t testing.TB, st store.Store, extra ...shed.Rule) *shed.Contr
 		opts = append(opts, shed.WithStore(st))
 	}
 	c, err := shed.New(append([]shed.Rule{
-		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute), Capacity: 64},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: ratelimit.Per(1, time.Minute), Capacity: 64},
 		{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1},
 	}, extra...), opts...)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 )
@@ -30,7 +30,7 @@ func newController(t *testing.T) *shed.Controller {
 		t.Fatal(err)
 	}
 	c, err := shed.New([]shed.Rule{
-		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute), Capacity: 64},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: ratelimit.Per(1, time.Minute), Capacity: 64},
 		{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1},
 	}, shed.WithClock(fixedClock), shed.WithPenalties(box, shed.IP))
 	if err != nil {

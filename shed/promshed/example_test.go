@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 )
@@ -17,7 +17,7 @@ import (
 // (serve it with promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).
 func Example() {
 	sluice, err := shed.New([]shed.Rule{
-		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: concurrency.Per(1, time.Minute)},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 2, Rate: ratelimit.Per(1, time.Minute)},
 	})
 	if err != nil {
 		panic(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 )
@@ -16,7 +16,7 @@ import (
 // TestPeeksCounted: peeks are a counter of their own, and no decision.
 func TestPeeksCounted(t *testing.T) {
 	c, err := shed.New([]shed.Rule{
-		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: 4, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: 4, Rate: ratelimit.Per(1, time.Hour)},
 	}, shed.WithClock(fixedClock), shed.WithLogger(discardLogger()))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 )
@@ -73,7 +73,7 @@ sluice_rule_queue_waiting{rule="workers"} 0
 func TestRateWaitMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, err := shed.New([]shed.Rule{{Name: "calls", Algorithm: shed.TokenBucket, Limit: 1,
-			Rate: concurrency.Per(1, time.Second), MaxWait: time.Minute}})
+			Rate: ratelimit.Per(1, time.Second), MaxWait: time.Minute}})
 		if err != nil {
 			t.Fatal(err)
 		}

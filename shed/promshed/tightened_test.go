@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/promshed"
 )
@@ -27,7 +27,7 @@ func TestTightenedWouldRejectCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := shed.New([]shed.Rule{
-		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: 4, Rate: concurrency.Per(1, time.Hour)},
+		{Name: "per-user", Identity: shed.User, Algorithm: shed.TokenBucket, Limit: 4, Rate: ratelimit.Per(1, time.Hour)},
 	}, shed.WithClock(fixedClock), shed.WithLogger(discardLogger()),
 		shed.WithSuspicion(shed.Suspicion{Tracker: tracker, Scale: scale, DryRun: true}))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed/promshed"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -48,7 +48,7 @@ func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
 func newClientSide(t *testing.T) (*upstream.Transport, *upstream.RetryTransport) {
 	t.Helper()
 	api := &scripted{script: []int{200, 429, 200, 503}}
-	tr, err := upstream.NewTransport(api, concurrency.Per(10, time.Second),
+	tr, err := upstream.NewTransport(api, ratelimit.Per(10, time.Second),
 		upstream.WithBurst(1), upstream.WithReserve(1), upstream.WithoutThrottle())
 	if err != nil {
 		t.Fatal(err)

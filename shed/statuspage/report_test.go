@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/penalty"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/statuspage"
 )
@@ -41,7 +41,7 @@ func newController(t *testing.T, clk *fakeClock, opts ...shed.Option) *shed.Cont
 	}
 	opts = append([]shed.Option{shed.WithClock(clk.now), shed.WithPenalties(box, shed.IP)}, opts...)
 	c, err := shed.New([]shed.Rule{
-		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 3, Rate: concurrency.Per(1, time.Minute), Capacity: 64},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 3, Rate: ratelimit.Per(1, time.Minute), Capacity: 64},
 		{Name: "inflight", Algorithm: shed.Concurrency, Limit: 2},
 	}, opts...)
 	if err != nil {
@@ -275,7 +275,7 @@ func TestReloadedRulesHaveTheirOwnHistory(t *testing.T) {
 	p.SampleAt(clk.now())
 	err = c.Reload(shed.Config{Rules: []shed.Rule{
 		{Name: "wide", Algorithm: shed.Concurrency, Limit: 9},
-		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 3, Rate: concurrency.Per(1, time.Minute), Capacity: 64},
+		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 3, Rate: ratelimit.Per(1, time.Minute), Capacity: 64},
 	}})
 	if err != nil {
 		t.Fatal(err)

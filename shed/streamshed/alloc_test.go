@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
 
 // TestMessageAllocatesNothing: counting a message within the limit is one
 // compare-and-swap, no allocation.
 func TestMessageAllocatesNothing(t *testing.T) {
-	g, _ := newGuard(t, nil, streamshed.WithMessageLimit(1, concurrency.Per(1, time.Nanosecond)))
+	g, _ := newGuard(t, nil, streamshed.WithMessageLimit(1, ratelimit.Per(1, time.Nanosecond)))
 	conn, _, err := g.Open(context.Background(), alice())
 	if err != nil || conn == nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestMessageAllocatesNothing(t *testing.T) {
 func BenchmarkMessage(b *testing.B) {
 	for _, name := range []string{"Message", "MessageAt"} {
 		b.Run(name, func(b *testing.B) {
-			g, _ := newGuard(b, nil, streamshed.WithMessageLimit(1<<20, concurrency.Per(1, time.Nanosecond)))
+			g, _ := newGuard(b, nil, streamshed.WithMessageLimit(1<<20, ratelimit.Per(1, time.Nanosecond)))
 			conn, _, err := g.Open(context.Background(), alice())
 			if err != nil || conn == nil {
 				b.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -36,7 +36,7 @@ type CloseFunc func(code int, reason string) error
 type Conn struct {
 	g     *Guard
 	tok   shed.Token
-	msgs  concurrency.GCRAState
+	msgs  ratelimit.GCRAState
 	ended atomic.Bool // set once the Conn has ended, before its Token goes back
 
 	mu      sync.Mutex // guards every field below

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
@@ -126,7 +126,7 @@ func TestMessageOverTheBurstClosesWithPolicyViolation(t *testing.T) {
 // one message more per interval, and not before.
 func TestMessagesRefillAtTheRate(t *testing.T) {
 	clk := newFrozen()
-	g, _ := newGuard(t, clk.Now, streamshed.WithMessageLimit(2, concurrency.Per(4, time.Second)))
+	g, _ := newGuard(t, clk.Now, streamshed.WithMessageLimit(2, ratelimit.Per(4, time.Second)))
 	conn, _, err := g.Open(context.Background(), alice())
 	if err != nil || conn == nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func TestMaxLifetimeEndsTheConnectionBeforeItsLease(t *testing.T) {
 // permit back once.
 func TestEveryEndAtOnceGivesTheTokenBackOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, c := newGuard(t, nil, streamshed.WithMessageLimit(1, concurrency.Per(1, time.Hour)))
+		g, c := newGuard(t, nil, streamshed.WithMessageLimit(1, ratelimit.Per(1, time.Hour)))
 		for range 50 {
 			ctx, cancel := context.WithCancel(context.Background())
 			conn, _, err := g.Open(ctx, alice())
@@ -285,10 +285,10 @@ func TestNewGuardRejectsBadValues(t *testing.T) {
 	}
 	defer c.Close()
 	bad := map[string][]streamshed.Option{
-		"zero burst":        {streamshed.WithMessageLimit(0, concurrency.Per(10, time.Second))},
-		"negative burst":    {streamshed.WithMessageLimit(-1, concurrency.Per(10, time.Second))},
-		"zero rate":         {streamshed.WithMessageLimit(50, concurrency.Rate{})},
-		"negative period":   {streamshed.WithMessageLimit(50, concurrency.Per(1, -time.Second))},
+		"zero burst":        {streamshed.WithMessageLimit(0, ratelimit.Per(10, time.Second))},
+		"negative burst":    {streamshed.WithMessageLimit(-1, ratelimit.Per(10, time.Second))},
+		"zero rate":         {streamshed.WithMessageLimit(50, ratelimit.Rate{})},
+		"negative period":   {streamshed.WithMessageLimit(50, ratelimit.Per(1, -time.Second))},
 		"negative lifetime": {streamshed.WithMaxLifetime(-time.Second)},
 		"nil clock":         {streamshed.WithClock(nil)},
 		"nil attempt":       {streamshed.WithAttempt(nil)},
@@ -340,7 +340,7 @@ func TestOpenDecidesOnTheControllersClock(t *testing.T) {
 // library's bug) does not keep the connection's permit; the panic goes on.
 func TestCloseFuncPanicStillGivesThePermitBack(t *testing.T) {
 	clk := newFrozen()
-	g, c := newGuard(t, clk.Now, streamshed.WithMessageLimit(1, concurrency.Per(1, time.Hour)))
+	g, c := newGuard(t, clk.Now, streamshed.WithMessageLimit(1, ratelimit.Per(1, time.Hour)))
 	conn, _, err := g.Open(context.Background(), alice())
 	if err != nil || conn == nil {
 		t.Fatal(err)

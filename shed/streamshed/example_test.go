@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
@@ -21,7 +21,7 @@ func Example() {
 	}
 	defer c.Close()
 	g, err := streamshed.NewGuard(c,
-		streamshed.WithMessageLimit(3, concurrency.Per(1, time.Second)),
+		streamshed.WithMessageLimit(3, ratelimit.Per(1, time.Second)),
 		streamshed.WithClock(func() int64 { return 1 }), // time stands still
 	)
 	if err != nil {

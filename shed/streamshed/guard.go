@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/fingerprint"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -48,7 +48,7 @@ const maxReason = 123
 type Guard struct {
 	c        *shed.Controller
 	category string
-	msgs     *concurrency.GCRA
+	msgs     *ratelimit.GCRA
 	reason   string // the close reason of a message-rate violation
 	life     time.Duration
 	now      func() int64
@@ -65,7 +65,7 @@ func NewGuard(c *shed.Controller, opts ...Option) (*Guard, error) {
 	cfg := config{
 		category: DefaultCategory,
 		burst:    DefaultMessageBurst,
-		rate:     concurrency.Per(DefaultMessagesPerSecond, time.Second),
+		rate:     ratelimit.Per(DefaultMessagesPerSecond, time.Second),
 		now:      clock.Now,
 	}
 	for _, o := range opts {
@@ -76,7 +76,7 @@ func NewGuard(c *shed.Controller, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	msgs, err := concurrency.NewGCRA(cfg.rate, cfg.burst)
+	msgs, err := ratelimit.NewGCRA(cfg.rate, cfg.burst)
 	if err != nil {
 		return nil, fmt.Errorf("streamshed: message limit: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
@@ -23,7 +23,7 @@ func connectRules() []shed.Rule {
 		{Name: "open-user", Category: streamshed.DefaultCategory, Identity: shed.User,
 			Algorithm: shed.Concurrency, Limit: 2, LeaseTTL: time.Hour},
 		{Name: "connect-ip", Category: streamshed.DefaultCategory, Identity: shed.IP,
-			Algorithm: shed.TokenBucket, Limit: 3, Rate: concurrency.Per(3, time.Minute)},
+			Algorithm: shed.TokenBucket, Limit: 3, Rate: ratelimit.Per(3, time.Minute)},
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -22,7 +22,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	category string
 	burst    int64
-	rate     concurrency.Rate
+	rate     ratelimit.Rate
 	life     time.Duration
 	now      func() int64
 	attempt  func(*http.Request) shed.Attempt
@@ -40,9 +40,9 @@ func WithCategory(category string) Option {
 
 // WithMessageLimit lets every connection send burst messages at once,
 // refilled at rate (DefaultMessageBurst and DefaultMessagesPerSecond
-// otherwise). NewGuard returns concurrency.NewGCRA's errors for a burst or
+// otherwise). NewGuard returns ratelimit.NewGCRA's errors for a burst or
 // rate it cannot honour.
-func WithMessageLimit(burst int64, rate concurrency.Rate) Option {
+func WithMessageLimit(burst int64, rate ratelimit.Rate) Option {
 	return optionFunc(func(c *config) error {
 		c.burst, c.rate = burst, rate
 		return nil

@@ -8,7 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
@@ -30,7 +30,7 @@ func TestMessagesNeverPassTheBucketAndEndOnce(t *testing.T) {
 		count := rapid.Int64Range(1, 20).Draw(t, "count")
 		per := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(2*time.Second)).Draw(t, "per"))
 		gaps := rapid.SliceOfN(rapid.Int64Range(0, int64(300*time.Millisecond)), 1, 200).Draw(t, "gaps")
-		g, err := streamshed.NewGuard(c, streamshed.WithMessageLimit(burst, concurrency.Per(count, per)))
+		g, err := streamshed.NewGuard(c, streamshed.WithMessageLimit(burst, ratelimit.Per(count, per)))
 		if err != nil {
 			t.Skip(err) // a rate faster than 1/ns
 		}

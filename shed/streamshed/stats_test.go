@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed/streamshed"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestStatsCountEveryEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, _ := newGuard(t, nil, streamshed.WithMaxLifetime(time.Minute),
-			streamshed.WithMessageLimit(1, concurrency.Per(1, time.Hour)))
+			streamshed.WithMessageLimit(1, ratelimit.Per(1, time.Hour)))
 		ip := alice().IP
 		open := func(ctx context.Context, user string) *streamshed.Conn {
 			t.Helper()

@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -99,7 +99,7 @@ func TestConformanceOnAHealthyRemote(t *testing.T) {
 func TestLocalShareIsTheLimitOverTheInstancesCounted(t *testing.T) {
 	for _, spec := range []store.Spec{
 		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 40, Window: time.Hour},
-		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 40, Rate: concurrency.Rate{Count: 40, Per: time.Hour}},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 40, Rate: ratelimit.Rate{Count: 40, Per: time.Hour}},
 	} {
 		f, remote, _ := newFallback(t, 4, false)
 		id := register(t, f, remote, spec)

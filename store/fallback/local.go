@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -66,7 +66,7 @@ func shareOf(spec store.Spec, n int64) (store.Spec, bool) {
 	share := spec
 	share.Limit = spec.Limit / n
 	if spec.Algorithm == store.TokenBucket {
-		share.Rate = concurrency.Rate{Count: spec.Rate.Count, Per: spec.Rate.Per * time.Duration(n)}
+		share.Rate = ratelimit.Rate{Count: spec.Rate.Count, Per: spec.Rate.Per * time.Duration(n)}
 		if share.Rate.Per/time.Duration(n) != spec.Rate.Per {
 			return share, false // overflow: too slow to share
 		}
@@ -164,7 +164,7 @@ func (f *Store) rejectAt(ctx context.Context, l *localStore, req *store.Request,
 			return err
 		}
 	}
-	res.Hits[j] = store.HitResult{Decision: concurrency.Decision{
+	res.Hits[j] = store.HitResult{Decision: ratelimit.Decision{
 		Limit:      f.load()[req.Hits[j].Limit-1].spec.Limit,
 		RetryAfter: f.cfg.probe,
 		ResetAfter: f.cfg.probe,

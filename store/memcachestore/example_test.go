@@ -8,7 +8,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcachestore"
 )
@@ -29,7 +29,7 @@ func ExampleStore() {
 	}
 	daily, err := s.Register(ctx, store.Spec{Name: "api-calls", Algorithm: store.FixedWindow, Limit: 10_000, Window: 24 * time.Hour})
 	fmt.Println("daily quota:", daily, err)
-	_, err = s.Register(ctx, store.Spec{Name: "burst", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(1, time.Second)})
+	_, err = s.Register(ctx, store.Spec{Name: "burst", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(1, time.Second)})
 	fmt.Println(err != nil)
 
 	req := store.Request{Now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC).UnixNano()}

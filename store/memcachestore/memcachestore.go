@@ -14,8 +14,8 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 
-	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -269,7 +269,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 		end := (idx + 1) * l.span
 		keys[i], tags[i] = s.counterKey(l, h.Key, idx)
 		seen := s.seen.before(tags[i])
-		d := concurrency.Decision{Limit: l.spec.Limit}
+		d := ratelimit.Decision{Limit: l.spec.Limit}
 		var count int64 // the count before this hit
 		var err error
 		gaveUp := false
@@ -279,7 +279,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 				s.evictions.Add(1)
 			}
 			if h.Cost > 0 {
-				d.RetryAfter = concurrency.Never
+				d.RetryAfter = ratelimit.Never
 			}
 		default:
 			var v int64

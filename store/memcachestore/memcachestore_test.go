@@ -16,7 +16,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcachestore"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -50,7 +50,7 @@ func TestRegisterRefusesEveryAlgorithmButFixedWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, spec := range []store.Spec{
-		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(5, time.Second)},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 5, Rate: ratelimit.Per(5, time.Second)},
 		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 5, Window: time.Hour},
 		{Name: "log", Algorithm: store.SlidingLog, Limit: 5, Window: time.Hour},
 		{Name: "leases", Algorithm: store.Concurrency, Limit: 5, LeaseTTL: time.Minute},

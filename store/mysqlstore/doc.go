@@ -26,8 +26,8 @@
 // INSERT ... ON DUPLICATE KEY UPDATE locks a missing row's place as well as
 // an existing row: no read-then-write race); it then reads the database's
 // clock once (UTC_TIMESTAMP(6), whatever the session's time zone),
-// evaluates the hits in order with the algorithms of concurrency.GCRA and
-// concurrency.FixedWindow (the same decisions as store.Memory's at that
+// evaluates the hits in order with the algorithms of ratelimit.GCRA and
+// ratelimit.FixedWindow (the same decisions as store.Memory's at that
 // instant, to the nanosecond), and commits only when every hit is
 // admitted; a rejection rolls it all back, empty rows included. Windows
 // are placed by their store.Calendar exactly as store.Memory places them

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysqlstore"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -154,7 +154,7 @@ func TestRejectionsAndReadOutsWriteNothing(t *testing.T) {
 	db := sharedDB(t)
 	s := newStore(t, db)
 	small := storetest.MustRegister(t, s, store.Spec{Name: "small", Algorithm: store.FixedWindow, Limit: 1, Window: time.Hour})
-	big := storetest.MustRegister(t, s, store.Spec{Name: "big", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)})
+	big := storetest.MustRegister(t, s, store.Spec{Name: "big", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Hour)})
 	storetest.Decide(t, s, small, "full", 1)
 	if n := rows(t, db, s); n != 1 {
 		t.Fatalf("after one admission: %d rows, want 1", n)
@@ -183,7 +183,7 @@ func TestUsageReadsTheWindowWithoutCharging(t *testing.T) {
 	ctx := context.Background()
 	day := storetest.MustRegister(t, s, store.Spec{Name: "day", Algorithm: store.FixedWindow, Limit: 100, Window: 24 * time.Hour})
 	month := storetest.MustRegister(t, s, store.Spec{Name: "month", Algorithm: store.FixedWindow, Limit: 1000, Calendar: store.Calendar{Months: 1}})
-	bucket := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)})
+	bucket := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Hour)})
 	storetest.Decide(t, s, day, "acme", 7)
 	storetest.Decide(t, s, month, "acme", 70)
 	storetest.Decide(t, s, bucket, "acme", 3)

@@ -25,7 +25,7 @@
 // order of their lock numbers (so two decisions never deadlock, and a state
 // with no row yet is serialized as well as one with a row: no read-then-write
 // race), evaluates the hits in order on that instant with the algorithms of
-// concurrency.GCRA, concurrency.FixedWindow and concurrency.SlidingWindow
+// ratelimit.GCRA, ratelimit.FixedWindow and ratelimit.SlidingWindow
 // (the same decisions as store.Memory's at that instant, to the
 // nanosecond), and writes the states only when every hit is admitted. A
 // request of costs 0 only (a read-out) locks nothing. Windows are placed by their

@@ -8,7 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -29,7 +29,7 @@ func TestDecisionsAsMemoryAtTheSameInstants(t *testing.T) {
 			s := store.Spec{Name: fmt.Sprintf("l%d-%d", n, i), Limit: rapid.Int64Range(1, 6).Draw(rt, "limit")}
 			switch rapid.IntRange(0, 4).Draw(rt, "algorithm") {
 			case 0:
-				s.Algorithm, s.Rate = store.TokenBucket, concurrency.Per(s.Limit, time.Duration(rapid.IntRange(5, 40).Draw(rt, "ms"))*time.Millisecond)
+				s.Algorithm, s.Rate = store.TokenBucket, ratelimit.Per(s.Limit, time.Duration(rapid.IntRange(5, 40).Draw(rt, "ms"))*time.Millisecond)
 			case 1:
 				s.Algorithm, s.Window = store.FixedWindow, time.Duration(rapid.IntRange(5, 40).Draw(rt, "ms"))*time.Millisecond
 			case 2:
@@ -72,8 +72,8 @@ func TestHugeLimitsAndWindowsDecideAsMemory(t *testing.T) {
 	m := store.NewMemory()
 	const longest = time.Duration(1) << 59
 	specs := []store.Spec{
-		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 1 << 40, Rate: concurrency.Per(1, 1<<19)},
-		{Name: "bucket-max", Algorithm: store.TokenBucket, Limit: math.MaxInt64 >> 40, Rate: concurrency.Per(1, time.Duration(1)<<(59-23))},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 1 << 40, Rate: ratelimit.Per(1, 1<<19)},
+		{Name: "bucket-max", Algorithm: store.TokenBucket, Limit: math.MaxInt64 >> 40, Rate: ratelimit.Per(1, time.Duration(1)<<(59-23))},
 		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 1 << 58, Window: longest},
 		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 1<<30 - 1, Window: longest},
 		{Name: "sliding-month", Algorithm: store.SlidingWindow, Limit: 1<<27 - 1, Calendar: store.Calendar{Months: 12}},

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/pgstore"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -109,7 +109,7 @@ func TestTwoHitsOnOneKeySeeEachOther(t *testing.T) {
 	s := newStore(t, p)
 	for _, spec := range []store.Spec{
 		{Name: "f", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour},
-		{Name: "b", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(5, 24*time.Hour)},
+		{Name: "b", Algorithm: store.TokenBucket, Limit: 5, Rate: ratelimit.Per(5, 24*time.Hour)},
 	} {
 		id := storetest.MustRegister(t, s, spec)
 		ctx := context.Background()
@@ -148,7 +148,7 @@ func TestOppositeOrdersNeverDeadlock(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	a := storetest.MustRegister(t, s, store.Spec{Name: "a", Algorithm: store.FixedWindow, Limit: 20, Window: time.Hour})
-	b := storetest.MustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 20, Rate: concurrency.Per(20, 24*time.Hour)})
+	b := storetest.MustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 20, Rate: ratelimit.Per(20, 24*time.Hour)})
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -196,7 +196,7 @@ func TestUsageReadsTheWindowWithoutCharging(t *testing.T) {
 	day := storetest.MustRegister(t, s, store.Spec{Name: "day", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
 	month := storetest.MustRegister(t, s, store.Spec{Name: "month", Algorithm: store.FixedWindow, Limit: 1000,
 		Calendar: store.Calendar{Months: 1, Offset: -5 * time.Hour}})
-	bucket := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, 24*time.Hour)})
+	bucket := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, 24*time.Hour)})
 	storetest.Decide(t, s, day, "acme", 3)
 	storetest.Decide(t, s, month, "acme", 40)
 	storetest.Decide(t, s, bucket, "acme", 4)
@@ -311,7 +311,7 @@ func TestCleanupDeletesExpiredRowsInBatchesAndSkipsLockedOnes(t *testing.T) {
 	p := sharedPool(t)
 	s := newStore(t, p)
 	ctx := context.Background()
-	id := storetest.MustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, 24*time.Hour)})
+	id := storetest.MustRegister(t, s, store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, 24*time.Hour)})
 	for i := range 6 {
 		storetest.Decide(t, s, id, fmt.Sprint("old", i), 1)
 	}

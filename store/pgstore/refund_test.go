@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/pgstore"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -21,7 +21,7 @@ func TestRefundNeverGoesBelowEmpty(t *testing.T) {
 	for _, spec := range []store.Spec{
 		{Name: "fixed", Algorithm: store.FixedWindow, Limit: 3, Window: 24 * time.Hour},
 		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 3, Window: 24 * time.Hour},
-		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 3, Rate: concurrency.Rate{Count: 3, Per: 24 * time.Hour}},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 3, Rate: ratelimit.Rate{Count: 3, Per: 24 * time.Hour}},
 	} {
 		id := storetest.MustRegister(t, s, spec)
 		res := storetest.Decide(t, s, id, "k", 1)

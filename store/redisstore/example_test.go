@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
@@ -76,7 +76,7 @@ func ExampleNew() {
 		return
 	}
 	ip, _ := s.Register(ctx, store.Spec{Name: "ip", Algorithm: store.TokenBucket, Limit: 20,
-		Rate: concurrency.Per(10, time.Second)})
+		Rate: ratelimit.Per(10, time.Second)})
 	account, _ := s.Register(ctx, store.Spec{Name: "account", Algorithm: store.FixedWindow, Limit: 1000,
 		Window: time.Hour})
 

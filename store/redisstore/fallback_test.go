@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/redisstore"
@@ -80,7 +80,7 @@ func TestFallbackLocalShare(t *testing.T) {
 	f := deadFallback(t, fallback.WithInstances(4))
 	ctx := context.Background()
 	specs := []store.Spec{
-		{Name: "tb", Algorithm: store.TokenBucket, Limit: 40, Rate: concurrency.Per(40, time.Hour)},
+		{Name: "tb", Algorithm: store.TokenBucket, Limit: 40, Rate: ratelimit.Per(40, time.Hour)},
 		{Name: "fw", Algorithm: store.FixedWindow, Limit: 40, Window: time.Hour},
 		{Name: "sw", Algorithm: store.SlidingWindow, Limit: 40, Window: time.Hour},
 		{Name: "sl", Algorithm: store.SlidingLog, Limit: 40, Window: time.Hour},
@@ -135,7 +135,7 @@ func TestFallbackFailClosed(t *testing.T) {
 	ctx := context.Background()
 	api := storetest.MustRegister(t, f, store.Spec{Name: "api", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
 	login := storetest.MustRegister(t, f, store.Spec{Name: "login", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour})
-	tiny := storetest.MustRegister(t, f, store.Spec{Name: "tiny", Algorithm: store.TokenBucket, Limit: 2, Rate: concurrency.Per(2, time.Second)})
+	tiny := storetest.MustRegister(t, f, store.Spec{Name: "tiny", Algorithm: store.TokenBucket, Limit: 2, Rate: ratelimit.Per(2, time.Second)})
 	for _, tc := range []struct {
 		name    string
 		hits    []store.LimitID
@@ -158,7 +158,7 @@ func TestFallbackFailClosed(t *testing.T) {
 		if res.Allowed != tc.allowed || res.Decider != tc.decider || (!res.Allowed && res.N != tc.decider+1) {
 			t.Errorf("%s: allowed %v decider %d N %d, want %v %d", tc.name, res.Allowed, res.Decider, res.N, tc.allowed, tc.decider)
 		}
-		if d := res.Decision(); !res.Allowed && (d.Reason() != concurrency.ReasonLimited || d.RetryAfter <= 0) {
+		if d := res.Decision(); !res.Allowed && (d.Reason() != ratelimit.ReasonLimited || d.RetryAfter <= 0) {
 			t.Errorf("%s: rejection %+v", tc.name, d)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 )
@@ -339,7 +339,7 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 			// A reservation: its wait, and the window it counts in.
 			wait, reserved, f[3], f[5] = time.Duration(f[3])*l.unit, f[5], 0, 0
 		}
-		d := concurrency.Decision{
+		d := ratelimit.Decision{
 			Limit:      l.spec.Limit,
 			Remaining:  f[2],
 			ResetAfter: time.Duration(f[4]) * l.unit,
@@ -348,7 +348,7 @@ func parseDecision(vals []any, req *store.Request, res *store.Result, lim *[stor
 		case f[0] == 1:
 			// Admitted: RetryAfter stays 0.
 		case f[1] == 2:
-			d.RetryAfter = concurrency.Never
+			d.RetryAfter = ratelimit.Never
 		default:
 			// At least 1 ns: a rejection must not read as an admission
 			// (Decision.Allowed is RetryAfter == 0), whatever the script

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redisstore"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -70,7 +70,7 @@ func TestAcrossInstances(t *testing.T) {
 	first := sharedClient(t)
 	prefix := testPrefix(t, first)
 	specs := []store.Spec{
-		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Hour)},
+		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Hour)},
 		{Name: "fw", Algorithm: store.FixedWindow, Limit: 10, Window: time.Hour},
 		{Name: "sw", Algorithm: store.SlidingWindow, Limit: 10, Window: time.Hour},
 		{Name: "sl", Algorithm: store.SlidingLog, Limit: 10, Window: time.Hour},
@@ -126,7 +126,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	s := newStore(t, c, prefix)
 	const w = time.Minute
 	specs := []store.Spec{
-		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, w)},
+		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, w)},
 		{Name: "fw", Algorithm: store.FixedWindow, Limit: 10, Window: w},
 		{Name: "sw", Algorithm: store.SlidingWindow, Limit: 10, Window: w},
 		{Name: "sl", Algorithm: store.SlidingLog, Limit: 10, Window: w},
@@ -180,7 +180,7 @@ func TestSameAsMemory(t *testing.T) {
 	m := store.NewMemory()
 	const w = 40 * time.Millisecond
 	specs := []store.Spec{
-		{Name: "tb", Algorithm: store.TokenBucket, Limit: 4, Rate: concurrency.Per(3, w)},
+		{Name: "tb", Algorithm: store.TokenBucket, Limit: 4, Rate: ratelimit.Per(3, w)},
 		{Name: "fw", Algorithm: store.FixedWindow, Limit: 4, Window: w},
 		{Name: "sw", Algorithm: store.SlidingWindow, Limit: 5, Window: w},
 		{Name: "cc", Algorithm: store.Concurrency, Limit: 4, LeaseTTL: w},
@@ -282,7 +282,7 @@ func TestSlidingWindowRetryBound(t *testing.T) {
 			t.Fatalf("request %d: allowed %v", i+1, res.Allowed)
 		}
 	}
-	if d := res.Decision(); d.Reason() != concurrency.ReasonLimited || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Hour || d.Remaining != 0 {
+	if d := res.Decision(); d.Reason() != ratelimit.ReasonLimited || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Hour || d.Remaining != 0 {
 		t.Fatalf("6th request: %+v", d)
 	}
 }

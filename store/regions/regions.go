@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -361,7 +361,7 @@ func (s *Store) reject(ctx context.Context, req *store.Request, res *store.Resul
 	}
 	d := res.Hits[j].Decision
 	wait := max(d.ResetAfter, 1)
-	res.Hits[j] = store.HitResult{Decision: concurrency.Decision{Limit: lim[j].spec.Limit, RetryAfter: wait, ResetAfter: wait}}
+	res.Hits[j] = store.HitResult{Decision: ratelimit.Decision{Limit: lim[j].spec.Limit, RetryAfter: wait, ResetAfter: wait}}
 	for i := range j {
 		res.Hits[i].Lease = store.Lease{}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/regions"
 )
@@ -161,7 +161,7 @@ func TestRemainingIsTheAllowanceLeft(t *testing.T) {
 // is every region's whole, any algorithm, and nothing is exchanged.
 func TestPerRegionLimitIsEnforcedInFullEachRegion(t *testing.T) {
 	x := new(regions.MemoryExchange)
-	burst := store.Spec{Name: "ip-burst", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Rate{Count: 10, Per: time.Minute}}
+	burst := store.Spec{Name: "ip-burst", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Rate{Count: 10, Per: time.Minute}}
 	a := region(t, "eu", x, regions.WithPerRegion("ip-burst"))
 	b := region(t, "us", x, regions.WithPerRegion("ip-burst"))
 	ida, idb := register(t, a, burst), register(t, b, burst)
@@ -233,7 +233,7 @@ func TestCapacityFailsNewKeysUnavailable(t *testing.T) {
 func TestRegisterValidates(t *testing.T) {
 	a := region(t, "eu", new(regions.MemoryExchange))
 	for _, spec := range []store.Spec{
-		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Rate{Count: 1, Per: time.Second}},
+		{Name: "bucket", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Rate{Count: 1, Per: time.Second}},
 		{Name: "sliding", Algorithm: store.SlidingWindow, Limit: 10, Window: time.Hour},
 		{Name: "bad", Algorithm: store.FixedWindow, Limit: 0, Window: time.Hour},
 	} {
@@ -307,7 +307,7 @@ func TestMaxWaitOnAGlobalQuotaIsUnsupported(t *testing.T) {
 	s := region(t, "eu", x, regions.WithPerRegion("ip-burst"))
 	quota := register(t, s, store.Spec{Name: "daily", Algorithm: store.FixedWindow, Limit: 10, Window: 24 * time.Hour})
 	burst := register(t, s, store.Spec{Name: "ip-burst", Algorithm: store.TokenBucket, Limit: 1,
-		Rate: concurrency.Rate{Count: 1, Per: time.Second}})
+		Rate: ratelimit.Rate{Count: 1, Per: time.Second}})
 	decide := func(id store.LimitID) (store.Result, error) {
 		req := store.Request{Now: now()}
 		req.Add(id, "k", 1)

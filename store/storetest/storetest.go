@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -135,7 +135,7 @@ func (h *harness) spec(alg store.Algorithm, limit int64, period time.Duration) s
 	s := store.Spec{Name: fmt.Sprintf("%v-%d", alg, h.n), Algorithm: alg, Limit: limit}
 	switch alg {
 	case store.TokenBucket:
-		s.Rate = concurrency.Per(limit, period)
+		s.Rate = ratelimit.Per(limit, period)
 	case store.Concurrency:
 		s.LeaseTTL = period
 	default:
@@ -185,7 +185,7 @@ func (h *harness) checkShape(req *store.Request, res *store.Result) {
 		}
 		for i := range res.Hits[:res.N] {
 			d := res.Hits[i].Decision
-			if !d.Allowed() || d.Reason() != concurrency.ReasonAllowed || d.RetryAfter != 0 {
+			if !d.Allowed() || d.Reason() != ratelimit.ReasonAllowed || d.RetryAfter != 0 {
 				h.t.Fatalf("allowed request, hit %d: %+v", i, d)
 			}
 			if d.Remaining < res.Decision().Remaining {
@@ -198,7 +198,7 @@ func (h *harness) checkShape(req *store.Request, res *store.Result) {
 		h.t.Fatalf("rejected with N = %d and Decider %d, want N = Decider+1", res.N, res.Decider)
 	}
 	d := res.Decision()
-	if d.Allowed() || d.Reason() == concurrency.ReasonAllowed || d.RetryAfter <= 0 {
+	if d.Allowed() || d.Reason() == ratelimit.ReasonAllowed || d.RetryAfter <= 0 {
 		h.t.Fatalf("rejected request, deciding hit: %+v", d)
 	}
 	for i := range res.Hits[:res.N] {
@@ -212,7 +212,7 @@ func (h *harness) checkShape(req *store.Request, res *store.Result) {
 }
 
 // peek returns the state of limit id for key without charging it.
-func (h *harness) peek(id store.LimitID, key string) concurrency.Decision {
+func (h *harness) peek(id store.LimitID, key string) ratelimit.Decision {
 	h.t.Helper()
 	res := h.decide(store.Hit{Limit: id, Key: key})
 	d := res.Hits[0].Decision
@@ -280,7 +280,7 @@ func testLimit(h *harness, alg store.Algorithm) {
 	}
 	res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
 	d := res.Decision()
-	if res.Allowed || d.Reason() != concurrency.ReasonLimited || res.Decider != 0 {
+	if res.Allowed || d.Reason() != ratelimit.ReasonLimited || res.Decider != 0 {
 		h.t.Fatalf("request %d: %+v, want a rejection with ReasonLimited", limit+1, res)
 	}
 	// A sliding-window counter full early in its window admits again only
@@ -314,7 +314,7 @@ func testCost(h *harness, alg store.Algorithm) {
 	if alg == store.Concurrency && a.Hits[0].Lease.Cost != 3 {
 		h.t.Fatalf("lease of cost 3: %+v", a.Hits[0].Lease)
 	}
-	if r := hit(3); r.Allowed || r.Decision().Reason() != concurrency.ReasonLimited {
+	if r := hit(3); r.Allowed || r.Decision().Reason() != ratelimit.ReasonLimited {
 		h.t.Fatalf("cost 3 with 2 left: %+v", r.Decision())
 	}
 	if d := h.peek(id, "k"); d.Remaining != 2 {
@@ -325,7 +325,7 @@ func testCost(h *harness, alg store.Algorithm) {
 		h.t.Fatalf("cost 2 with 2 left: %+v", b.Decision())
 	}
 	over := h.decide(store.Hit{Limit: id, Key: "fresh", Cost: 6})
-	if d := over.Decision(); over.Allowed || d.Reason() != concurrency.ReasonExceedsCapacity || d.RetryAfter != concurrency.Never {
+	if d := over.Decision(); over.Allowed || d.Reason() != ratelimit.ReasonExceedsCapacity || d.RetryAfter != ratelimit.Never {
 		h.t.Fatalf("cost 6 of 5: %+v, want ReasonExceedsCapacity and Never", d)
 	}
 	if d := h.peek(id, "fresh"); d.Remaining != 5 {
@@ -809,7 +809,7 @@ func testUnregisterConcurrent(h *harness) {
 
 func testBadSpecs(h *harness) {
 	good := h.spec(store.FixedWindow, 5, time.Minute)
-	rate := concurrency.Per(5, time.Minute)
+	rate := ratelimit.Per(5, time.Minute)
 	bad := map[string]store.Spec{
 		"no name":            {Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute},
 		"no algorithm":       {Name: "x", Limit: 5, Window: time.Minute},
@@ -820,9 +820,9 @@ func testBadSpecs(h *harness) {
 		"negative window":    {Name: "x", Algorithm: store.SlidingWindow, Limit: 5, Window: -time.Second},
 		"log zero window":    {Name: "x", Algorithm: store.SlidingLog, Limit: 5},
 		"no rate":            {Name: "x", Algorithm: store.TokenBucket, Limit: 5},
-		"zero rate count":    {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(0, time.Second)},
-		"negative rate":      {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(-5, time.Second)},
-		"zero rate period":   {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: concurrency.Per(5, 0)},
+		"zero rate count":    {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: ratelimit.Per(0, time.Second)},
+		"negative rate":      {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: ratelimit.Per(-5, time.Second)},
+		"zero rate period":   {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: ratelimit.Per(5, 0)},
 		"bucket zero burst":  {Name: "x", Algorithm: store.TokenBucket, Rate: rate},
 		"rate on window":     {Name: "x", Algorithm: store.FixedWindow, Limit: 5, Window: time.Minute, Rate: rate},
 		"window on bucket":   {Name: "x", Algorithm: store.TokenBucket, Limit: 5, Rate: rate, Window: time.Minute},

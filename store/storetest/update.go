@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -122,7 +123,7 @@ func testUpdateLower(h *harness, alg store.Algorithm) {
 		h.t.Fatalf("5 used, lowered to 3: %+v, want 0 left of 3", d)
 	}
 	res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 1})
-	if res.Allowed || res.Decision().Reason() != concurrency.ReasonLimited {
+	if res.Allowed || res.Decision().Reason() != ratelimit.ReasonLimited {
 		h.t.Fatalf("5 used, lowered to 3: %+v, want ReasonLimited", res.Decision())
 	}
 	if alg == store.Concurrency {
@@ -202,12 +203,12 @@ func testUpdateRate(h *harness) {
 	if h.cfg.serverTime {
 		h.t.Skip("needs a controlled clock")
 	}
-	spec := store.Spec{Name: "rate", Algorithm: store.TokenBucket, Limit: 10, Rate: concurrency.Per(10, time.Second)}
+	spec := store.Spec{Name: "rate", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Second)}
 	id := h.register(spec)
 	if res := h.decide(store.Hit{Limit: id, Key: "k", Cost: 6}); !res.Allowed {
 		h.t.Fatalf("6 of 10: %+v", res.Decision())
 	}
-	spec.Rate = concurrency.Per(5, time.Second)
+	spec.Rate = ratelimit.Per(5, time.Second)
 	h.mustUpdate(id, spec)
 	if d := h.peek(id, "k"); d.Remaining != 4 || d.ResetAfter != 1200*time.Millisecond {
 		h.t.Fatalf("6 owed at 5/s: %+v, want 4 left and full in 1.2s", d)
@@ -259,7 +260,7 @@ func testUpdateFixed(h *harness) {
 		"capacity":  func(s *store.Spec) { s.Capacity = 10 },
 		"overflow":  func(s *store.Spec) { s.Overflow = concurrency.OverflowShare },
 		"limit 0":   func(s *store.Spec) { s.Limit = 0 },
-		"a rate":    func(s *store.Spec) { s.Rate = concurrency.Per(1, time.Second) },
+		"a rate":    func(s *store.Spec) { s.Rate = ratelimit.Per(1, time.Second) },
 	} {
 		s := spec
 		change(&s)

@@ -20,7 +20,7 @@ type Limit struct {
 	Spec store.Spec
 	// Kind is KindBucket, KindFixed or KindSliding.
 	Kind int16
-	// Param is a token bucket's emission interval (concurrency.GCRA's:
+	// Param is a token bucket's emission interval (ratelimit.GCRA's:
 	// Per/Count rounded up) or a window's span on its window clock, in ns.
 	Param int64
 	// Clock is a window's calendar clock (zero for a token bucket).

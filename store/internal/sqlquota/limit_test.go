@@ -7,18 +7,18 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
 // TestBucketParamIsGCRAsInterval: a token bucket's parameter is the
-// emission interval of concurrency.GCRA for its rate (Per/Count rounded
+// emission interval of ratelimit.GCRA for its rate (Per/Count rounded
 // up), so the database refills exactly as store.Memory does.
 func TestBucketParamIsGCRAsInterval(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		count := rapid.Int64Range(1, 1e6).Draw(t, "count")
 		per := time.Duration(rapid.Int64Range(count, int64(1000*time.Hour)).Draw(t, "per"))
-		rate := concurrency.Per(count, per)
+		rate := ratelimit.Per(count, per)
 		spec := store.Spec{Name: "b", Algorithm: store.TokenBucket, Limit: 1, Rate: rate}
 		if spec.Validate() != nil {
 			t.Skip("not a valid spec")
@@ -27,7 +27,7 @@ func TestBucketParamIsGCRAsInterval(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := concurrency.NewGCRA(rate, 1)
+		g, err := ratelimit.NewGCRA(rate, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

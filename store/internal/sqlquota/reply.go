@@ -3,7 +3,7 @@ package sqlquota
 import (
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -26,7 +26,7 @@ func Decode(vals []int64, req *store.Request, res *store.Result, lim *[store.Max
 	res.Now, res.N, res.Decider, res.Allowed = vals[0], int(n), 0, true
 	for i := range res.N {
 		f := vals[2+5*i : 2+5*i+5]
-		d := concurrency.Decision{
+		d := ratelimit.Decision{
 			Limit:      lim[i].Spec.Limit,
 			Remaining:  f[2],
 			ResetAfter: time.Duration(f[4]),
@@ -35,7 +35,7 @@ func Decode(vals []int64, req *store.Request, res *store.Result, lim *[store.Max
 		case f[0] == 1:
 			// Admitted: RetryAfter stays 0.
 		case f[1] == 2:
-			d.RetryAfter = concurrency.Never
+			d.RetryAfter = ratelimit.Never
 		default:
 			// At least 1 ns: a rejection must not read as an admission.
 			d.RetryAfter = max(1, time.Duration(f[3]))

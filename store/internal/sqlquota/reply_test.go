@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -34,7 +34,7 @@ func TestDecodeReadsEachField(t *testing.T) {
 	if res.Allowed || res.Decider != 1 || res.Hits[1].Decision.RetryAfter != 1 {
 		t.Fatalf("a rejection with a retry of 0 must still read as one (RetryAfter 1ns): %+v", res)
 	}
-	if !Decode([]int64{7, 1, 0, 2, 0, 5, 0}, &req, &res, &lim) || res.Allowed || res.Hits[0].Decision.RetryAfter != concurrency.Never {
+	if !Decode([]int64{7, 1, 0, 2, 0, 5, 0}, &req, &res, &lim) || res.Allowed || res.Hits[0].Decision.RetryAfter != ratelimit.Never {
 		t.Fatalf("a rejection that can never succeed: %+v", res)
 	}
 	if Decode([]int64{7, 1, 1, 0, 4, 0, 100}, &req, &res, &lim) {
