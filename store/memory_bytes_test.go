@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -24,6 +25,10 @@ func TestMemoryBytesBoundsWhatAMemoryStoreHolds(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return int64(m.HeapAlloc)
 	}
+	// The heap counts every goroutine's memory: a figure is taken three
+	// times, the least bounded above and the greatest below, so that
+	// another's allocation or free during one try cannot fail the test.
+	const tries = 3
 	for _, spec := range []store.Spec{
 		{Name: "tb", Algorithm: store.TokenBucket, Limit: 10, Rate: ratelimit.Rate{Count: 1, Per: time.Second}},
 		{Name: "fw", Algorithm: store.FixedWindow, Limit: 10, Window: time.Minute, Capacity: 100_000},
@@ -33,16 +38,20 @@ func TestMemoryBytesBoundsWhatAMemoryStoreHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := store.NewMemory()
-		before := heap()
-		if _, err := m.Register(t.Context(), spec); err != nil {
-			t.Fatal(err)
+		least, most := int64(math.MaxInt64), int64(math.MinInt64)
+		for range tries {
+			m := store.NewMemory()
+			before := heap()
+			if _, err := m.Register(t.Context(), spec); err != nil {
+				t.Fatal(err)
+			}
+			got := heap() - before
+			runtime.KeepAlive(m)
+			least, most = min(least, got), max(most, got)
 		}
-		got := heap() - before
-		if got <= 0 || got > want+slack {
-			t.Errorf("%s: registering took %d bytes, MemoryBytes says at most %d", spec.Name, got, want)
+		if most <= 0 || least > want+slack {
+			t.Errorf("%s: registering took %d to %d bytes, MemoryBytes says at most %d", spec.Name, least, most, want)
 		}
-		runtime.KeepAlive(m)
 	}
 
 	const keys = 2000
@@ -51,27 +60,31 @@ func TestMemoryBytesBoundsWhatAMemoryStoreHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := store.NewMemory()
-	before := heap()
-	id, err := m.Register(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keyBuf [16]byte
-	for i := range keys * 9 / 10 { // a table may overflow a little before it is full
-		key := string(concurrencyKey(keyBuf[:0], i))
-		req := store.Request{Now: int64(time.Second)}
-		req.Add(id, key, 1)
-		var res store.Result
-		if err := m.Decide(t.Context(), &req, &res); err != nil || !res.Allowed {
-			t.Fatalf("key %d: %+v %v", i, res, err)
+	least, most := int64(math.MaxInt64), int64(math.MinInt64)
+	for range tries {
+		m := store.NewMemory()
+		before := heap()
+		id, err := m.Register(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
 		}
+		var keyBuf [16]byte
+		for i := range keys * 9 / 10 { // a table may overflow a little before it is full
+			key := string(concurrencyKey(keyBuf[:0], i))
+			req := store.Request{Now: int64(time.Second)}
+			req.Add(id, key, 1)
+			var res store.Result
+			if err := m.Decide(t.Context(), &req, &res); err != nil || !res.Allowed {
+				t.Fatalf("key %d: %+v %v", i, res, err)
+			}
+		}
+		got := heap() - before
+		runtime.KeepAlive(m)
+		least, most = min(least, got), max(most, got)
 	}
-	got := heap() - before
-	if got > want+slack || got < want*3/4 {
-		t.Errorf("sliding log, every key admitted: %d bytes, MemoryBytes says %d", got, want)
+	if least > want+slack || most < want*3/4 {
+		t.Errorf("sliding log, every key admitted: %d to %d bytes, MemoryBytes says %d", least, most, want)
 	}
-	runtime.KeepAlive(m)
 
 	big := store.Spec{Name: "login", Algorithm: store.SlidingLog, Limit: 1000, Window: time.Hour}
 	if b, err := big.MemoryBytes(); err != nil || b < 1e9 {

@@ -42,11 +42,16 @@ func startServer(t testing.TB, args ...string) *server {
 
 func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// client returns a client of the server with a 100ms deadline per round
-// trip.
-func (s *server) client() *memcache.Client {
+// client returns a client of the server with a deadline per round trip
+// that a loaded machine meets; the tests of a paused server choose theirs
+// with clientWithin.
+func (s *server) client() *memcache.Client { return s.clientWithin(2 * time.Second) }
+
+// clientWithin returns a client of the server with the deadline d per
+// round trip.
+func (s *server) clientWithin(d time.Duration) *memcache.Client {
 	c := memcache.New(s.addr())
-	c.Timeout = 100 * time.Millisecond
+	c.Timeout = d
 	c.MaxIdleConns = 16
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c

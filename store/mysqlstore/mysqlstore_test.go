@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -301,17 +302,33 @@ func TestCleanupDeletesExpiredRowsAndSkipsLockedOnes(t *testing.T) {
 func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	db := sharedDB(t)
 	s := newStore(t, db, mysqlstore.WithTimeout(200*time.Millisecond))
+	// The limit is charged and read through a second Store of the prefix,
+	// with a deadline a loaded machine meets on a live server.
+	patient, err := mysqlstore.New(db, mysqlstore.WithPrefix(s.Prefix()), mysqlstore.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
-	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
-	storetest.Decide(t, s, id, "k", 1)
+	spec := store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour}
+	id, patientID := storetest.MustRegister(t, s, spec), storetest.MustRegister(t, patient, spec)
+	storetest.Decide(t, patient, patientID, "k", 1)
 	tx, holder := holdRow(t, db, s, "k")
 	var req store.Request
 	req.Add(id, "k", 3)
-	start := time.Now()
-	err := s.Decide(ctx, &req, new(store.Result))
-	took := time.Since(start)
-	if !errors.Is(err, store.ErrUnavailable) || took > time.Second {
-		t.Fatalf("Decide behind a held lock: %v after %v, want ErrUnavailable within about 200ms", err, took)
+	// The least of three tries: a loaded machine may take its time to give
+	// up once, and none of them may charge anything.
+	least := time.Duration(math.MaxInt64)
+	for range 3 {
+		start := time.Now()
+		err := s.Decide(ctx, &req, new(store.Result))
+		took := time.Since(start)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("Decide behind a held lock: %v after %v, want ErrUnavailable", err, took)
+		}
+		least = min(least, took)
+	}
+	if least > time.Second {
+		t.Fatalf("Decide behind a held lock: ErrUnavailable after %v at the least, want within about 200ms", least)
 	}
 	// The lock is released only once the server is done with the decision:
 	// a statement that reached the server late may still be waiting for
@@ -332,8 +349,8 @@ func TestDeadlineRollsBackOnTheServer(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if d := storetest.Decide(t, s, id, "k", 0).Decision(); d.Remaining != 4 {
-		t.Fatalf("after the lock went: Remaining %d, want 4 (the timed-out decision charged nothing)", d.Remaining)
+	if d := storetest.Decide(t, patient, patientID, "k", 0).Decision(); d.Remaining != 4 {
+		t.Fatalf("after the lock went: Remaining %d, want 4 (the timed-out decisions charged nothing)", d.Remaining)
 	}
 }
 

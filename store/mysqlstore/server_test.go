@@ -45,7 +45,9 @@ func startServer(t testing.TB) *server {
 		"--pid-file="+filepath.Join(s.dir, "pid"), "--skip-grant-tables", "--skip-log-bin",
 		"--innodb-buffer-pool-size=16M", "--innodb-log-file-size=4M", "--log-error="+filepath.Join(s.dir, "log")))
 	db := openDB(t, s.dsn())
-	storetest.WaitReady(t, "mariadbd on port "+strconv.Itoa(s.port), 20*time.Second, db.PingContext)
+	// A loaded machine can take a minute or more to start InnoDB: the bound is for
+	// a server that never comes up.
+	storetest.WaitReady(t, "mariadbd on port "+strconv.Itoa(s.port), 2*time.Minute, db.PingContext)
 	return s
 }
 
