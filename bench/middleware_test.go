@@ -88,6 +88,20 @@ func middlewareImpls() []middlewareImpl {
 				})
 			}, func() {}
 		}},
+		{"bare-3fields", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// The floor under the like-for-like cases (sluice-legacy and the
+			// peers, which write these three fields and no others): the bare
+			// handler plus X-RateLimit-Limit, -Remaining and -Reset as
+			// constants.
+			limit, remaining, reset := []string{"1073741824"}, []string{"1073741823"}, []string{"1764520001"}
+			return func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					h := w.Header()
+					h["X-Ratelimit-Limit"], h["X-Ratelimit-Remaining"], h["X-Ratelimit-Reset"] = limit, remaining, reset
+					next.ServeHTTP(w, r)
+				})
+			}, func() {}
+		}},
 		{"sluice", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
@@ -107,6 +121,20 @@ func middlewareImpls() []middlewareImpl {
 				{Name: "global", Algorithm: shed.TokenBucket, Limit: perIPBurst,
 					Rate: concurrency.Per(1_000_000_000, time.Second)},
 				{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1 << 20},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c.Middleware, sluiceDone(b, c)
+		}},
+		{"sluice-draining", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// The per-IP rule refilling two tokens a second: every response
+			// says a Remaining of its own, so that no header value is shared
+			// with the response before it (in the sluice case every client
+			// is far from its limit and its figures repeat).
+			c, err := shed.New([]shed.Rule{
+				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
+					Rate: concurrency.Per(2, time.Second), Capacity: 2 * middlewareClients},
 			})
 			if err != nil {
 				b.Fatal(err)
