@@ -55,8 +55,9 @@ func rateHeaders(h http.Header) http.Header {
 // TestMiddlewareHeadersSayTheirDecision: every response the middleware
 // answers carries the header fields of its own decision, byte for byte
 // what plain formatting gives, and keeps them after later responses were
-// answered (values shared between responses never change), for any
-// sequence of clients, clock steps and header field sets.
+// answered (values shared between responses never change, also when a
+// handler adds to a field), for any sequence of clients, clock steps and
+// header field sets.
 func TestMiddlewareHeadersSayTheirDecision(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rule := Rule{Name: "ip", Identity: IP, Algorithm: TokenBucket,
@@ -71,7 +72,15 @@ func TestMiddlewareHeadersSayTheirDecision(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = c.Close() }()
-		h := c.Middleware(http.HandlerFunc(ok))
+		// A handler told to add a value to each field, as Header.Add does.
+		h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Append") != "" {
+				for k := range rateHeaders(w.Header()) {
+					w.Header().Add(k, "appended")
+				}
+			}
+			ok(w, r)
+		}))
 		type answer struct {
 			w    *httptest.ResponseRecorder
 			want http.Header
@@ -81,8 +90,18 @@ func TestMiddlewareHeadersSayTheirDecision(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "requests") {
 			clk.add(rapid.SampledFrom(steps).Draw(t, "step"))
 			ip := rapid.SampledFrom([]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}).Draw(t, "client")
-			w := send(h, ip)
+			add := rapid.Bool().Draw(t, "append")
+			w := send(h, ip, func(r *http.Request) {
+				if add {
+					r.Header.Set("X-Append", "1")
+				}
+			})
 			want := wantHeaders(rule, fields, last)
+			if add && last.Allowed {
+				for k := range want {
+					want[k] = append(want[k], "appended")
+				}
+			}
 			if got := rateHeaders(w.Header()); !equalHeaders(got, want) {
 				t.Fatalf("response to %s (decision %+v):\n got %v\nwant %v", ip, last, got, want)
 			}
