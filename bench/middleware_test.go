@@ -128,16 +128,31 @@ func middlewareImpls() []middlewareImpl {
 			return c.Middleware, sluiceDone(b, c)
 		}},
 		{"sluice-draining", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
-			// The per-IP rule refilling two tokens a second: every response
-			// says a Remaining of its own, so that no header value is shared
-			// with the response before it (in the sluice case every client
-			// is far from its limit and its figures repeat).
+			// The per-IP rule refilling two tokens a second, client i
+			// charged i%7 times first: every response says other figures
+			// than the one before it (another client, another Remaining), so
+			// that no header value is shared (in the sluice case every
+			// client's bucket is full and the figures repeat).
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
 					Rate: concurrency.Per(2, time.Second), Capacity: 2 * middlewareClients},
 			})
 			if err != nil {
 				b.Fatal(err)
+			}
+			h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			var remaining [2]string
+			for i, r := range middlewareRequests() {
+				for range i%7 + 1 {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if i < len(remaining) {
+						remaining[i] = w.Header().Get("X-Ratelimit-Remaining")
+					}
+				}
+			}
+			if remaining[0] == remaining[1] {
+				b.Fatalf("two clients in a row both have %s remaining: the case would share header values", remaining[0])
 			}
 			return c.Middleware, sluiceDone(b, c)
 		}},
