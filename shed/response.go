@@ -56,8 +56,9 @@ func (b *headerBlock) set(h http.Header, draft, legacy bool, r *rule) {
 // blocks. It remembers the last admission's block and the figures it
 // says: the next admission that says the same (a client far from its
 // limit: a full bucket, the same second) shares those values, which no
-// one writes to, and costs no block at all. A headerSlab is owned by one
-// attempt: not safe for concurrent use. The zero value is ready.
+// one writes to, and costs no block at all (last keeps its rule set
+// alive until the next block, across a reload too). A headerSlab is owned
+// by one attempt: not safe for concurrent use. The zero value is ready.
 type headerSlab struct {
 	free []headerBlock
 	last *headerBlock // nil until an admission filled one
@@ -121,7 +122,8 @@ func (d Decision) WriteHeaders(h http.Header) { d.writeHeaders(h, nil) }
 // writeHeaders is WriteHeaders without copying d. All values are appended
 // to one buffer first and the strings taken after the last append, so
 // that none of them sees the buffer move. The varying values go to a block
-// from slab (a new block of their own when slab is nil).
+// from slab (a new block of their own when slab is nil), or, for an
+// admission that says the same figures as slab's last, are that block's.
 func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
 	p := d.plan
 	if p == nil {
