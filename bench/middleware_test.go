@@ -88,6 +88,20 @@ func middlewareImpls() []middlewareImpl {
 				})
 			}, func() {}
 		}},
+		{"bare-3fields", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// The floor under the like-for-like cases (sluice-legacy and the
+			// peers, which write these three fields and no others): the bare
+			// handler plus X-RateLimit-Limit, -Remaining and -Reset as
+			// constants.
+			limit, remaining, reset := []string{"1073741824"}, []string{"1073741823"}, []string{"1764520001"}
+			return func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					h := w.Header()
+					h["X-Ratelimit-Limit"], h["X-Ratelimit-Remaining"], h["X-Ratelimit-Reset"] = limit, remaining, reset
+					next.ServeHTTP(w, r)
+				})
+			}, func() {}
+		}},
 		{"sluice", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			c, err := shed.New([]shed.Rule{
 				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
@@ -110,6 +124,36 @@ func middlewareImpls() []middlewareImpl {
 			})
 			if err != nil {
 				b.Fatal(err)
+			}
+			return c.Middleware, sluiceDone(b, c)
+		}},
+		{"sluice-draining", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
+			// The per-IP rule refilling a token every 30 s (so that no
+			// bucket fills up again, even under a slow profiler), client i
+			// charged i%7 times first: every response says other figures
+			// than the one before it (another client, another Remaining), so
+			// that no header value is shared (in the sluice case every
+			// client's bucket is full and the figures repeat).
+			c, err := shed.New([]shed.Rule{
+				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 1 << 24,
+					Rate: ratelimit.Per(1, 30*time.Second), Capacity: 2 * middlewareClients},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			var remaining [2]string
+			for i, r := range middlewareRequests() {
+				for range i%7 + 1 {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if i < len(remaining) {
+						remaining[i] = w.Header().Get("X-Ratelimit-Remaining")
+					}
+				}
+			}
+			if remaining[0] == remaining[1] {
+				b.Fatalf("two clients in a row both have %s remaining: the case would share header values", remaining[0])
 			}
 			return c.Middleware, sluiceDone(b, c)
 		}},

@@ -20,8 +20,11 @@ import (
 // Every response carries the rate-limit header fields (WithHeaders); a
 // rejection is answered 429 (the client is over a limit, or penalized) or
 // 503 (the server sheds load), with Retry-After and a problem+json body
-// (WithRejection). The ResponseWriter that next sees wraps the one given;
-// it unwraps (http.ResponseController) to reach Flush, Hijack and deadlines.
+// (WithRejection). The values of those fields may be shared with other
+// responses (those that say the same figures): replace them (Header.Set)
+// rather than write into their slices. The ResponseWriter that next sees
+// wraps the one given; it unwraps (http.ResponseController) to reach
+// Flush, Hijack and deadlines.
 //
 // The wrapped ResponseWriter, like any, must not be used after next
 // returns: it is recycled.

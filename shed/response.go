@@ -33,13 +33,45 @@ type headerBlock struct {
 	buf  [64]byte
 }
 
+// set puts the values of b, filled for rule r, on h: RateLimit (draft),
+// X-RateLimit-Limit, -Remaining and -Reset (legacy). Each slice is full,
+// so that an append to one copies it.
+func (b *headerBlock) set(h http.Header, draft, legacy bool, r *rule) {
+	n := 0
+	if draft {
+		h[hRateLimit] = b.vals[:1:1]
+		n++
+	}
+	if legacy {
+		h[hXLimit] = r.limitV
+		h[hXRemaining] = b.vals[n : n+1 : n+1]
+		h[hXReset] = b.vals[n+1 : n+2 : n+2]
+	}
+}
+
 // headerSlab hands out headerBlocks carved from one allocation of
 // slabBlocks, so that the header values of a response cost an allocation
 // only every slabBlocks responses. A block is never handed out twice, and
 // the slab stays alive while any response still refers to one of its
-// blocks. A headerSlab is owned by one attempt: not safe for concurrent
-// use. The zero value is ready.
-type headerSlab struct{ free []headerBlock }
+// blocks. It remembers the last admission's block and the figures it
+// says: the next admission that says the same (a client far from its
+// limit: a full bucket, the same second) shares those values, which no
+// one writes to, and costs no block at all (last keeps its rule set
+// alive until the next block, across a reload too). A headerSlab is owned
+// by one attempt: not safe for concurrent use. The zero value is ready.
+type headerSlab struct {
+	free []headerBlock
+	last *headerBlock // nil until an admission filled one
+	said blockFigures // what last says
+}
+
+// blockFigures is what the varying values of an admission say: the same
+// figures give the same bytes.
+type blockFigures struct {
+	r                   *rule // its name, RateLimit prefix and limit
+	fields              HeaderFields
+	remaining, t, reset int64 // RateLimit's r and t; X-RateLimit-Reset (0 without legacy)
+}
 
 // slabBlocks is how many blocks one slab allocation holds (4 KiB, less 64 bytes): the
 // most memory one retained header value can keep alive.
@@ -90,7 +122,8 @@ func (d Decision) WriteHeaders(h http.Header) { d.writeHeaders(h, nil) }
 // writeHeaders is WriteHeaders without copying d. All values are appended
 // to one buffer first and the strings taken after the last append, so
 // that none of them sees the buffer move. The varying values go to a block
-// from slab (a new block of their own when slab is nil).
+// from slab (a new block of their own when slab is nil), or, for an
+// admission that says the same figures as slab's last, are that block's.
 func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
 	p := d.plan
 	if p == nil {
@@ -104,24 +137,35 @@ func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
 	if d.rule < 0 && !d.Warning && !retry {
 		return
 	}
+	var r *rule
+	var said blockFigures
+	if d.rule >= 0 {
+		r = &p.rules[d.rule]
+		said = blockFigures{r: r, fields: p.fields, remaining: max(0, d.Remaining), t: ceilSeconds(d.Reset)}
+		if legacy {
+			said.reset = ceilSeconds(time.Duration(max(0, d.wall+int64(d.Reset))))
+		}
+		if slab != nil && !d.Warning && !retry && slab.last != nil && slab.said == said {
+			slab.last.set(h, draft, legacy, r)
+			return
+		}
+	}
 	blk := slab.next()
 	b := blk.buf[:0]
 	// Offsets into b: the RateLimit item [0, item) holds the remaining
 	// count at [rem, remEnd); then the reset time [item, reset), the
 	// warning [reset, warn), Retry-After [warn, len(b)).
 	var rem, remEnd, item int
-	var r *rule
-	if d.rule >= 0 {
-		r = &p.rules[d.rule]
+	if r != nil {
 		b = append(b, r.itemPrefix...)
 		rem = len(b)
-		b = appendDecimal(b, max(0, d.Remaining))
+		b = appendDecimal(b, said.remaining)
 		remEnd = len(b)
 		b = append(b, ";t="...)
-		b = appendDecimal(b, ceilSeconds(d.Reset))
+		b = appendDecimal(b, said.t)
 		item = len(b)
 		if legacy {
-			b = appendDecimal(b, ceilSeconds(time.Duration(max(0, d.wall+int64(d.Reset)))))
+			b = appendDecimal(b, said.reset)
 		}
 	}
 	reset := len(b)
@@ -140,16 +184,15 @@ func (d *Decision) writeHeaders(h http.Header, slab *headerSlab) {
 		n := 0
 		if draft {
 			blk.vals[n] = str(0, item)
-			h[hRateLimit] = blk.vals[n : n+1 : n+1]
 			n++
 		}
 		if legacy {
-			h[hXLimit] = r.limitV
 			blk.vals[n] = str(rem, remEnd) // the r of the item: the same bytes
-			h[hXRemaining] = blk.vals[n : n+1 : n+1]
-			n++
-			blk.vals[n] = str(item, reset)
-			h[hXReset] = blk.vals[n : n+1 : n+1]
+			blk.vals[n+1] = str(item, reset)
+		}
+		blk.set(h, draft, legacy, r)
+		if slab != nil && !d.Warning && !retry {
+			slab.last, slab.said = blk, said
 		}
 	}
 	if d.Warning {
