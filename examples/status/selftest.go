@@ -30,37 +30,37 @@ const (
 // when every worker has stopped.
 func load(ctx context.Context, srv *demo.Loopback) {
 	var wg sync.WaitGroup
-	worker := func(user string, pause time.Duration) {
-		defer wg.Done()
-		for range maxPerWorker {
-			if ctx.Err() != nil {
-				return
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api", nil)
-			if err != nil {
-				return
-			}
-			req.Header.Set("X-User", user)
-			if _, err := srv.Do(req); err != nil {
-				continue // cancelled at the end
-			}
-			if pause > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(pause):
-				}
+	for i := range users {
+		wg.Go(func() { send(ctx, srv, fmt.Sprintf("user-%d", i+1), userPause) })
+	}
+	for range abusers {
+		wg.Go(func() { send(ctx, srv, "mallory", abuserPause) })
+	}
+	wg.Wait()
+}
+
+// send sends user's requests to srv one at a time, pause apart, until ctx
+// is done or it has sent maxPerWorker.
+func send(ctx context.Context, srv *demo.Loopback, user string, pause time.Duration) {
+	for range maxPerWorker {
+		if ctx.Err() != nil {
+			return
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api", nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("X-User", user)
+		if _, err := srv.Do(req); err != nil {
+			continue // cancelled at the end
+		}
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
 			}
 		}
 	}
-	for i := range users {
-		wg.Add(1)
-		go worker(fmt.Sprintf("user-%d", i+1), userPause)
-	}
-	for range abusers {
-		wg.Add(1)
-		go worker("mallory", abuserPause)
-	}
-	wg.Wait()
 }
 
 // report reads the status page's JSON report from srv.
