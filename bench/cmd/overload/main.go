@@ -72,6 +72,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cpuWork := fs.Duration("cpu-work", time.Millisecond, "CPU per request of the CPU and mixed endpoints (calibrated into sha256 rounds)")
 	waitF := fs.Duration("downstream", 10*time.Millisecond, "downstream wait of the mixed endpoint")
 	proto := fs.String("http", "1", "HTTP version: 1 (HTTP/1.1) or h2c (HTTP/2 cleartext)")
+	guardConns := fs.Int("guard-conns", DefaultGuardConns, "connection bound of the sluice-guard contender")
 	h2Streams := fs.Int("h2-streams", 0, "concurrent streams per HTTP/2 connection the server allows (0: net/http's default, 250)")
 	calib := fs.Duration("calibrate", time.Second, "length of each capacity measurement")
 	reject := fs.Bool("reject", true, "also measure the server CPU per rejection")
@@ -99,7 +100,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	case "server":
 		return serve(serverConfig{
 			contender: *contender, static: *static, rounds: *roundsF, wait: *wait, slots: *slotsF,
-			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, sample: 50 * time.Millisecond, calibrateCPU: *calCPU,
+			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, guardConns: *guardConns, sample: 50 * time.Millisecond, calibrateCPU: *calCPU,
 		}, in, out)
 	case "load":
 		res, err := drive(loadConfig{
@@ -118,7 +119,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
-		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams,
+		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -161,7 +162,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rep.Warnings = warnings
 	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
-		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
+		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "guard-conns": strconv.Itoa(cfg.guardConns), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)
 	if *outDir != "" {
 		return writeFiles(*outDir, rep)
@@ -177,6 +178,8 @@ func (cfg runConfig) validate() error {
 		return errors.New("overload: want a positive deadline and calibration, and 1 to 100 rounds")
 	case !(cfg.rejectLoad > 0) || cfg.rejectLoad > 1000:
 		return errors.New("overload: want a reject-load in (0, 1000]")
+	case cfg.guardConns < 1:
+		return errors.New("overload: want a guard-conns of at least 1")
 	case cfg.h2Streams < 0 || cfg.h2Streams > 1<<20:
 		return errors.New("overload: want 0 to 2^20 HTTP/2 streams")
 	case cfg.procs < 1 || cfg.slots < 1 || cfg.service <= 0 || cfg.cpuWork <= 0 || cfg.wait <= 0:

@@ -224,7 +224,7 @@ func writeTables(out io.Writer, rep *report) {
 			if c.Contender != name || c.Err != "" || c.Load.WindowS <= 0 {
 				continue
 			}
-			n := c.Load.Good + c.Load.Shed
+			n := c.Load.Good + c.Load.Shed + c.Load.Errors
 			per = append(per, c.cpuPerAnswer())
 			rate = append(rate, float64(n)/c.Load.WindowS)
 			shed = append(shed, float64(c.Load.Shed)/float64(max(1, c.completions())))
@@ -233,7 +233,9 @@ func writeTables(out io.Writer, rep *report) {
 		}
 		label := map[string]string{
 			rejectName:           "sluice middleware, adaptive rule at its limit: every request 503, keep-alive",
+			"sluice-admit":       "sluice middleware (Default, admitting), empty 200 handler, keep-alive",
 			"noop":               "no protection, empty 200 handler (the net/http floor), keep-alive",
+			refuseName + "+dial": "connguard refusing at accept: every connection 503 or closed, a new connection per request",
 			rejectName + "+dial": "sluice middleware, every request 503, a new connection per request",
 			"noop+dial":          "empty 200 handler, a new connection per request",
 		}[name]

@@ -32,6 +32,7 @@ type runConfig struct {
 	rejectLoad float64       // at this multiple of the CPU endpoint's capacity
 	seed       uint64
 	h2Streams  int
+	guardConns int // the sluice-guard contender's connection bound
 	self       selfCmd
 }
 
@@ -111,6 +112,7 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 		"-role", "server", "-contender", spec.contender, "-static", strconv.Itoa(max(1, spec.sc.static)),
 		"-rounds-per-request", strconv.FormatInt(spec.sc.rounds, 10), "-wait", spec.sc.wait.String(),
 		"-slots", strconv.Itoa(spec.sc.slots), "-http", r.cfg.proto, "-h2-streams", strconv.Itoa(r.cfg.h2Streams),
+		"-guard-conns", strconv.Itoa(max(1, r.cfg.guardConns)),
 	}
 	if spec.dropAt > 0 {
 		srvArgs = append(srvArgs, "-drop-at", spec.dropAt.String())
@@ -366,19 +368,25 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 	return c, nil
 }
 
-// measureReject measures the server's CPU per rejection: sluice's
-// middleware shedding every request to the CPU endpoint at cfg.rejectLoad
-// times its capacity
-// (rejectName), and for the floor an empty handler with no protection at
-// the same rate ("noop"); each on keep-alive connections and with a new
-// connection per request ("+dial", the dial storm of HTTP/1.1 clients that
-// time out). Its figures are of the whole phase, as the server's CPU time
-// is. The order of the four rotates over rounds.
+// measureReject measures the server's CPU per answer on the way a
+// request is refused or admitted: sluice's middleware shedding every
+// request to the CPU endpoint at cfg.rejectLoad times its capacity
+// (rejectName); the guard contender refusing every connection at accept
+// (refuseName, with a new connection per request: the Guard answers
+// nothing else); sluice's Default middleware admitting every request to an
+// empty 200 handler ("sluice-admit": the middleware's whole cost on a real
+// request); and for the floor an empty handler with no protection at the
+// same rate ("noop"). Each on keep-alive connections or with a new
+// connection per request ("+dial", the dial storm of HTTP/1.1 clients
+// that time out). Its figures are of the whole phase, as the server's CPU
+// time is. The order rotates over rounds.
 func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64, round int) []cell {
 	specs := []cellSpec{
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName},
+		{sc: scenario{name: rejectScenario, static: 1}, contender: "sluice"},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none"},
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName, fresh: true},
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: refuseName, fresh: true},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none", fresh: true},
 	}
 	var out []cell
@@ -397,12 +405,15 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 }
 
 // rejectLabels are the rejection-cost cells in the order of their table.
-var rejectLabels = []string{rejectName, "noop", rejectName + "+dial", "noop+dial"}
+var rejectLabels = []string{rejectName, "sluice-admit", "noop", rejectName + "+dial", refuseName + "+dial", "noop+dial"}
 
 func rejectLabel(contender string, fresh bool) string {
 	l := contender
-	if contender == "none" {
+	switch contender {
+	case "none":
 		l = "noop"
+	case "sluice":
+		l = "sluice-admit"
 	}
 	if fresh {
 		l += "+dial"
@@ -410,9 +421,11 @@ func rejectLabel(contender string, fresh bool) string {
 	return l
 }
 
-// cpuPerAnswer is the server's CPU time per answer of the cell, in µs.
+// cpuPerAnswer is the server's CPU time per answer of the cell, in µs: per
+// 2xx, 503 or refused connection (a connection the Guard closes before its
+// request arrived is a transport error at the client).
 func (c cell) cpuPerAnswer() float64 {
-	n := c.Load.Good + c.Load.Shed
+	n := c.Load.Good + c.Load.Shed + c.Load.Errors
 	if n == 0 || c.Err != "" {
 		return math.NaN()
 	}
@@ -423,8 +436,12 @@ func (c cell) rejectLine() string {
 	if c.Err != "" {
 		return fmt.Sprintf("%s: error: %s", c.Contender, c.Err)
 	}
-	return fmt.Sprintf("%s: %d answers (%d shed), server CPU %.1f µs per answer, %d dials, %d connections",
-		c.Contender, c.Load.Good+c.Load.Shed, c.Load.Shed, c.cpuPerAnswer(), c.Load.Dials, c.Server.Conns)
+	g := ""
+	if st := c.Server.Guard; st != nil {
+		g = fmt.Sprintf(", guard %+v", *st)
+	}
+	return fmt.Sprintf("%s: %d answers (%d shed, %d errors), server CPU %.1f µs per answer, %d dials, %d connections%s",
+		c.Contender, c.Load.Good+c.Load.Shed+c.Load.Errors, c.Load.Shed, c.Load.Errors, c.cpuPerAnswer(), c.Load.Dials, c.Server.Conns, g)
 }
 
 func (c cell) line(sc scenario) string {
