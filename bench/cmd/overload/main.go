@@ -59,7 +59,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	fs.SetOutput(log)
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
-	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop")
+	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu")
 	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop)")
 	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders, of "+strings.Join(contenderNames, ","))
 	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
@@ -93,6 +93,9 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	closed := fs.Int("closed", 0, "load: closed-loop clients instead of a rate")
 	from := fs.Duration("from", 0, "load: start of the measured window")
 	fresh := fs.Bool("fresh", false, "load: a new connection per request")
+	thenRate := fs.Float64("then-rate", 0, "load: the arrival rate from -then-at on")
+	thenAt := fs.Duration("then-at", 0, "load: when -then-rate takes over")
+	bucketF := fs.Duration("bucket", 0, "load: report the cell in buckets of this length")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -106,6 +109,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 		res, err := drive(loadConfig{
 			url: *url, rate: *rate, closed: *closed, duration: *duration, from: *from,
 			deadline: *deadline, proto: *proto, seed: *seed, fresh: *fresh,
+			thenRate: *thenRate, thenAt: *thenAt, bucket: *bucketF,
 		}, out)
 		if err != nil {
 			return err

@@ -167,6 +167,13 @@ func describe(sc scenario, cfg map[string]string, rounds int64) string {
 		return fmt.Sprintf("CPU-bound: %d sha256 rounds per request", rounds)
 	case "mixed":
 		return fmt.Sprintf("mixed: %d sha256 rounds then a %v downstream wait", rounds, sc.wait)
+	case "recovery", "recovery-cpu":
+		work := fmt.Sprintf("I/O %d slots x %v", sc.slots, sc.wait)
+		if sc.name == "recovery-cpu" {
+			work = fmt.Sprintf("CPU %d sha256 rounds", rounds)
+		}
+		return fmt.Sprintf("recovery: %s; %v at the surge's multiple of the capacity, %v at 1x, then the work doubles at the same 1x for %v; times from buckets of %v over windows of %d",
+			work, recoveryPhase, recoveryPhase, recoveryPhase, recoveryBucket, recoverySpan)
 	case "drop":
 		return fmt.Sprintf("capacity drop: I/O %d slots x %v, the service time doubles after the warm-up (%s); figures of the phase after the drop, load a multiple of the capacity before it (%.0f req/s)",
 			sc.slots, sc.wait, cfg["warmup"], sc.before)
@@ -185,6 +192,10 @@ func writeTables(out io.Writer, rep *report) {
 	}
 	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up).")
 	for _, sc := range rep.scenarios {
+		if sc.recovery {
+			writeRecoveryTable(out, rep, sc)
+			continue
+		}
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
 		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent |")
 		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -257,6 +268,9 @@ func writeFiles(dir string, rep *report) error {
 		return err
 	}
 	for _, sc := range rep.scenarios {
+		if sc.recovery {
+			continue // its figures are times, in its table
+		}
 		if err := os.WriteFile(filepath.Join(dir, sc.name+".svg"), []byte(plot(rep, sc)), 0o644); err != nil {
 			return err
 		}

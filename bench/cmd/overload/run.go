@@ -48,6 +48,11 @@ type scenario struct {
 	multiples []float64
 	capacity  float64 // measured, requests per second (after the drop for drop)
 	before    float64 // drop only: the capacity before the drop, which the load is a multiple of
+	// recovery marks a recovery scenario (recovery.go): capacity is that
+	// before the drop, after that after it.
+	recovery bool
+	after    float64
+	unloaded float64 // recovery only: the unloaded p99 after the drop, µs
 }
 
 // cell is one contender at one multiple in one round.
@@ -68,10 +73,13 @@ func (c cell) completions() int64 {
 
 // report is everything a run measured.
 type report struct {
-	Started    time.Time          `json:"started"`
-	Config     map[string]string  `json:"config"`
-	Rounds     int64              `json:"sha256_rounds"`
-	Capacity   map[string]float64 `json:"capacity"`
+	Started  time.Time          `json:"started"`
+	Config   map[string]string  `json:"config"`
+	Rounds   int64              `json:"sha256_rounds"`
+	Capacity map[string]float64 `json:"capacity"`
+	// Unloaded is the unloaded p99 (µs) after the drop of each recovery
+	// scenario.
+	Unloaded   map[string]float64 `json:"unloaded_p99_us,omitempty"`
 	Warnings   []string           `json:"warnings"`
 	Cells      []cell             `json:"cells"`
 	scenarios  []scenario
@@ -102,6 +110,10 @@ type cellSpec struct {
 	dropAt    time.Duration
 	seed      uint64
 	fresh     bool // a new connection per request
+	// thenRate from thenAt on, and buckets of bucket (see loadConfig).
+	thenRate float64
+	thenAt   time.Duration
+	bucket   time.Duration
 }
 
 // runCell starts a server and a load generator for spec and returns what
@@ -134,6 +146,12 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	}
 	if spec.fresh {
 		ldArgs = append(ldArgs, "-fresh")
+	}
+	if spec.thenRate > 0 {
+		ldArgs = append(ldArgs, "-then-rate", strconv.FormatFloat(spec.thenRate, 'f', 3, 64), "-then-at", spec.thenAt.String())
+	}
+	if spec.bucket > 0 {
+		ldArgs = append(ldArgs, "-bucket", spec.bucket.String())
 	}
 	if spec.closed > 0 {
 		ldArgs = append(ldArgs, "-closed", strconv.Itoa(spec.closed))
@@ -191,8 +209,12 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 			sc = scenario{name: name, rounds: rounds, wait: cfg.wait, static: static, closed: 4 * static, multiples: hard}
 		case "drop":
 			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, drop: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: hard}
+		case "recovery":
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, recovery: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: []float64{5}}
+		case "recovery-cpu":
+			sc = scenario{name: name, rounds: rounds, recovery: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{5}}
 		default:
-			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop)", name)
+			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu)", name)
 		}
 		if cfg.multiples != nil {
 			sc.multiples = cfg.multiples
@@ -274,6 +296,23 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 			}
 			rep.Capacity[sc.name+"-before"] = sc.before
 		}
+		if sc.recovery {
+			after := *sc
+			after.rounds, after.wait = 2*sc.rounds, 2*sc.wait
+			if sc.after, err = r.capacityOf(ctx, after); err != nil {
+				return nil, err
+			}
+			p99, err := r.unloadedP99(ctx, after)
+			if err != nil {
+				return nil, err
+			}
+			if rep.Unloaded == nil {
+				rep.Unloaded = map[string]float64{}
+			}
+			sc.unloaded = p99
+			rep.Capacity[sc.name+"-after"], rep.Unloaded[sc.name] = sc.after, p99
+			fmt.Fprintf(r.log, "capacity %s after the drop: %.0f req/s; unloaded p99 %.1f ms\n", sc.name, sc.after, p99/1e3)
+		}
 		rep.Capacity[sc.name] = sc.capacity
 		fmt.Fprintf(r.log, "capacity %s: %.0f req/s (closed loop, %d clients, no protection)\n", sc.name, sc.capacity, sc.closed)
 	}
@@ -336,6 +375,9 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 		spec.dropAt = r.cfg.warmup
 	}
 	spec.rate = m * base
+	if sc.recovery {
+		spec = r.recoverySpec(sc, spec, m)
+	}
 	c := cell{Scenario: sc.name, Contender: name, Multiple: m, Round: round, Rate: spec.rate}
 	lr, st, err := r.runCell(ctx, spec)
 	c.Load, c.Server = lr, st
@@ -447,6 +489,9 @@ func (c cell) rejectLine() string {
 func (c cell) line(sc scenario) string {
 	if c.Err != "" {
 		return fmt.Sprintf("%s %s %gx: error: %s", c.Scenario, c.Contender, c.Multiple, c.Err)
+	}
+	if sc.recovery {
+		return fmt.Sprintf("%s %s %gx: %+v", c.Scenario, c.Contender, c.Multiple, recoveryOf(c, sc.unloaded))
 	}
 	good := float64(c.Load.Good) / c.Load.WindowS
 	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d errors %d dials %d sent %d",
