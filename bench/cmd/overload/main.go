@@ -78,6 +78,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	reject := fs.Bool("reject", true, "also measure the server CPU per rejection")
 	rejectLoad := fs.Float64("reject-load", 1, "load of the rejection-cost cells, a multiple of the CPU endpoint's capacity (at 5x on one core the dial storm of the start collapses the server in some runs, and the figure is that of the collapse)")
 	seed := fs.Uint64("seed", 1, "seed of the arrivals")
+	profileDir := fs.String("profile", "", "directory for the server's CPU profile of every open-loop cell (for go tool pprof)")
 	outDir := fs.String("out", "", "directory for cells.json and one SVG per scenario")
 	quick := fs.Bool("quick", false, "a smoke run: one round, short cells, 5x only")
 	// server
@@ -87,6 +88,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	wait := fs.Duration("wait", 0, "server: downstream wait per request")
 	dropAt := fs.Duration("drop-at", 0, "server: when the work per request doubles")
 	calCPU := fs.Duration("calibrate-cpu", 0, "server: print the sha256 rounds of this much CPU and exit")
+	cpuProfile := fs.String("cpuprofile", "", "server: write the CPU profile of the phase to this file")
 	// load
 	url := fs.String("url", "", "load: the URL to send to")
 	rate := fs.Float64("rate", 0, "load: Poisson arrivals per second")
@@ -103,7 +105,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	case "server":
 		return serve(serverConfig{
 			contender: *contender, static: *static, rounds: *roundsF, wait: *wait, slots: *slotsF,
-			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, guardConns: *guardConns, sample: 50 * time.Millisecond, calibrateCPU: *calCPU,
+			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, guardConns: *guardConns, sample: 50 * time.Millisecond, calibrateCPU: *calCPU, cpuProfile: *cpuProfile,
 		}, in, out)
 	case "load":
 		res, err := drive(loadConfig{
@@ -123,7 +125,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
-		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns,
+		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -144,6 +146,11 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	}
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if cfg.profileDir != "" {
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return err
+		}
 	}
 	if len(cfg.self.argv) == 0 {
 		exe, err := os.Executable()

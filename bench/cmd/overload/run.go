@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -33,6 +34,9 @@ type runConfig struct {
 	seed       uint64
 	h2Streams  int
 	guardConns int // the sluice-guard contender's connection bound
+	// profileDir, when set, gets the server's CPU profile of every
+	// open-loop cell, named after the cell.
+	profileDir string
 	self       selfCmd
 }
 
@@ -128,6 +132,14 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	}
 	if spec.dropAt > 0 {
 		srvArgs = append(srvArgs, "-drop-at", spec.dropAt.String())
+	}
+	if r.cfg.profileDir != "" && spec.closed == 0 {
+		conn := "keepalive"
+		if spec.fresh {
+			conn = "dial"
+		}
+		name := fmt.Sprintf("%s-%s-%.0freqs-%s-seed%d.pprof", spec.sc.name, spec.contender, spec.rate, conn, spec.seed)
+		srvArgs = append(srvArgs, "-cpuprofile", filepath.Join(r.cfg.profileDir, name))
 	}
 	env := []string{"GOMAXPROCS=" + strconv.Itoa(r.cfg.procs)}
 	srv, err := startChild(ctx, r.cfg.self, r.pin.server, env, srvArgs...)

@@ -8,7 +8,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,6 +38,8 @@ type serverConfig struct {
 	// calibrateCPU, when positive, makes the role print "rounds N", the
 	// sha256 rounds that take calibrateCPU of CPU here, and serve nothing.
 	calibrateCPU time.Duration
+	// cpuProfile, when set, is the file the phase's CPU profile goes to.
+	cpuProfile string
 }
 
 // sample is one reading of the server's protection during the phase.
@@ -137,6 +141,13 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 // prints them as one "stats" line when d has passed. It does not block.
 func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, inflight, requests, conns *atomic.Int64, out io.Writer) {
 	t0 := time.Now()
+	var prof *os.File
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			prof = f
+		}
+	}
 	u0, s0 := cpuNow()
 	r0, c0 := requests.Load(), conns.Load()
 	var g0 connguard.Stats
@@ -171,6 +182,10 @@ func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, in
 	}()
 	time.AfterFunc(d, func() {
 		u1, s1 := cpuNow()
+		if prof != nil {
+			pprof.StopCPUProfile()
+			_ = prof.Close()
+		}
 		st := serverStats{
 			UserUS: u1 - u0, SysUS: s1 - s0,
 			Conns: conns.Load() - c0, Requests: requests.Load() - r0,
