@@ -28,24 +28,29 @@ const (
 // isRecovery reports whether name is a recovery scenario.
 func isRecovery(name string) bool { return name == "recovery" || name == "recovery-cpu" }
 
-// recoveredAfter returns how many buckets after lo the windows of span
-// buckets of bs[lo:hi] start to pass ok and keep passing up to hi: the
-// first window of the run of passing windows that ends the range. It
-// reports false when the last window fails (not recovered by hi) or the
-// range holds no window.
+// recoveredAfter returns how many buckets after lo the first window of
+// span buckets of bs[lo:hi] that passes ok after the first that fails
+// starts: when the trouble was over. It is zero when no window fails (it
+// never went bad), and a window that passes before the first failure (the
+// queue had not built yet) does not count. It reports false when no window
+// passes after the first failure, or the range holds no window. A relapse
+// after the recovery is left to the phase's figures.
 func recoveredAfter(bs []bucket, lo, hi, span int, ok func([]bucket) bool) (int, bool) {
 	hi = min(hi, len(bs))
-	first := -1
-	for j := hi - span; j >= max(0, lo); j-- {
-		if !ok(bs[j : j+span]) {
-			break
-		}
-		first = j
-	}
-	if first < 0 {
+	lo = max(0, lo)
+	if hi-lo < span {
 		return 0, false
 	}
-	return first - lo, true
+	failed := false
+	for j := lo; j+span <= hi; j++ {
+		switch pass := ok(bs[j : j+span]); {
+		case !pass:
+			failed = true
+		case failed:
+			return j - lo, true
+		}
+	}
+	return 0, !failed
 }
 
 // goodputBack reports whether the window answered at least share of the

@@ -16,12 +16,14 @@ func buckets(good, due []int64) []bucket {
 	return bs
 }
 
-// TestRecoveredAfterIsTheStartOfTheRunThatLasts: the recovery time is the
-// start of the first window of the run of passing windows that reaches the
-// end of the range; a passing window before a relapse does not count, and
-// a range whose last window fails never recovered.
-func TestRecoveredAfterIsTheStartOfTheRunThatLasts(t *testing.T) {
-	due := []int64{10, 10, 10, 10, 10, 10, 10, 10}
+// TestRecoveredAfterIsTheFirstPassAfterTheFirstFailure: the recovery time
+// is the start of the first passing window after the first failing one
+// (zero when none fails: it never went bad); a passing window before the
+// trouble starts does not count, a relapse after the recovery does not
+// undo it, and a range with no pass after its first failure never
+// recovered.
+func TestRecoveredAfterIsTheFirstPassAfterTheFirstFailure(t *testing.T) {
+	due := []int64{10, 10, 10, 10, 10, 10, 10, 10, 10, 10}
 	ok := goodputBack(0.95)
 	for _, c := range []struct {
 		name string
@@ -30,12 +32,13 @@ func TestRecoveredAfterIsTheStartOfTheRunThatLasts(t *testing.T) {
 		want int
 		rec  bool
 	}{
-		{"at once", []int64{10, 10, 10, 10, 10, 10, 10, 10}, 0, 0, true},
-		{"after two buckets", []int64{0, 0, 10, 10, 10, 10, 10, 10}, 0, 2, true},
-		{"a relapse restarts it", []int64{10, 10, 10, 0, 10, 10, 10, 10}, 0, 4, true},
-		{"never", []int64{10, 10, 10, 10, 10, 10, 10, 0}, 0, 0, false},
-		{"from lo", []int64{0, 0, 0, 0, 10, 10, 10, 10}, 2, 2, true},
-		{"one short bucket in a window fails it", []int64{10, 10, 10, 10, 10, 8, 10, 10}, 0, 0, false},
+		{"never bad", []int64{10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, 0, 0, true},
+		{"after two buckets", []int64{0, 0, 10, 10, 10, 10, 10, 10, 10, 10}, 0, 2, true},
+		{"trouble that starts late", []int64{10, 10, 10, 0, 10, 10, 10, 10, 10, 10}, 0, 4, true},
+		{"a relapse does not undo it", []int64{0, 0, 10, 10, 10, 0, 10, 10, 10, 10}, 0, 2, true},
+		{"never", []int64{10, 10, 10, 10, 10, 10, 10, 10, 10, 0}, 0, 0, false},
+		{"from lo", []int64{0, 0, 0, 0, 10, 10, 10, 10, 10, 10}, 2, 2, true},
+		{"one short bucket in a window fails it", []int64{10, 10, 10, 10, 10, 10, 10, 8, 10, 10}, 0, 0, false},
 	} {
 		n, rec := recoveredAfter(buckets(c.good, due), c.lo, len(due), 3, ok)
 		if n != c.want || rec != c.rec {

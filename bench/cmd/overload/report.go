@@ -31,6 +31,10 @@ type figures struct {
 	// offered is the share of the arrivals the generator sent (below 1:
 	// it could not keep up, or hit maxOutstanding).
 	offered float64
+	// core is the share of its CPUs the server process used over the
+	// cell: near 1 for a CPU-bound server in overload that owns its core,
+	// below where something else took it.
+	core float64
 }
 
 // figuresOf computes c's figures; capacity is its scenario's 1x, [from,
@@ -39,7 +43,7 @@ type figures struct {
 func figuresOf(c cell, capacity, from, to, dur float64) figures {
 	if c.Err != "" || c.Load.WindowS <= 0 {
 		n := math.NaN()
-		return figures{n, n, n, n, n, n, n, n, n, n}
+		return figures{n, n, n, n, n, n, n, n, n, n, n}
 	}
 	f := figures{
 		goodput:  float64(c.Load.Good) / c.Load.WindowS / capacity,
@@ -52,6 +56,10 @@ func figuresOf(c cell, capacity, from, to, dur float64) figures {
 		limit:    math.NaN(),
 		srvCPU:   math.NaN(),
 		offered:  math.NaN(),
+		core:     math.NaN(),
+	}
+	if dur > 0 && c.Server.GOMAXPROCS > 0 {
+		f.core = float64(c.Server.UserUS+c.Server.SysUS) / 1e6 / dur / float64(c.Server.GOMAXPROCS)
 	}
 	if want := c.Rate * dur; want > 0 {
 		f.offered = float64(c.Load.Sent) / want
@@ -190,21 +198,21 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up).")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up); srv core: the server's CPU time over the cell / its length and GOMAXPROCS (well below 1 for a CPU-bound server in overload: something else had its CPU).")
 	for _, sc := range rep.scenarios {
 		if sc.recovery {
 			writeRecoveryTable(out, rep, sc)
 			continue
 		}
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
-		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent |")
-		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent | srv core |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 		for _, r := range rep.rows(sc) {
 			name := r.contender
 			if r.errs > 0 {
 				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
 				fmtSpread(r.col(func(f figures) float64 { return f.goodput }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.p50 }), 1),
 				fmtSpread(r.col(func(f figures) float64 { return f.p99 }), 0),
@@ -214,7 +222,8 @@ func writeTables(out io.Writer, rep *report) {
 				fmtMed(r.col(func(f figures) float64 { return f.dials }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0),
-				fmtMed(r.col(func(f figures) float64 { return f.offered }), 2))
+				fmtMed(r.col(func(f figures) float64 { return f.offered }), 2),
+				fmtMed(r.col(func(f figures) float64 { return f.core }), 2))
 		}
 	}
 	var rej []cell
