@@ -84,17 +84,22 @@ type recoveryFigures struct {
 	// goodput1x is the share of the arrivals due in the 1x phase answered
 	// in it; p99Drop the p99 of the good answers after the drop, in ms.
 	goodput1x, p99Drop float64
+	// lagMS is how late the load generator sent an arrival at worst: near
+	// the deadline, the generator fell behind and its lateness, not the
+	// server, timed the requests out.
+	lagMS float64
 }
 
 // recoveryOf computes c's recovery figures against the unloaded p99 (µs)
 // of its endpoint after the drop.
 func recoveryOf(c cell, unloadedP99US float64) recoveryFigures {
 	nan := math.NaN()
-	f := recoveryFigures{nan, nan, nan, nan}
+	f := recoveryFigures{nan, nan, nan, nan, nan}
 	bs := c.Load.Buckets
 	if c.Err != "" || len(bs) == 0 {
 		return f
 	}
+	f.lagMS = float64(c.Load.MaxLagUS) / 1e3
 	per := int(recoveryPhase / recoveryBucket)
 	if n, ok := recoveredAfter(bs, per, 2*per, recoverySpan, goodputBack(recoveryGoodput)); ok {
 		f.goodBackMS = ms(time.Duration(n) * recoveryBucket)
@@ -151,11 +156,11 @@ func writeRecoveryTable(out io.Writer, rep *report, sc scenario) {
 	unloaded := rep.Unloaded[sc.name]
 	fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s before the drop, %.0f after; unloaded p99 after the drop %.1f ms\n\n",
 		sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity, sc.after, unloaded/1e3)
-	fmt.Fprintf(out, "| contender | surge | goodput back (>= %.2f of arrivals) after the surge ends, ms | p99 back (< %gx unloaded) after the drop, ms | answered in the 1x phase | p99 after the drop, ms |\n", recoveryGoodput, float64(recoveryP99))
-	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(out, "| contender | surge | goodput back (>= %.2f of arrivals) after the surge ends, ms | p99 back (< %gx unloaded) after the drop, ms | answered in the 1x phase | p99 after the drop, ms | generator's worst lag, ms |\n", recoveryGoodput, float64(recoveryP99))
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- |")
 	for _, m := range sc.multiples {
 		for _, name := range rep.contenders {
-			var good, p99, g1, pd []float64
+			var good, p99, g1, pd, lag []float64
 			cells, failed, goodNever, p99Never := 0, 0, 0, 0
 			for _, c := range rep.Cells {
 				if c.Scenario != sc.name || c.Contender != name || c.Multiple != m {
@@ -168,6 +173,7 @@ func writeRecoveryTable(out io.Writer, rep *report, sc scenario) {
 				}
 				f := recoveryOf(c, unloaded)
 				good, p99, g1, pd = append(good, f.goodBackMS), append(p99, f.p99BackMS), append(g1, f.goodput1x), append(pd, f.p99Drop)
+				lag = append(lag, f.lagMS)
 				if math.IsNaN(f.goodBackMS) {
 					goodNever++
 				}
@@ -179,10 +185,10 @@ func writeRecoveryTable(out io.Writer, rep *report, sc scenario) {
 			if failed > 0 {
 				label = fmt.Sprintf("%s (%d failed)", name, failed)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s |\n", label, m,
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s |\n", label, m,
 				withNever(fmtSpread(spreadOf(good), 0), goodNever, cells-failed),
 				withNever(fmtSpread(spreadOf(p99), 0), p99Never, cells-failed),
-				fmtMed(spreadOf(g1), 2), fmtMed(spreadOf(pd), 0))
+				fmtMed(spreadOf(g1), 2), fmtMed(spreadOf(pd), 0), fmtSpread(spreadOf(lag), 0))
 		}
 	}
 }

@@ -82,7 +82,7 @@ func recoveryCell(goodAt, p99At int) cell {
 			bs[i].LatsUS = []int64{100_000}
 		}
 	}
-	return cell{Scenario: "recovery", Contender: "sluice", Multiple: 5, Load: loadResult{Buckets: bs}}
+	return cell{Scenario: "recovery", Contender: "sluice", Multiple: 5, Load: loadResult{Buckets: bs, MaxLagUS: 12_000}}
 }
 
 func TestRecoveryOfReadsEachPhase(t *testing.T) {
@@ -94,8 +94,8 @@ func TestRecoveryOfReadsEachPhase(t *testing.T) {
 	if want := (4*5 + (per-4)*20) / (per * 20); math.Abs(f.goodput1x-want) > 1e-9 {
 		t.Errorf("answered in the 1x phase %v, want %v", f.goodput1x, want)
 	}
-	if f.p99Drop != 100 {
-		t.Errorf("p99 after the drop %v ms, want 100", f.p99Drop)
+	if f.p99Drop != 100 || f.lagMS != 12 {
+		t.Errorf("p99 after the drop %v ms, generator lag %v ms; want 100 and 12", f.p99Drop, f.lagMS)
 	}
 	f = recoveryOf(recoveryCell(4, 1000), 10_000)
 	if !math.IsNaN(f.p99BackMS) {
@@ -123,7 +123,7 @@ func TestRecoveryTableSaysNever(t *testing.T) {
 	}
 	var out bytes.Buffer
 	writeTables(&out, rep)
-	for _, want := range []string{"| sluice | 5x | 300 (200-400) | 300 |", "| none | 5x | 400 | never (3 of 3) |", "unloaded p99 after the drop 10.0 ms"} {
+	for _, want := range []string{"| sluice | 5x | 300 (200-400) | 300 |", "| none | 5x | 400 | never (3 of 3) | 0.80 | 100 | 12 |", "unloaded p99 after the drop 10.0 ms"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
