@@ -56,7 +56,9 @@
 // which the client sees as a connection error with no Retry-After. In
 // bench/cmd/overload that was 68 to 83% of the refusals at 1x and most of
 // them (up to 99%) in the dial storm at 5x and 10x: the accept loop
-// reached a new connection before its request. An HTTP/2 client (h2c with prior knowledge, or
+// reached a new connection before its request. So with Respond, on Linux,
+// the Listener has the kernel hand over a TCP connection only once its
+// first bytes arrived (TCP_DEFER_ACCEPT; see Listener). An HTTP/2 client (h2c with prior knowledge, or
 // TLS) cannot read an HTTP/1.1 response: use Close for them.
 //
 // Closing an idle connection races with a request arriving on it, as
