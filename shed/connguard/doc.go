@@ -58,7 +58,10 @@
 // them (up to 99%) in the dial storm at 5x and 10x: the accept loop
 // reached a new connection before its request. So with Respond, on Linux,
 // the Listener has the kernel hand over a TCP connection only once its
-// first bytes arrived (TCP_DEFER_ACCEPT; see Listener). An HTTP/2 client (h2c with prior knowledge, or
+// first bytes arrived (TCP_DEFER_ACCEPT; see Listener): there, every one
+// of 1,915 refusals at 1x was answered, at no measurable extra cost, and
+// what is still closed unanswered in a dial storm is mostly connections
+// whose client gave up before it sent its request. An HTTP/2 client (h2c with prior knowledge, or
 // TLS) cannot read an HTTP/1.1 response: use Close for them.
 //
 // Closing an idle connection races with a request arriving on it, as
