@@ -19,7 +19,15 @@ const (
 // itself, and returns the admitted ones, which leave the Guard's count when
 // closed. Accept returns ln's errors. The listener is as safe for
 // concurrent use as ln is; Close closes ln.
+//
+// With Respond, on Linux, a TCP ln is set to hand over a connection only
+// once its first bytes arrived (TCP_DEFER_ACCEPT, for up to a second), so
+// that a refused connection's request is there to read before the 503.
+// This changes ln itself, for every server that accepts from it.
 func (g *Guard) Listener(ln net.Listener) net.Listener {
+	if g.refusal == Respond {
+		deferAccept(ln)
+	}
 	return &listener{Listener: ln, g: g}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 
@@ -11,12 +12,13 @@ import (
 	"github.com/go-kratos/aegis/ratelimit/bbr"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/shed/connguard"
 	"github.com/zeromicro/go-zero/core/load"
 )
 
 // contenderNames lists every protection the benchmark compares, in the
 // order of the table.
-var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice"}
+var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName}
 
 // defaultContenders are those of the default run: the references, the
 // peers and sluice's Default (sluice's other algorithms through -contenders).
@@ -27,9 +29,48 @@ var defaultContenders = []string{"none", "static", "gozero", "aegisbbr", "failsa
 // request is shed by the same path an overloaded Default sheds by.
 const rejectName = "sluice-full"
 
+// refuseName is the protection of the rejection-cost run that refuses at
+// accept: the guard contender with a Signal that sheds every connection,
+// so that each is answered by the Guard's 503 and none reaches net/http.
+const refuseName = "guard-refuse"
+
+// shedAll is a connguard.Signal that sheds every connection.
+type shedAll struct{}
+
+func (shedAll) Shedding() float64 { return 1 }
+
+// guardName is sluice's Default middleware with a connguard.Guard on the
+// server's listener and ConnState: refusals at accept while the Default
+// rule sheds, and a bound on the connections held.
+const guardName = "sluice-guard"
+
+// DefaultGuardConns is the guard contender's connection bound unless
+// -guard-conns says otherwise: the bound connguard's package doc uses,
+// which is also about what one core answers within the 1 s deadline here
+// (capacity x deadline, 400 to 1,000 connections).
+const DefaultGuardConns = 1000
+
+// protectionConfig is what a contender is built from.
+type protectionConfig struct {
+	// static is the oracle's limit (the known capacity in requests at once).
+	static int
+	// proto is the server's HTTP version ("1" or "h2c"): the guard answers
+	// an HTTP/1.1 client with a 503 and closes an HTTP/2 one without a word.
+	proto string
+	// guardConns is the guard's connection bound (0: DefaultGuardConns).
+	guardConns int
+}
+
 // protection is one contender in front of the endpoint.
 type protection struct {
 	wrap func(http.Handler) http.Handler
+	// listen wraps the server's listener and connState is called from the
+	// server's ConnState; both nil for a contender that works in the
+	// handler only.
+	listen    func(net.Listener) net.Listener
+	connState func(net.Conn, http.ConnState)
+	// guard is the guard contender's Guard, for its counters; nil otherwise.
+	guard *connguard.Guard
 	// limit reads the contender's current limit; nil when it has none.
 	limit func() int
 	close func() error
@@ -42,9 +83,9 @@ func shed503(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
-// newProtection builds the contender called name; static is the oracle's
-// limit (the known capacity in requests at once).
-func newProtection(name string, static int) (*protection, error) {
+// newProtection builds the contender called name from pc.
+func newProtection(name string, pc protectionConfig) (*protection, error) {
+	static := pc.static
 	nop := func() error { return nil }
 	switch name {
 	case "none":
@@ -146,6 +187,10 @@ func newProtection(name string, static int) (*protection, error) {
 			return nil, err
 		}
 		return sluiceProtection(alg)
+	case guardName:
+		return guardProtection(pc, nil)
+	case refuseName:
+		return guardProtection(pc, shedAll{})
 	case rejectName:
 		alg, err := adaptive.NewDefault(adaptive.WithLimits(1, 1), adaptive.WithInitialLimit(1))
 		if err != nil {
@@ -172,6 +217,38 @@ func sluiceProtection(alg adaptive.Algorithm) (*protection, error) {
 		return nil, err
 	}
 	return &protection{wrap: c.Middleware, limit: l.Limit, close: c.Close, ctl: c}, nil
+}
+
+// guardProtection is sluice's Default behind a connguard.Guard whose
+// Signal is sig, or the Default rule's Controller when sig is nil, wired
+// as the package doc says.
+func guardProtection(pc protectionConfig, sig connguard.Signal) (*protection, error) {
+	alg, err := adaptive.NewDefault()
+	if err != nil {
+		return nil, err
+	}
+	p, err := sluiceProtection(alg)
+	if err != nil {
+		return nil, err
+	}
+	conns := pc.guardConns
+	if conns == 0 {
+		conns = DefaultGuardConns
+	}
+	refusal := connguard.Respond
+	if pc.proto == "h2c" {
+		refusal = connguard.Close // an HTTP/2 client cannot read an HTTP/1.1 503
+	}
+	if sig == nil {
+		sig = p.ctl
+	}
+	g, err := connguard.New(sig, conns, connguard.WithRefusal(refusal))
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.listen, p.connState, p.guard = g.Listener, g.ConnState, g
+	return p, nil
 }
 
 // holdOne takes one permit of the sluice rule and never gives it back, so

@@ -15,7 +15,7 @@ import (
 func TestEveryContenderAdmitsAnIdleRequest(t *testing.T) {
 	for _, name := range contenderNames {
 		t.Run(name, func(t *testing.T) {
-			p, err := newProtection(name, 4)
+			p, err := newProtection(name, protectionConfig{static: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,7 +33,7 @@ func TestEveryContenderAdmitsAnIdleRequest(t *testing.T) {
 }
 
 func TestRejectContenderShedsEveryRequest(t *testing.T) {
-	p, err := newProtection(rejectName, 1)
+	p, err := newProtection(rejectName, protectionConfig{static: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRejectContenderShedsEveryRequest(t *testing.T) {
 // is done.
 func TestStaticNeverAdmitsMoreThanItsLimit(t *testing.T) {
 	const limit = 3
-	p, err := newProtection("static", limit)
+	p, err := newProtection("static", protectionConfig{static: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestStaticNeverAdmitsMoreThanItsLimit(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Errorf("after the holders left: %d, want 200", rec.Code)
 	}
-	if _, err := newProtection("static", 0); err == nil {
+	if _, err := newProtection("static", protectionConfig{}); err == nil {
 		t.Error("a static limit of 0 was accepted")
 	}
 }

@@ -26,6 +26,13 @@ type loadConfig struct {
 	// fresh makes every request open a new connection and close it after
 	// its answer: the dial storm of HTTP/1.1 clients under overload.
 	fresh bool
+	// thenRate, when positive, is the arrival rate from thenAt on (rate
+	// before): a surge that ends.
+	thenRate float64
+	thenAt   time.Duration
+	// bucket, when positive, splits the whole cell into buckets of this
+	// length (loadResult.Buckets).
+	bucket time.Duration
 }
 
 // maxOutstanding bounds the requests in flight in the load generator: an
@@ -46,6 +53,17 @@ type loadResult struct {
 	P50US    int64   `json:"p50_us"`   // of the good answers
 	P99US    int64   `json:"p99_us"`
 	MaxLagUS int64   `json:"max_lag_us"` // how late the generator sent an arrival at worst
+	// Buckets split the whole cell (not only the measured window) into
+	// loadConfig.bucket-long slices, when asked for.
+	Buckets []bucket `json:"buckets,omitempty"`
+}
+
+// bucket is one slice of a cell: the arrivals due in it (sent or skipped)
+// and the good answers that completed in it, with their latencies.
+type bucket struct {
+	Due    int64   `json:"due"`
+	Good   int64   `json:"good"`
+	LatsUS []int64 `json:"lats_us,omitempty"`
 }
 
 // window collects the completions of one phase.
@@ -56,15 +74,43 @@ type window struct {
 	mu       sync.Mutex
 	res      loadResult
 	good     []int64 // latencies of good answers, µs
+	// bucket, when positive, is the length of the buckets of the whole
+	// cell, kept in buckets (len: the cell over bucket, rounded up).
+	bucket  time.Duration
+	buckets []bucket
+}
+
+// bucketOf returns the bucket of at from the cell's start, or nil.
+func (w *window) bucketOf(at time.Duration) *bucket {
+	if w.bucket <= 0 || at < 0 {
+		return nil
+	}
+	if i := int(at / w.bucket); i < len(w.buckets) {
+		return &w.buckets[i]
+	}
+	return nil
+}
+
+// due counts an arrival scheduled at at (under w.mu).
+func (w *window) due(at time.Duration) {
+	if b := w.bucketOf(at); b != nil {
+		b.Due++
+	}
 }
 
 func (w *window) record(done time.Time, lat time.Duration, status int, err error) {
 	at := done.Sub(w.start)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil && status >= 200 && status < 300 && lat <= w.deadline {
+		if b := w.bucketOf(at); b != nil {
+			b.Good++
+			b.LatsUS = append(b.LatsUS, lat.Microseconds())
+		}
+	}
 	if at < w.from || at > w.to {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	switch {
 	case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		w.res.Timeouts++
@@ -114,6 +160,9 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 	if (cfg.rate > 0) == (cfg.closed > 0) {
 		return loadResult{}, fmt.Errorf("overload: want exactly one of a rate (%v) and a closed-loop concurrency (%d)", cfg.rate, cfg.closed)
 	}
+	if cfg.thenRate < 0 || cfg.thenAt < 0 || (cfg.thenRate > 0 && (cfg.rate <= 0 || cfg.thenAt >= cfg.duration)) || cfg.bucket < 0 {
+		return loadResult{}, fmt.Errorf("overload: bad rate schedule (then %v from %v) or bucket %v", cfg.thenRate, cfg.thenAt, cfg.bucket)
+	}
 	var dials atomic.Int64
 	client, tr, err := newClient(cfg.proto, cfg.fresh, &dials)
 	if err != nil {
@@ -127,7 +176,10 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 		sent, skipped, outstanding atomic.Int64
 		wg                         sync.WaitGroup
 	)
-	w := &window{from: cfg.from, to: cfg.duration, deadline: cfg.deadline}
+	w := &window{from: cfg.from, to: cfg.duration, deadline: cfg.deadline, bucket: cfg.bucket}
+	if cfg.bucket > 0 {
+		w.buckets = make([]bucket, (cfg.duration+cfg.bucket-1)/cfg.bucket)
+	}
 	if cfg.rate > 0 {
 		w.good = make([]int64, 0, min(1<<20, int(cfg.rate*cfg.duration.Seconds())+16))
 	}
@@ -160,14 +212,27 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 	if cfg.rate > 0 {
 		rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
 		next := w.start
+		// gap draws the time to the arrival after one at t.
+		gap := func(t time.Time) time.Duration {
+			r := cfg.rate
+			if cfg.thenRate > 0 && t.Sub(w.start) >= cfg.thenAt {
+				r = cfg.thenRate
+			}
+			return time.Duration(rng.ExpFloat64() / r * float64(time.Second))
+		}
 		for {
 			now := time.Now()
 			if !now.Before(end) {
 				break
 			}
 			// Send every arrival that is due; a late one goes out at once.
-			for ; !next.After(now) && next.Before(end); next = next.Add(time.Duration(rng.ExpFloat64() / cfg.rate * float64(time.Second))) {
+			for ; !next.After(now) && next.Before(end); next = next.Add(gap(next)) {
 				maxLag = max(maxLag, now.Sub(next))
+				if w.bucket > 0 {
+					w.mu.Lock()
+					w.due(next.Sub(w.start))
+					w.mu.Unlock()
+				}
 				if outstanding.Load() >= maxOutstanding {
 					skipped.Add(1)
 					continue
@@ -203,5 +268,6 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 	r.WindowS = (cfg.duration - cfg.from).Seconds()
 	r.P50US, r.P99US = quantile(w.good, 0.50), quantile(w.good, 0.99)
 	r.MaxLagUS = maxLag.Microseconds()
+	r.Buckets = w.buckets
 	return r, nil
 }

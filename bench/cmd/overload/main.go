@@ -59,7 +59,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	fs.SetOutput(log)
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
-	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop")
+	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu")
 	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop)")
 	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders, of "+strings.Join(contenderNames, ","))
 	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
@@ -72,11 +72,13 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cpuWork := fs.Duration("cpu-work", time.Millisecond, "CPU per request of the CPU and mixed endpoints (calibrated into sha256 rounds)")
 	waitF := fs.Duration("downstream", 10*time.Millisecond, "downstream wait of the mixed endpoint")
 	proto := fs.String("http", "1", "HTTP version: 1 (HTTP/1.1) or h2c (HTTP/2 cleartext)")
+	guardConns := fs.Int("guard-conns", DefaultGuardConns, "connection bound of the sluice-guard contender")
 	h2Streams := fs.Int("h2-streams", 0, "concurrent streams per HTTP/2 connection the server allows (0: net/http's default, 250)")
 	calib := fs.Duration("calibrate", time.Second, "length of each capacity measurement")
 	reject := fs.Bool("reject", true, "also measure the server CPU per rejection")
 	rejectLoad := fs.Float64("reject-load", 1, "load of the rejection-cost cells, a multiple of the CPU endpoint's capacity (at 5x on one core the dial storm of the start collapses the server in some runs, and the figure is that of the collapse)")
 	seed := fs.Uint64("seed", 1, "seed of the arrivals")
+	profileDir := fs.String("profile", "", "directory for the server's CPU profile of every open-loop cell (for go tool pprof)")
 	outDir := fs.String("out", "", "directory for cells.json and one SVG per scenario")
 	quick := fs.Bool("quick", false, "a smoke run: one round, short cells, 5x only")
 	// server
@@ -86,12 +88,16 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	wait := fs.Duration("wait", 0, "server: downstream wait per request")
 	dropAt := fs.Duration("drop-at", 0, "server: when the work per request doubles")
 	calCPU := fs.Duration("calibrate-cpu", 0, "server: print the sha256 rounds of this much CPU and exit")
+	cpuProfile := fs.String("cpuprofile", "", "server: write the CPU profile of the phase to this file")
 	// load
 	url := fs.String("url", "", "load: the URL to send to")
 	rate := fs.Float64("rate", 0, "load: Poisson arrivals per second")
 	closed := fs.Int("closed", 0, "load: closed-loop clients instead of a rate")
 	from := fs.Duration("from", 0, "load: start of the measured window")
 	fresh := fs.Bool("fresh", false, "load: a new connection per request")
+	thenRate := fs.Float64("then-rate", 0, "load: the arrival rate from -then-at on")
+	thenAt := fs.Duration("then-at", 0, "load: when -then-rate takes over")
+	bucketF := fs.Duration("bucket", 0, "load: report the cell in buckets of this length")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,12 +105,13 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	case "server":
 		return serve(serverConfig{
 			contender: *contender, static: *static, rounds: *roundsF, wait: *wait, slots: *slotsF,
-			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, sample: 50 * time.Millisecond, calibrateCPU: *calCPU,
+			dropAt: *dropAt, proto: *proto, h2Streams: *h2Streams, guardConns: *guardConns, sample: 50 * time.Millisecond, calibrateCPU: *calCPU, cpuProfile: *cpuProfile,
 		}, in, out)
 	case "load":
 		res, err := drive(loadConfig{
 			url: *url, rate: *rate, closed: *closed, duration: *duration, from: *from,
 			deadline: *deadline, proto: *proto, seed: *seed, fresh: *fresh,
+			thenRate: *thenRate, thenAt: *thenAt, bucket: *bucketF,
 		}, out)
 		if err != nil {
 			return err
@@ -118,7 +125,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
-		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams,
+		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -139,6 +146,11 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	}
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if cfg.profileDir != "" {
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return err
+		}
 	}
 	if len(cfg.self.argv) == 0 {
 		exe, err := os.Executable()
@@ -161,7 +173,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rep.Warnings = warnings
 	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
-		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
+		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "guard-conns": strconv.Itoa(cfg.guardConns), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)
 	if *outDir != "" {
 		return writeFiles(*outDir, rep)
@@ -177,6 +189,8 @@ func (cfg runConfig) validate() error {
 		return errors.New("overload: want a positive deadline and calibration, and 1 to 100 rounds")
 	case !(cfg.rejectLoad > 0) || cfg.rejectLoad > 1000:
 		return errors.New("overload: want a reject-load in (0, 1000]")
+	case cfg.guardConns < 1:
+		return errors.New("overload: want a guard-conns of at least 1")
 	case cfg.h2Streams < 0 || cfg.h2Streams > 1<<20:
 		return errors.New("overload: want 0 to 2^20 HTTP/2 streams")
 	case cfg.procs < 1 || cfg.slots < 1 || cfg.service <= 0 || cfg.cpuWork <= 0 || cfg.wait <= 0:

@@ -59,7 +59,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
 	table := out.String()
-	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request"} {
+	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request", "connguard refusing at accept", "sluice middleware (Default, admitting)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
@@ -83,7 +83,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		if c.Err != "" || c.Load.Sent == 0 || c.Load.Good+c.Load.Shed == 0 || c.Server.UserUS+c.Server.SysUS <= 0 {
 			t.Errorf("cell %s/%s measured nothing: %+v", c.Scenario, c.Contender, c)
 		}
-		if strings.HasPrefix(c.Contender, rejectName) && c.Load.Good != 0 {
+		if (strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName)) && c.Load.Good != 0 {
 			t.Errorf("%s answered %d requests with 2xx; it must shed all", c.Contender, c.Load.Good)
 		}
 		if answered := c.Load.Good + c.Load.Shed; strings.HasSuffix(c.Contender, "+dial") && c.Load.Dials < answered {
@@ -97,9 +97,9 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	// The rounds, then 2 capacities of capacityTries measurements and 6
-	// cells, of 2 processes each.
-	if want := 1 + 2*(2*capacityTries+6); len(pids) != want {
+	// The rounds, then 2 capacities of capacityTries measurements, the 2
+	// cells and the rejection-cost cells, of 2 processes each.
+	if want := 1 + 2*(2*capacityTries+2+len(rejectLabels)); len(pids) != want {
 		t.Errorf("%d children started, want %d", len(pids), want)
 	}
 	for _, pid := range pids {

@@ -31,6 +31,10 @@ type figures struct {
 	// offered is the share of the arrivals the generator sent (below 1:
 	// it could not keep up, or hit maxOutstanding).
 	offered float64
+	// core is the share of its CPUs the server process used over the
+	// cell: near 1 for a CPU-bound server in overload that owns its core,
+	// below where something else took it.
+	core float64
 }
 
 // figuresOf computes c's figures; capacity is its scenario's 1x, [from,
@@ -39,7 +43,7 @@ type figures struct {
 func figuresOf(c cell, capacity, from, to, dur float64) figures {
 	if c.Err != "" || c.Load.WindowS <= 0 {
 		n := math.NaN()
-		return figures{n, n, n, n, n, n, n, n, n, n}
+		return figures{n, n, n, n, n, n, n, n, n, n, n}
 	}
 	f := figures{
 		goodput:  float64(c.Load.Good) / c.Load.WindowS / capacity,
@@ -52,6 +56,10 @@ func figuresOf(c cell, capacity, from, to, dur float64) figures {
 		limit:    math.NaN(),
 		srvCPU:   math.NaN(),
 		offered:  math.NaN(),
+		core:     math.NaN(),
+	}
+	if dur > 0 && c.Server.GOMAXPROCS > 0 {
+		f.core = float64(c.Server.UserUS+c.Server.SysUS) / 1e6 / dur / float64(c.Server.GOMAXPROCS)
 	}
 	if want := c.Rate * dur; want > 0 {
 		f.offered = float64(c.Load.Sent) / want
@@ -167,6 +175,13 @@ func describe(sc scenario, cfg map[string]string, rounds int64) string {
 		return fmt.Sprintf("CPU-bound: %d sha256 rounds per request", rounds)
 	case "mixed":
 		return fmt.Sprintf("mixed: %d sha256 rounds then a %v downstream wait", rounds, sc.wait)
+	case "recovery", "recovery-cpu":
+		work := fmt.Sprintf("I/O %d slots x %v", sc.slots, sc.wait)
+		if sc.name == "recovery-cpu" {
+			work = fmt.Sprintf("CPU %d sha256 rounds", rounds)
+		}
+		return fmt.Sprintf("recovery: %s; %v at the surge's multiple of the capacity, %v at 1x, then the work doubles at the same 1x for %v; times from buckets of %v over windows of %d",
+			work, recoveryPhase, recoveryPhase, recoveryPhase, recoveryBucket, recoverySpan)
 	case "drop":
 		return fmt.Sprintf("capacity drop: I/O %d slots x %v, the service time doubles after the warm-up (%s); figures of the phase after the drop, load a multiple of the capacity before it (%.0f req/s)",
 			sc.slots, sc.wait, cfg["warmup"], sc.before)
@@ -183,17 +198,21 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up).")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up); srv core: the server's CPU time over the cell / its length and GOMAXPROCS (well below 1 for a CPU-bound server in overload: something else had its CPU).")
 	for _, sc := range rep.scenarios {
+		if sc.recovery {
+			writeRecoveryTable(out, rep, sc)
+			continue
+		}
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
-		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent |")
-		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent | srv core |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 		for _, r := range rep.rows(sc) {
 			name := r.contender
 			if r.errs > 0 {
 				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
 				fmtSpread(r.col(func(f figures) float64 { return f.goodput }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.p50 }), 1),
 				fmtSpread(r.col(func(f figures) float64 { return f.p99 }), 0),
@@ -203,7 +222,8 @@ func writeTables(out io.Writer, rep *report) {
 				fmtMed(r.col(func(f figures) float64 { return f.dials }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0),
-				fmtMed(r.col(func(f figures) float64 { return f.offered }), 2))
+				fmtMed(r.col(func(f figures) float64 { return f.offered }), 2),
+				fmtMed(r.col(func(f figures) float64 { return f.core }), 2))
 		}
 	}
 	var rej []cell
@@ -224,7 +244,7 @@ func writeTables(out io.Writer, rep *report) {
 			if c.Contender != name || c.Err != "" || c.Load.WindowS <= 0 {
 				continue
 			}
-			n := c.Load.Good + c.Load.Shed
+			n := c.Load.Good + c.Load.Shed + c.Load.Errors
 			per = append(per, c.cpuPerAnswer())
 			rate = append(rate, float64(n)/c.Load.WindowS)
 			shed = append(shed, float64(c.Load.Shed)/float64(max(1, c.completions())))
@@ -233,7 +253,9 @@ func writeTables(out io.Writer, rep *report) {
 		}
 		label := map[string]string{
 			rejectName:           "sluice middleware, adaptive rule at its limit: every request 503, keep-alive",
+			"sluice-admit":       "sluice middleware (Default, admitting), empty 200 handler, keep-alive",
 			"noop":               "no protection, empty 200 handler (the net/http floor), keep-alive",
+			refuseName + "+dial": "connguard refusing at accept: every connection 503 or closed, a new connection per request",
 			rejectName + "+dial": "sluice middleware, every request 503, a new connection per request",
 			"noop+dial":          "empty 200 handler, a new connection per request",
 		}[name]
@@ -255,6 +277,9 @@ func writeFiles(dir string, rep *report) error {
 		return err
 	}
 	for _, sc := range rep.scenarios {
+		if sc.recovery {
+			continue // its figures are times, in its table
+		}
 		if err := os.WriteFile(filepath.Join(dir, sc.name+".svg"), []byte(plot(rep, sc)), 0o644); err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ func fakeCell(contender string, round int, good int64, p99us int64, limit int) c
 	return cell{
 		Scenario: "io", Contender: contender, Multiple: 5, Round: round,
 		Load: loadResult{Sent: 1000, Dials: 10, WindowS: 0.5, Good: good, Shed: 100, P50US: 1000, P99US: p99us},
-		Server: serverStats{UserUS: 2000, SysUS: 1000, Requests: 100, Samples: []sample{
+		Server: serverStats{UserUS: 200_000, SysUS: 100_000, Requests: 100, GOMAXPROCS: 1, Samples: []sample{
 			{AtMS: 100, Limit: 999}, {AtMS: 200, Limit: 999}, // before the window: not counted
 			{AtMS: 600, Limit: limit}, {AtMS: 700, Limit: limit},
 		}},
@@ -56,8 +56,11 @@ func TestRowsTakeMediansOverRoundsAndCountFailures(t *testing.T) {
 	if l := r.col(func(f figures) float64 { return f.limit }); l.med != 12 || l.hi != 20 {
 		t.Errorf("limit %+v, want median 12, max 20 (the sample before the window is not counted)", l)
 	}
-	if c := r.col(func(f figures) float64 { return f.srvCPU }); c.med != 30 {
-		t.Errorf("server CPU %v µs/req, want 30", c.med)
+	if c := r.col(func(f figures) float64 { return f.srvCPU }); c.med != 3000 {
+		t.Errorf("server CPU %v µs/req, want 3000", c.med)
+	}
+	if c := r.col(func(f figures) float64 { return f.core }); math.Abs(c.med-0.3) > 1e-9 {
+		t.Errorf("server core share %v, want 0.3 (300 ms of CPU in a 1 s cell)", c.med)
 	}
 	var out bytes.Buffer
 	writeTables(&out, rep)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -32,6 +33,10 @@ type runConfig struct {
 	rejectLoad float64       // at this multiple of the CPU endpoint's capacity
 	seed       uint64
 	h2Streams  int
+	guardConns int // the sluice-guard contender's connection bound
+	// profileDir, when set, gets the server's CPU profile of every
+	// open-loop cell, named after the cell.
+	profileDir string
 	self       selfCmd
 }
 
@@ -47,6 +52,11 @@ type scenario struct {
 	multiples []float64
 	capacity  float64 // measured, requests per second (after the drop for drop)
 	before    float64 // drop only: the capacity before the drop, which the load is a multiple of
+	// recovery marks a recovery scenario (recovery.go): capacity is that
+	// before the drop, after that after it.
+	recovery bool
+	after    float64
+	unloaded float64 // recovery only: the unloaded p99 after the drop, µs
 }
 
 // cell is one contender at one multiple in one round.
@@ -67,10 +77,13 @@ func (c cell) completions() int64 {
 
 // report is everything a run measured.
 type report struct {
-	Started    time.Time          `json:"started"`
-	Config     map[string]string  `json:"config"`
-	Rounds     int64              `json:"sha256_rounds"`
-	Capacity   map[string]float64 `json:"capacity"`
+	Started  time.Time          `json:"started"`
+	Config   map[string]string  `json:"config"`
+	Rounds   int64              `json:"sha256_rounds"`
+	Capacity map[string]float64 `json:"capacity"`
+	// Unloaded is the unloaded p99 (µs) after the drop of each recovery
+	// scenario.
+	Unloaded   map[string]float64 `json:"unloaded_p99_us,omitempty"`
 	Warnings   []string           `json:"warnings"`
 	Cells      []cell             `json:"cells"`
 	scenarios  []scenario
@@ -101,6 +114,10 @@ type cellSpec struct {
 	dropAt    time.Duration
 	seed      uint64
 	fresh     bool // a new connection per request
+	// thenRate from thenAt on, and buckets of bucket (see loadConfig).
+	thenRate float64
+	thenAt   time.Duration
+	bucket   time.Duration
 }
 
 // runCell starts a server and a load generator for spec and returns what
@@ -111,9 +128,18 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 		"-role", "server", "-contender", spec.contender, "-static", strconv.Itoa(max(1, spec.sc.static)),
 		"-rounds-per-request", strconv.FormatInt(spec.sc.rounds, 10), "-wait", spec.sc.wait.String(),
 		"-slots", strconv.Itoa(spec.sc.slots), "-http", r.cfg.proto, "-h2-streams", strconv.Itoa(r.cfg.h2Streams),
+		"-guard-conns", strconv.Itoa(max(1, r.cfg.guardConns)),
 	}
 	if spec.dropAt > 0 {
 		srvArgs = append(srvArgs, "-drop-at", spec.dropAt.String())
+	}
+	if r.cfg.profileDir != "" && spec.closed == 0 {
+		conn := "keepalive"
+		if spec.fresh {
+			conn = "dial"
+		}
+		name := fmt.Sprintf("%s-%s-%.0freqs-%s-seed%d.pprof", spec.sc.name, spec.contender, spec.rate, conn, spec.seed)
+		srvArgs = append(srvArgs, "-cpuprofile", filepath.Join(r.cfg.profileDir, name))
 	}
 	env := []string{"GOMAXPROCS=" + strconv.Itoa(r.cfg.procs)}
 	srv, err := startChild(ctx, r.cfg.self, r.pin.server, env, srvArgs...)
@@ -132,6 +158,12 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	}
 	if spec.fresh {
 		ldArgs = append(ldArgs, "-fresh")
+	}
+	if spec.thenRate > 0 {
+		ldArgs = append(ldArgs, "-then-rate", strconv.FormatFloat(spec.thenRate, 'f', 3, 64), "-then-at", spec.thenAt.String())
+	}
+	if spec.bucket > 0 {
+		ldArgs = append(ldArgs, "-bucket", spec.bucket.String())
 	}
 	if spec.closed > 0 {
 		ldArgs = append(ldArgs, "-closed", strconv.Itoa(spec.closed))
@@ -189,8 +221,12 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 			sc = scenario{name: name, rounds: rounds, wait: cfg.wait, static: static, closed: 4 * static, multiples: hard}
 		case "drop":
 			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, drop: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: hard}
+		case "recovery":
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, recovery: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: []float64{5}}
+		case "recovery-cpu":
+			sc = scenario{name: name, rounds: rounds, recovery: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{5}}
 		default:
-			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop)", name)
+			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu)", name)
 		}
 		if cfg.multiples != nil {
 			sc.multiples = cfg.multiples
@@ -272,6 +308,23 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 			}
 			rep.Capacity[sc.name+"-before"] = sc.before
 		}
+		if sc.recovery {
+			after := *sc
+			after.rounds, after.wait = 2*sc.rounds, 2*sc.wait
+			if sc.after, err = r.capacityOf(ctx, after); err != nil {
+				return nil, err
+			}
+			p99, err := r.unloadedP99(ctx, after)
+			if err != nil {
+				return nil, err
+			}
+			if rep.Unloaded == nil {
+				rep.Unloaded = map[string]float64{}
+			}
+			sc.unloaded = p99
+			rep.Capacity[sc.name+"-after"], rep.Unloaded[sc.name] = sc.after, p99
+			fmt.Fprintf(r.log, "capacity %s after the drop: %.0f req/s; unloaded p99 %.1f ms\n", sc.name, sc.after, p99/1e3)
+		}
 		rep.Capacity[sc.name] = sc.capacity
 		fmt.Fprintf(r.log, "capacity %s: %.0f req/s (closed loop, %d clients, no protection)\n", sc.name, sc.capacity, sc.closed)
 	}
@@ -334,6 +387,9 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 		spec.dropAt = r.cfg.warmup
 	}
 	spec.rate = m * base
+	if sc.recovery {
+		spec = r.recoverySpec(sc, spec, m)
+	}
 	c := cell{Scenario: sc.name, Contender: name, Multiple: m, Round: round, Rate: spec.rate}
 	lr, st, err := r.runCell(ctx, spec)
 	c.Load, c.Server = lr, st
@@ -366,19 +422,25 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 	return c, nil
 }
 
-// measureReject measures the server's CPU per rejection: sluice's
-// middleware shedding every request to the CPU endpoint at cfg.rejectLoad
-// times its capacity
-// (rejectName), and for the floor an empty handler with no protection at
-// the same rate ("noop"); each on keep-alive connections and with a new
-// connection per request ("+dial", the dial storm of HTTP/1.1 clients that
-// time out). Its figures are of the whole phase, as the server's CPU time
-// is. The order of the four rotates over rounds.
+// measureReject measures the server's CPU per answer on the way a
+// request is refused or admitted: sluice's middleware shedding every
+// request to the CPU endpoint at cfg.rejectLoad times its capacity
+// (rejectName); the guard contender refusing every connection at accept
+// (refuseName, with a new connection per request: the Guard answers
+// nothing else); sluice's Default middleware admitting every request to an
+// empty 200 handler ("sluice-admit": the middleware's whole cost on a real
+// request); and for the floor an empty handler with no protection at the
+// same rate ("noop"). Each on keep-alive connections or with a new
+// connection per request ("+dial", the dial storm of HTTP/1.1 clients
+// that time out). Its figures are of the whole phase, as the server's CPU
+// time is. The order rotates over rounds.
 func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64, round int) []cell {
 	specs := []cellSpec{
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName},
+		{sc: scenario{name: rejectScenario, static: 1}, contender: "sluice"},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none"},
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName, fresh: true},
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: refuseName, fresh: true},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none", fresh: true},
 	}
 	var out []cell
@@ -397,12 +459,15 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 }
 
 // rejectLabels are the rejection-cost cells in the order of their table.
-var rejectLabels = []string{rejectName, "noop", rejectName + "+dial", "noop+dial"}
+var rejectLabels = []string{rejectName, "sluice-admit", "noop", rejectName + "+dial", refuseName + "+dial", "noop+dial"}
 
 func rejectLabel(contender string, fresh bool) string {
 	l := contender
-	if contender == "none" {
+	switch contender {
+	case "none":
 		l = "noop"
+	case "sluice":
+		l = "sluice-admit"
 	}
 	if fresh {
 		l += "+dial"
@@ -410,9 +475,11 @@ func rejectLabel(contender string, fresh bool) string {
 	return l
 }
 
-// cpuPerAnswer is the server's CPU time per answer of the cell, in µs.
+// cpuPerAnswer is the server's CPU time per answer of the cell, in µs: per
+// 2xx, 503 or refused connection (a connection the Guard closes before its
+// request arrived is a transport error at the client).
 func (c cell) cpuPerAnswer() float64 {
-	n := c.Load.Good + c.Load.Shed
+	n := c.Load.Good + c.Load.Shed + c.Load.Errors
 	if n == 0 || c.Err != "" {
 		return math.NaN()
 	}
@@ -423,13 +490,20 @@ func (c cell) rejectLine() string {
 	if c.Err != "" {
 		return fmt.Sprintf("%s: error: %s", c.Contender, c.Err)
 	}
-	return fmt.Sprintf("%s: %d answers (%d shed), server CPU %.1f µs per answer, %d dials, %d connections",
-		c.Contender, c.Load.Good+c.Load.Shed, c.Load.Shed, c.cpuPerAnswer(), c.Load.Dials, c.Server.Conns)
+	g := ""
+	if st := c.Server.Guard; st != nil {
+		g = fmt.Sprintf(", guard %+v", *st)
+	}
+	return fmt.Sprintf("%s: %d answers (%d shed, %d errors), server CPU %.1f µs per answer, %d dials, %d connections%s",
+		c.Contender, c.Load.Good+c.Load.Shed+c.Load.Errors, c.Load.Shed, c.Load.Errors, c.cpuPerAnswer(), c.Load.Dials, c.Server.Conns, g)
 }
 
 func (c cell) line(sc scenario) string {
 	if c.Err != "" {
 		return fmt.Sprintf("%s %s %gx: error: %s", c.Scenario, c.Contender, c.Multiple, c.Err)
+	}
+	if sc.recovery {
+		return fmt.Sprintf("%s %s %gx: %+v", c.Scenario, c.Contender, c.Multiple, recoveryOf(c, sc.unloaded))
 	}
 	good := float64(c.Load.Good) / c.Load.WindowS
 	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d errors %d dials %d sent %d",

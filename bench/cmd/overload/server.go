@@ -8,12 +8,16 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/shed/connguard"
 )
 
 // serverConfig is what the server role serves.
@@ -28,10 +32,14 @@ type serverConfig struct {
 	// h2Streams bounds the concurrent streams of an HTTP/2 connection;
 	// zero means net/http's default (250).
 	h2Streams int
-	sample    time.Duration
+	// guardConns is the guard contender's connection bound (0: its default).
+	guardConns int
+	sample     time.Duration
 	// calibrateCPU, when positive, makes the role print "rounds N", the
 	// sha256 rounds that take calibrateCPU of CPU here, and serve nothing.
 	calibrateCPU time.Duration
+	// cpuProfile, when set, is the file the phase's CPU profile goes to.
+	cpuProfile string
 }
 
 // sample is one reading of the server's protection during the phase.
@@ -39,6 +47,9 @@ type sample struct {
 	AtMS     float64 `json:"t_ms"`
 	Limit    int     `json:"limit"` // -1: the contender has no limit
 	Inflight int64   `json:"inflight"`
+	// Shedding is the share sluice's controller sheds (Controller.Shedding);
+	// zero for the other contenders.
+	Shedding float64 `json:"shedding,omitempty"`
 }
 
 // serverStats is what the server reports at the end of the phase.
@@ -49,6 +60,9 @@ type serverStats struct {
 	Requests   int64    `json:"requests"` // requests that reached the middleware
 	GOMAXPROCS int      `json:"gomaxprocs"`
 	Samples    []sample `json:"samples"`
+	// Guard is what the guard contender's Guard did during the phase; nil
+	// for the other contenders.
+	Guard *connguard.Stats `json:"guard,omitempty"`
 }
 
 func cpuNow() (user, sys int64) {
@@ -86,19 +100,11 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	prot, err := newProtection(cfg.contender, cfg.static)
+	prot, err := newProtection(cfg.contender, protectionConfig{static: cfg.static, proto: cfg.proto, guardConns: cfg.guardConns})
 	if err != nil {
 		return err
 	}
 	defer prot.close()
-	protos, err := protocols(cfg.proto)
-	if err != nil {
-		return err
-	}
-	// The server accepts HTTP/1.1 too, so that the h2c client's fallback
-	// could not hide a failure to speak HTTP/2: the client allows h2c only.
-	protos.SetHTTP1(true)
-
 	var inflight, requests, conns atomic.Int64
 	inner := prot.wrap(ep)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,23 +113,9 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 		defer inflight.Add(-1)
 		inner.ServeHTTP(w, r)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, ln, err := newServer(prot, handler, cfg.proto, cfg.h2Streams, &conns)
 	if err != nil {
 		return err
-	}
-	srv := &http.Server{
-		Handler:           handler,
-		Protocols:         protos,
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				conns.Add(1)
-			}
-		},
-	}
-	if cfg.h2Streams > 0 {
-		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.h2Streams}
 	}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -149,8 +141,19 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 // prints them as one "stats" line when d has passed. It does not block.
 func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, inflight, requests, conns *atomic.Int64, out io.Writer) {
 	t0 := time.Now()
+	var prof *os.File
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			prof = f
+		}
+	}
 	u0, s0 := cpuNow()
 	r0, c0 := requests.Load(), conns.Load()
+	var g0 connguard.Stats
+	if prot.guard != nil {
+		g0 = prot.guard.Stats()
+	}
 	if cfg.dropAt > 0 {
 		time.AfterFunc(cfg.dropAt, ep.double)
 	}
@@ -170,20 +173,79 @@ func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, in
 			if prot.limit != nil {
 				s.Limit = prot.limit()
 			}
+			if prot.ctl != nil {
+				s.Shedding = prot.ctl.Shedding()
+			}
 			samples = append(samples, s)
 			<-t.C
 		}
 	}()
 	time.AfterFunc(d, func() {
 		u1, s1 := cpuNow()
+		if prof != nil {
+			pprof.StopCPUProfile()
+			_ = prof.Close()
+		}
 		st := serverStats{
 			UserUS: u1 - u0, SysUS: s1 - s0,
 			Conns: conns.Load() - c0, Requests: requests.Load() - r0,
 			GOMAXPROCS: runtime.GOMAXPROCS(0),
+		}
+		if prot.guard != nil {
+			g := guardDelta(g0, prot.guard.Stats())
+			st.Guard = &g
 		}
 		<-done
 		st.Samples = samples
 		b, _ := json.Marshal(st)
 		fmt.Fprintf(out, "stats %s\n", b)
 	})
+}
+
+// newServer returns the server of proto for handler behind prot, counting
+// the connections it accepts in conns, and its listener on a free loopback
+// port, behind prot's listener wrapper when it has one.
+func newServer(prot *protection, handler http.Handler, proto string, h2Streams int, conns *atomic.Int64) (*http.Server, net.Listener, error) {
+	protos, err := protocols(proto)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The server accepts HTTP/1.1 too, so that the h2c client's fallback
+	// could not hide a failure to speak HTTP/2: the client allows h2c only.
+	protos.SetHTTP1(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		Protocols:         protos,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState: func(c net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+			if prot.connState != nil {
+				prot.connState(c, s)
+			}
+		},
+	}
+	if prot.listen != nil {
+		ln = prot.listen(ln)
+	}
+	if h2Streams > 0 {
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: h2Streams}
+	}
+	return srv, ln, nil
+}
+
+// guardDelta is what a Guard counted between two snapshots; Open is that
+// of the later one.
+func guardDelta(a, b connguard.Stats) connguard.Stats {
+	return connguard.Stats{
+		Accepted: b.Accepted - a.Accepted, Open: b.Open,
+		Shed: b.Shed - a.Shed, Full: b.Full - a.Full, IdleClosed: b.IdleClosed - a.IdleClosed,
+		Unanswered: b.Unanswered - a.Unanswered, WriteErrors: b.WriteErrors - a.WriteErrors,
+	}
 }

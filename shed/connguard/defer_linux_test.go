@@ -1,0 +1,71 @@
+//go:build linux
+
+package connguard_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/shed/connguard"
+)
+
+// TestRespondWaitsForTheRequestBeforeItRefuses: on a TCP listener the
+// Guard is handed a connection only once its request arrived, so that a
+// client that writes after the handshake reads the 503 instead of a close
+// (in a dial storm most refused connections had no request yet at
+// accept).
+func TestRespondWaitsForTheRequestBeforeItRefuses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := ln.(*net.TCPListener)
+	g := newGuard(t, fixedShare(1), connguard.Unbounded)
+	gl := g.Listener(ln)
+	defer gl.Close()
+
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// The handshake is done, no request sent: Accept must not see it.
+	_ = tl.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := gl.Accept(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Accept = %v, want the deadline", err)
+	}
+	if s := g.Stats(); s.Shed != 0 {
+		t.Fatalf("stats %+v: a connection with no request yet was refused", s)
+	}
+	_ = tl.SetDeadline(time.Time{})
+	done := make(chan error, 1)
+	go func() { _, err := gl.Accept(); done <- err }()
+	if _, err := io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatalf("the client that wrote after connecting read %v, want the 503", err)
+	}
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("answered %d, want 503", r.StatusCode)
+	}
+	_ = gl.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close = %v", err)
+	}
+	if s := g.Stats(); s.Shed != 1 || s.Unanswered != 0 {
+		t.Errorf("stats %+v, want one shed and answered", s)
+	}
+}
+
+type fixedShare float64
+
+func (f fixedShare) Shedding() float64 { return float64(f) }
