@@ -72,6 +72,9 @@ type plan struct {
 	fields  HeaderFields
 	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
 	fair    bool    // some rule of concs shares its limit (Queue.FairShare)
+	// local says that only Global rate rules that reserve no slot apply:
+	// no key to build, no store call, no permit, no wait (decideLocal).
+	local bool
 }
 
 // Controller decides admission for attempts against its rules, and is the
