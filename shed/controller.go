@@ -72,8 +72,9 @@ type plan struct {
 	fields  HeaderFields
 	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
 	fair    bool    // some rule of concs shares its limit (Queue.FairShare)
-	// local says that only Global rate rules that reserve no slot apply:
-	// no key to build, no store call, no permit, no wait (decideLocal).
+	// local says that only Global rules that never wait apply (rate rules
+	// that reserve no slot, Concurrency rules without a queue): no key to
+	// build, no store call, no wait (decideLocal).
 	local bool
 }
 

@@ -160,10 +160,11 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	return nil
 }
 
-// decideLocal is decide for a plan of Global rate rules only (plan.local)
-// on a Controller without a penalty box: no key, no store call, no wait.
-// The rules decide in order; when one rejects, what the earlier ones took
-// is given back.
+// decideLocal is decide for a plan of Global rules that never wait
+// (plan.local) on a Controller without a penalty box: no key, no store
+// call. The rate rules decide first, then the concurrency rules take
+// their permits; when one rejects, what the earlier ones took is given
+// back.
 func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 	now, cost, rules := a.now, a.cost, a.set.rules
 	for _, i := range p.rates {
@@ -185,7 +186,24 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 			c.earlyCheck(a, r, "", rd)
 		}
 	}
+	for _, i := range p.concs {
+		r := &rules[i]
+		if !r.sem.TryAcquire(a.semShard, cost) {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				r.ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, concurrency.Decision{RetryAfter: max(c.semHint(r, cost), 1)}) // > 0: a rejection
+			return
+		}
+		a.sems = append(a.sems, i)
+	}
 	for _, i := range a.rated {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	for _, i := range a.sems {
 		rules[i].ctr.add(a.shard, rAllowed, 1)
 	}
 	if d.rule >= 0 {

@@ -77,10 +77,11 @@ func TestLocalPlanRefundsEarlierRulesOnLaterReject(t *testing.T) {
 
 // TestLocalPlanDecidesAsTheFullPath: under any sequence of attempts,
 // completions (any status, some twice), recosts and clock moves, a
-// Controller whose Global rate rules are decided by decideLocal makes
-// the decisions and the Stats of one that decides the same rules on the
-// full path (a penalty box that holds nobody sends it there): refunds,
-// dry-run, Count rules and soft limits included. Fixed windows are left
+// Controller whose Global rate and concurrency rules are decided by
+// decideLocal makes the decisions and the Stats of one that decides the
+// same rules on the full path (a penalty box that holds nobody sends it
+// there): refunds, permits, dry-run, Count rules and soft limits
+// included. Fixed windows are left
 // out: their sharded window's Remaining depends on the shard that
 // decides.
 func TestLocalPlanDecidesAsTheFullPath(t *testing.T) {
@@ -95,7 +96,9 @@ func TestLocalPlanDecidesAsTheFullPath(t *testing.T) {
 				Count:    rapid.SampledFrom([]Count{CountAll, CountFailures, CountAuthFailures}).Draw(t, "count"),
 			}
 			r.SoftLimit = rapid.SampledFrom([]float64{0, 0.5, 1}).Draw(t, "soft")
-			switch rapid.IntRange(0, 2).Draw(t, "algorithm") {
+			switch rapid.IntRange(0, 3).Draw(t, "algorithm") {
+			case 3:
+				r.Algorithm, r.Count, r.SoftLimit = Concurrency, CountAll, 0
 			case 0:
 				r.Algorithm, r.Rate = TokenBucket, concurrency.Per(rapid.Int64Range(1, 3).Draw(t, "rate"), time.Second)
 			case 1:
@@ -204,14 +207,16 @@ func TestStoreHitsOfAnEarlierAttemptStayItsOwn(t *testing.T) {
 }
 
 // TestLocalDecisionsAllocateNothing: an admission through Decide and its
-// Done on a plan of Global rate rules allocates nothing, for each
-// algorithm (sharded or not).
+// Done on a plan of Global rules allocates nothing, for each algorithm
+// (sharded or not).
 func TestLocalDecisionsAllocateNothing(t *testing.T) {
 	for _, r := range []Rule{
 		{Name: "bucket", Algorithm: TokenBucket, Limit: 1 << 30, Rate: concurrency.Per(1_000_000_000, time.Second)},
 		{Name: "small-bucket", Algorithm: TokenBucket, Limit: 1 << 20, Rate: concurrency.Per(1_000_000_000, time.Second)},
 		{Name: "window", Algorithm: FixedWindow, Limit: 1 << 30, Window: time.Hour},
 		{Name: "sliding", Algorithm: SlidingWindow, Limit: 1 << 16, Window: time.Hour},
+		{Name: "inflight", Algorithm: Concurrency, Limit: 1 << 20},
+		{Name: "inflight-single", Algorithm: Concurrency, Limit: 16},
 	} {
 		c, err := New([]Rule{r}, quiet())
 		if err != nil {

@@ -453,9 +453,12 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 			policies = append(policies, r.policy())
 		}
 	}
-	p.local = len(p.stored) == 0 && len(p.concs) == 0
+	p.local = len(p.stored) == 0
 	for _, i := range p.rates {
 		p.local = p.local && s.rules[i].waits == nil
+	}
+	for _, i := range p.concs {
+		p.local = p.local && s.rules[i].lim == nil && s.rules[i].queue == nil
 	}
 	if len(p.stored) > store.MaxHits {
 		return nil, fmt.Errorf("shed: category %q (tier %q) has %d per-key rules, more than the %d one store call decides",
