@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -126,5 +128,69 @@ func BenchmarkOverflow(b *testing.B) {
 				b.Fatal("no newcomer overflowed: the benchmark says nothing")
 			}
 		})
+	}
+}
+
+// BenchmarkDecideGlobal: an admission through Decide and its Done under
+// one Global rate rule that never rejects, serial and parallel. With
+// "clock" Decide reads the clock, as a request pays it; with "now" each
+// goroutine passes its own Attempt.Now, a millisecond on per decision, so
+// that what is left is Decide's own work.
+func BenchmarkDecideGlobal(b *testing.B) {
+	rules := []struct {
+		name string
+		rule Rule
+	}{
+		{"bucket", Rule{Name: "global", Algorithm: TokenBucket, Limit: math.MaxInt32, Rate: ratelimit.Per(1_000_000_000, time.Second)}},
+		{"window", Rule{Name: "global", Algorithm: FixedWindow, Limit: math.MaxInt32, Window: time.Hour}},
+	}
+	for _, rc := range rules {
+		for _, given := range []bool{false, true} {
+			name := rc.name + "/clock"
+			if given {
+				name = rc.name + "/now"
+			}
+			decide := func(c *Controller, now *int64) bool {
+				var a Attempt
+				if given {
+					*now += int64(time.Millisecond)
+					a.Now = *now
+				}
+				d, tok, err := c.Decide(context.Background(), a)
+				tok.Done(Success)
+				return err == nil && d.Allowed
+			}
+			b.Run(name+"/serial", func(b *testing.B) {
+				c, err := New([]Rule{rc.rule}, quiet())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				now := clock.Now()
+				b.ReportAllocs()
+				for b.Loop() {
+					if !decide(c, &now) {
+						b.Fatal("rejected below the cap")
+					}
+				}
+			})
+			b.Run(name+"/parallel", func(b *testing.B) {
+				c, err := New([]Rule{rc.rule}, quiet())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					now := clock.Now()
+					for pb.Next() {
+						if !decide(c, &now) {
+							b.Error("rejected below the cap")
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }

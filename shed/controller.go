@@ -72,6 +72,10 @@ type plan struct {
 	fields  HeaderFields
 	byTier  []*plan // with tiers: the plan of each tier (ruleSet.tiers)
 	fair    bool    // some rule of concs shares its limit (Queue.FairShare)
+	// local says that only Global rules that never wait apply (rate rules
+	// that reserve no slot, Concurrency rules without a queue): no key to
+	// build, no store call, no wait (decideLocal).
+	local bool
 }
 
 // Controller decides admission for attempts against its rules, and is the
@@ -243,16 +247,24 @@ func (c *Controller) Close() error {
 // now is negative, and ctx.Err() when ctx ends while the attempt waits or
 // before a failing store could decide (an ended context never fails open);
 // what it had taken is given back then. Safe for concurrent use.
-func (c *Controller) Decide(ctx context.Context, a Attempt) (Decision, Token, error) {
+func (c *Controller) Decide(ctx context.Context, a Attempt) (d Decision, tok Token, err error) {
+	// Small enough to inline: the caller's Attempt and Decision are
+	// passed on by pointer, not copied through the call's arguments and
+	// results (160 and 136 bytes).
+	tok, err = c.decideAttempt(ctx, &a, &d)
+	return d, tok, err
+}
+
+// decideAttempt is Decide, writing the decision to d.
+func (c *Controller) decideAttempt(ctx context.Context, a *Attempt, d *Decision) (Token, error) {
 	t := c.get()
-	t.ask = a
-	var d Decision
-	err := c.decideIn(ctx, t, nil, &d, false)
+	t.ask = *a
+	err := c.decideIn(ctx, t, nil, d, false)
 	if err != nil || !d.Allowed {
 		c.put(t)
-		return d, Token{}, err
+		return Token{}, err
 	}
-	return d, Token{a: t, gen: t.gen.Load()}, nil
+	return Token{a: t, gen: t.gen.Load()}, nil
 }
 
 // methodCategory is the default category: the method class.

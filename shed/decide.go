@@ -16,18 +16,19 @@ import (
 const shedHint = time.Second
 
 // decideIn decides a on the rule set in force, counted among the running
-// decisions of the epoch (see storeLimits) until its store call is done.
+// decisions of the epoch (see storeLimits) until its store call is done
+// when the set has per-key rules (see load).
 // With a request r, the set's categorizer gives a's category: one rule set
 // for the whole request, its categorizer and its rules.
 //
 // With peek, it peeks instead (see peek): nothing is charged or held.
 func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision, peek bool) error {
-	c.enter(a)
-	defer c.leave(a) // also when the categorizer or the decision hook panics
 	if c.obs != nil && !peek {
 		a.began = c.now()
 	}
-	a.set = c.set.Load()
+	if c.load(a) {
+		defer c.leave(a) // also when the categorizer or the decision hook panics
+	}
 	if r != nil && a.set.categorized() { // some rule names a category
 		a.ask.Category = a.set.cat(r)
 	}
@@ -52,8 +53,13 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	now, cost := a.now, a.cost
 	a.charged = cost
 	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
+	a.req.N, a.res.N = 0, 0 // no store hits, until storeHits: none of an earlier attempt of the ticket
 	if a.ask.Tightened && c.suspicion != nil {
 		c.ctr.add(a.shard, cTightened, 1)
+	}
+	if p.local && c.pen == nil {
+		c.decideLocal(a, p, d)
+		return nil
 	}
 	checkPenalty := c.buildKeys(a, p)
 	if p.fair {
@@ -152,6 +158,59 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.active = true  // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
 	return nil
+}
+
+// decideLocal is decide for a plan of Global rules that never wait
+// (plan.local) on a Controller without a penalty box: no key, no store
+// call. The rate rules decide first, then the concurrency rules take
+// their permits; when one rejects, what the earlier ones took is given
+// back.
+func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
+	now, cost, rules := a.now, a.cost, a.set.rules
+	for _, i := range p.rates {
+		r := &rules[i]
+		rd := r.rate.AllowN(now, cost)
+		if !rd.Allowed() {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				r.ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, rd)
+			return
+		}
+		a.rated = append(a.rated, i)
+		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
+	}
+	for _, i := range p.concs {
+		r := &rules[i]
+		if !r.sem.TryAcquire(a.semShard, cost) {
+			if r.dry {
+				c.markDry(a, d, r.Name, r.kind)
+				r.ctr.add(a.shard, rWouldReject, 1)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, cost), 1)}) // > 0: a rejection
+			return
+		}
+		a.sems = append(a.sems, i)
+	}
+	for _, i := range a.rated {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	for _, i := range a.sems {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	if d.rule >= 0 {
+		d.Rule = rules[d.rule].Name
+	}
+	a.active = true // counted by done as admitted: inflight is admitted - finished
+	c.done(a, d)
 }
 
 // begin validates a.ask, sets a.now and a.cost (a zero cost is 1), starts

@@ -62,6 +62,21 @@ func (c *Controller) enter(a *ticket) {
 
 func (c *Controller) leave(a *ticket) { c.ctr.add(a.shard, a.epoch, -1) }
 
+// load sets a.set to the rule set in force. A set with per-key rules is
+// loaded after a entered its epoch, and load reports true: leave is due
+// once a's store call is done. A set without any (ruleSet.stores) names
+// no store limit, so a decision on it is not counted: no publication
+// waits for it, and it pays no atomic add for the epoch.
+func (c *Controller) load(a *ticket) bool {
+	if s := c.set.Load(); !s.stores {
+		a.set = s
+		return false
+	}
+	c.enter(a)
+	a.set = c.set.Load() // the set in force once counted: maybe another one
+	return true
+}
+
 // storeIDs returns the store limits s uses: its per-key rules' and its
 // overrides'.
 func (s *ruleSet) storeIDs() map[store.LimitID]bool {

@@ -142,7 +142,10 @@ func TestPeekPredictsDecide(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if d.Allowed != d2.Allowed || d.Remaining != d2.Remaining || d.Rule != d2.Rule {
+				// A ShardedWindow's Remaining, and so the deciding rule,
+				// depends on the shard that decides: the goroutine's stack
+				// block, which a stack that moved in between changes.
+				if d.Allowed != d2.Allowed || !sharded && (d.Remaining != d2.Remaining || d.Rule != d2.Rule) {
 					t.Fatalf("with peeks %+v, without %+v", d, d2)
 				}
 				if d.Allowed {

@@ -45,6 +45,11 @@ type ruleSet struct {
 	// counting reports that some rule counts only some outcomes
 	// (Rule.Count): finishing an attempt may give charges back.
 	counting bool
+	// stores reports that some rule is per-key: decisions on the set may
+	// call the store, naming its limits (see storeLimits). Without one
+	// (overrides are of per-key rules only) no decision names a store
+	// limit, and none is counted in an epoch.
+	stores bool
 	// keyed holds, by rule index, the parts of Composite rules (nil for
 	// the others; nil when there is none), and req what the middleware
 	// reads from a request for them.
@@ -66,9 +71,11 @@ func (s *ruleSet) resize() {
 // planFor returns the plan of category cat for an attempt of tier tier:
 // a tier no rule names is decided as the default tier.
 func (s *ruleSet) planFor(cat, tier string) *plan {
-	p, ok := s.plans[cat]
-	if !ok || cat == "" {
-		p = s.all
+	p := s.all
+	if cat != "" && len(s.plans) > 0 {
+		if cp, ok := s.plans[cat]; ok {
+			p = cp
+		}
 	}
 	if len(s.tiers) == 0 {
 		return p
@@ -163,6 +170,7 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 	}
 	for _, r := range s.rules {
 		s.counting = s.counting || r.Count != CountAll
+		s.stores = s.stores || !r.local()
 		if r.Tier != "" && !containsString(s.tiers, r.Tier) {
 			s.tiers = append(s.tiers, r.Tier)
 		}
@@ -445,6 +453,13 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 		if r.Algorithm.rate() {
 			policies = append(policies, r.policy())
 		}
+	}
+	p.local = len(p.stored) == 0
+	for _, i := range p.rates {
+		p.local = p.local && s.rules[i].waits == nil
+	}
+	for _, i := range p.concs {
+		p.local = p.local && s.rules[i].lim == nil && s.rules[i].queue == nil
 	}
 	if len(p.stored) > store.MaxHits {
 		return nil, fmt.Errorf("shed: category %q (tier %q) has %d per-key rules, more than the %d one store call decides",

@@ -104,11 +104,13 @@ const maxPooledBuf = 4 << 10
 func (c *Controller) put(a *ticket) {
 	a.ask = Attempt{}
 	a.set = nil
-	a.buf = a.buf[:0]
-	if cap(a.buf) > maxPooledBuf {
-		a.buf = make([]byte, 0, 256)
+	if len(a.buf) > 0 { // some key was built: every key's span is in buf
+		a.buf = a.buf[:0]
+		if cap(a.buf) > maxPooledBuf {
+			a.buf = make([]byte, 0, 256)
+		}
+		a.keys = [Tenant + 1]struct{ start, end int }{}
 	}
-	a.keys = [Tenant + 1]struct{ start, end int }{}
 	if a.reqParts != nil { // readParts ran: forget the request's values
 		a.reqParts, a.route, a.hasRoute, a.hasJA4, a.ja4, a.headers = nil, span{}, false, false, "", [maxRequestHeaders]string{}
 	}
