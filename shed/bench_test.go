@@ -63,7 +63,7 @@ func BenchmarkParts(b *testing.B) {
 	b.Run("clientip", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			_ = c.res.ClientIP(reqs[i&1023])
+			_ = c.reading.res.ClientIP(reqs[i&1023])
 		}
 	})
 	b.Run("headers", func(b *testing.B) {

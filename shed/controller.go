@@ -93,45 +93,63 @@ type Controller struct {
 	set atomic.Pointer[ruleSet]
 	// epoch counts the publications of set that found no decision of the
 	// epoch before running: see storeLimits.
-	epoch  atomic.Uint64
-	mu     sync.Mutex // serializes the writers of set
-	store  store.Store
-	now    func() int64
-	log    *slog.Logger
-	pen    Penalties
-	penID  Identity
-	hasher *fingerprint.Hasher
-	res    *fingerprint.Resolver
-	client func(*http.Request) Client
-	cost   func(*http.Request) int64
-	actual func(http.Header) (int64, bool)
-	exempt *exemptions
+	epoch   atomic.Uint64
+	mu      sync.Mutex // serializes the writers of set
+	storage storage
+	reading reading
+	answer  answering
+	now     func() int64
+	log     *slog.Logger
+	pen     Penalties
+	penID   Identity
 	// suspicion tightens suspicious clients' limits (WithSuspicion).
 	suspicion *suspicion
-	obs       Observer // WithObserver
-	cat       func(*http.Request) string
-	hook      func(Decision)
-	headers   func(http.Header, Decision)
-	reject    func(http.ResponseWriter, *http.Request, Decision)
 	dryAll    bool // WithDryRun: every rule, and the penalty box, in dry-run
-	fields    HeaderFields
-	defTier   string
-	storeN    int // store registrations, for unique store limit names
-	// scaledIDs are the store limits registered for overrides, by their
-	// parameters (under mu), so that overrides of equal scale share one.
-	scaledIDs map[store.Spec]store.LimitID
-	limits    storeLimits // under mu
 
 	// wallAnchor is the Unix time in ns at monoAnchor on the clock: the
 	// wall time of a decision is derived, never read again.
 	wallAnchor, monoAnchor int64
 
-	pool   sync.Pool     // of *ticket
-	nTick  atomic.Uint64 // tickets made, numbering their semShard
-	ctr    counters
-	logs   logGates
-	early  func(EarlyWarning)
-	earlyG loggate.Gate // EarlyWarningBurst a second to the early hook
+	pool  sync.Pool     // of *ticket
+	nTick atomic.Uint64 // tickets made, numbering their semShard
+	ctr   counters
+	logs  logGates
+}
+
+// storage is where a Controller's per-key rules keep their state: the
+// store and the limits registered in it.
+type storage struct {
+	store  store.Store
+	storeN int // store registrations, for unique store limit names
+	// scaledIDs are the store limits registered for overrides, by their
+	// parameters (under mu), so that overrides of equal scale share one.
+	scaledIDs map[store.Spec]store.LimitID
+	limits    storeLimits // under mu
+}
+
+// reading is how a Controller reads a request: who sent it, what it
+// costs, its category, and who is exempt.
+type reading struct {
+	hasher  *fingerprint.Hasher
+	res     *fingerprint.Resolver
+	client  func(*http.Request) Client
+	cost    func(*http.Request) int64
+	actual  func(http.Header) (int64, bool)
+	exempt  *exemptions
+	cat     func(*http.Request) string
+	defTier string
+}
+
+// answering is what a Controller does with a decision besides admitting:
+// the hooks and observers it tells, and the response it writes.
+type answering struct {
+	obs     Observer // WithObserver
+	hook    func(Decision)
+	headers func(http.Header, Decision)
+	reject  func(http.ResponseWriter, *http.Request, Decision)
+	fields  HeaderFields
+	early   func(EarlyWarning)
+	earlyG  loggate.Gate // EarlyWarningBurst a second to the early hook
 }
 
 // logGates are the Controller's log lines that are rate limited, one gate
@@ -159,14 +177,15 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	if len(rules) == 0 {
 		return nil, fmt.Errorf("shed: no rules")
 	}
-	c := &Controller{store: cfg.store, now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity,
-		hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, suspicion: cfg.suspicion, obs: cfg.obs, cat: cfg.category, hook: cfg.hook,
-		headers: cfg.headers, reject: cfg.reject, dryAll: cfg.dryRun, fields: cfg.fields}
-	if c.fields == 0 {
-		c.fields = AllFields
+	c := &Controller{now: cfg.now, log: cfg.log, pen: cfg.pen, penID: cfg.penIdentity, suspicion: cfg.suspicion, dryAll: cfg.dryRun,
+		storage: storage{store: cfg.store},
+		reading: reading{hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, cat: cfg.category},
+		answer:  answering{obs: cfg.obs, hook: cfg.hook, headers: cfg.headers, reject: cfg.reject, fields: cfg.fields}}
+	if c.answer.fields == 0 {
+		c.answer.fields = AllFields
 	}
-	if c.store == nil {
-		c.store = store.NewMemory()
+	if c.storage.store == nil {
+		c.storage.store = store.NewMemory()
 	}
 	if c.now == nil {
 		c.now = clock.Now
@@ -174,34 +193,34 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	if c.hasher == nil {
+	if c.reading.hasher == nil {
 		h, err := fingerprint.NewHasher()
 		if err != nil {
 			return nil, fmt.Errorf("shed: %w", err)
 		}
-		c.hasher = h
+		c.reading.hasher = h
 	}
-	if c.res == nil {
-		c.res, _ = fingerprint.NewResolver() // no options, no error
+	if c.reading.res == nil {
+		c.reading.res, _ = fingerprint.NewResolver() // no options, no error
 	}
-	if c.cat == nil {
-		c.cat = methodCategory
+	if c.reading.cat == nil {
+		c.reading.cat = methodCategory
 	}
-	if c.reject == nil {
-		c.reject = func(w http.ResponseWriter, _ *http.Request, d Decision) { d.WriteRejection(w) }
+	if c.answer.reject == nil {
+		c.answer.reject = func(w http.ResponseWriter, _ *http.Request, d Decision) { d.WriteRejection(w) }
 	}
 	c.monoAnchor, c.wallAnchor = c.now(), time.Now().UnixNano()
 
-	c.defTier = cfg.defTier
-	c.early = cfg.early
-	c.earlyG.Burst = EarlyWarningBurst
+	c.reading.defTier = cfg.defTier
+	c.answer.early = cfg.early
+	c.answer.earlyG.Burst = EarlyWarningBurst
 	c.ctr = newCounters(nGlobal)
 	set, err := c.compile(rules, nil, cfg.dryRun)
 	if err != nil {
 		c.dropFresh()
 		return nil, err
 	}
-	set.cat = c.cat
+	set.cat = c.reading.cat
 	set.weights = cfg.tierWeights
 	c.publish(set)
 	c.pool.New = func() any {

@@ -80,14 +80,14 @@ func (c *Controller) recost(a *ticket, now, actual int64) {
 		return
 	}
 	var err error
-	switch rf, ok := c.store.(store.Refunder); {
+	switch rf, ok := c.storage.store.(store.Refunder); {
 	case delta < 0 && ok:
 		a.adjRes.Allowed, a.adjRes.N = true, a.adj.N
 		err = rf.Refund(context.Background(), &a.adj, &a.adjRes)
 	case delta < 0:
-		err = fmt.Errorf("shed: the store (%T) cannot refund", c.store)
+		err = fmt.Errorf("shed: the store (%T) cannot refund", c.storage.store)
 	default:
-		err = c.store.Decide(context.Background(), &a.adj, &a.adjRes)
+		err = c.storage.store.Decide(context.Background(), &a.adj, &a.adjRes)
 		if err == nil && !a.adjRes.Allowed {
 			err = errors.New("over the limit")
 		}

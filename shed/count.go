@@ -81,8 +81,8 @@ func (c *Controller) refundUncounted(a *ticket, now int64, status int) {
 		return
 	}
 	a.req.N, a.res.N, a.req.Now = n, n, now
-	rf, ok := c.store.(store.Refunder)
-	err := fmt.Errorf("shed: the store (%T) cannot refund", c.store)
+	rf, ok := c.storage.store.(store.Refunder)
+	err := fmt.Errorf("shed: the store (%T) cannot refund", c.storage.store)
 	if ok {
 		err = rf.Refund(context.Background(), &a.req, &a.res)
 	}

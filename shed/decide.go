@@ -23,7 +23,7 @@ const shedHint = time.Second
 //
 // With peek, it peeks instead (see peek): nothing is charged or held.
 func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision, peek bool) error {
-	if c.obs != nil && !peek {
+	if c.answer.obs != nil && !peek {
 		a.began = c.now()
 	}
 	if c.load(a) {
@@ -305,7 +305,7 @@ func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Dec
 func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Decision) (bool, error) {
 	c.storeHits(ctx, a, p, a.cost, false)
 	for a.req.N > 0 {
-		err := c.store.Decide(ctx, &a.req, &a.res)
+		err := c.storage.store.Decide(ctx, &a.req, &a.res)
 		if a.waitsStored {
 			c.storeWaiters(a, err == nil && a.res.Allowed)
 			if errors.Is(err, errors.ErrUnsupported) {
@@ -547,10 +547,10 @@ func (c *Controller) done(a *ticket, d *Decision) {
 	} else {
 		c.ctr.add(a.shard, [...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind], 1)
 	}
-	if c.hook != nil {
-		c.hook(*d)
+	if c.answer.hook != nil {
+		c.answer.hook(*d)
 	}
-	if c.obs != nil {
-		c.obs.ObserveDecision(d.Kind, time.Duration(max(0, c.now()-a.began)))
+	if c.answer.obs != nil {
+		c.answer.obs.ObserveDecision(d.Kind, time.Duration(max(0, c.now()-a.began)))
 	}
 }

@@ -48,14 +48,14 @@ func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd ratelimit.Dec
 	}
 	r.ctr.add(a.shard, rEarly, 1)
 	c.ctr.add(a.shard, cEarly, 1)
-	if ok, _ := c.earlyG.Allow(a.now); !ok {
+	if ok, _ := c.answer.earlyG.Allow(a.now); !ok {
 		c.ctr.add(a.shard, cEarlyHeld, 1)
 		return
 	}
 	w := EarlyWarning{Rule: r.Name, Key: strings.Clone(key), Used: used, Limit: rd.Limit,
 		Elapsed: time.Duration(elapsed), Window: time.Duration(r.early)}
-	if c.early != nil {
-		c.early(w)
+	if c.answer.early != nil {
+		c.answer.early(w)
 	}
 	if ok, n := c.logs.early.Allow(a.now); ok {
 		c.log.Warn("shed: key past half its limit early in its window", slog.String("rule", w.Rule),

@@ -49,8 +49,8 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 	waited := max(0, c.now()-start)
 	c.ctr.add(a.shard, cQueueWaits, 1)
 	c.ctr.add(a.shard, cQueueWaitNs, waited)
-	if c.obs != nil {
-		c.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
+	if c.answer.obs != nil {
+		c.answer.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
 	}
 	switch {
 	case err == nil:
@@ -81,8 +81,8 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req a
 	waited := max(0, c.now()-start)
 	c.ctr.add(a.shard, cQueueWaits, 1)
 	c.ctr.add(a.shard, cQueueWaitNs, waited)
-	if c.obs != nil {
-		c.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
+	if c.answer.obs != nil {
+		c.answer.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
 	}
 	if err != nil && ctx.Err() == nil {
 		c.ctr.add(a.shard, cQueueShed, 1)
@@ -124,7 +124,7 @@ func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
 			t.DoneAt(now, o)
 		}
 		for _, l := range a.leases {
-			if err := c.store.Release(context.Background(), l, now); err != nil {
+			if err := c.storage.store.Release(context.Background(), l, now); err != nil {
 				// Expired (its permits came back by themselves) or a
 				// store that failed: the lease lapses at its TTL.
 				c.ctr.add(a.shard, cLeaseLost, 1)

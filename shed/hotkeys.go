@@ -56,9 +56,9 @@ func (c *Controller) HotKeys(n int) ([]HotKey, error) {
 	if n < 1 || n > MaxListed {
 		return nil, fmt.Errorf("shed: HotKeys of %d keys: want 1 to %d", n, MaxListed)
 	}
-	kl, ok := c.store.(store.KeyLister)
+	kl, ok := c.storage.store.(store.KeyLister)
 	if !ok {
-		return nil, fmt.Errorf("shed: HotKeys: the store (%T) cannot list its keys", c.store)
+		return nil, fmt.Errorf("shed: HotKeys: the store (%T) cannot list its keys", c.storage.store)
 	}
 	now := c.now()
 	s := c.set.Load()
@@ -192,9 +192,9 @@ func (c *Controller) ResetHash(ctx context.Context, name, key string) error {
 	if err != nil {
 		return fmt.Errorf("shed: ResetHash: %w", err)
 	}
-	kl, ok := c.store.(store.KeyLister)
+	kl, ok := c.storage.store.(store.KeyLister)
 	if !ok {
-		return fmt.Errorf("shed: ResetHash: the store (%T) cannot reset a key by hash", c.store)
+		return fmt.Errorf("shed: ResetHash: the store (%T) cannot reset a key by hash", c.storage.store)
 	}
 	s := c.set.Load()
 	for i := range s.rules {

@@ -331,7 +331,7 @@ func (c *Controller) appendPart(dst []byte, p *keyPart, v string) []byte {
 	if !secret && len(v) <= MaxIdentity && (v == "" || v[0] != '#') && strings.IndexByte(v, '|') < 0 {
 		return append(dst, v...)
 	}
-	return c.hasher.AppendSumString(append(dst, '#'), v)
+	return c.reading.hasher.AppendSumString(append(dst, '#'), v)
 }
 
 // compositeKey returns the store key of Composite rule r for v, the
@@ -359,7 +359,7 @@ func (c *Controller) compositeKey(r *Rule, v string) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("key part ip: %q is not an IP address", vals[k])
 			}
-			dst = appendAddr(dst, c.res.Resolve(ip.String(), nil).Group.Addr()) // grouped as requests are
+			dst = appendAddr(dst, c.reading.res.Resolve(ip.String(), nil).Group.Addr()) // grouped as requests are
 			continue
 		}
 		if p.kind == partIdentity && vals[k] == "" {

@@ -106,15 +106,15 @@ func (s *ruleSet) storeIDs() map[store.LimitID]bool {
 // register registers spec with the store and records the limit as the
 // Controller's. Caller holds c.mu.
 func (c *Controller) register(spec store.Spec) (store.LimitID, error) {
-	id, err := c.store.Register(context.Background(), spec)
+	id, err := c.storage.store.Register(context.Background(), spec)
 	if err != nil {
 		return 0, err
 	}
-	if c.limits.owned == nil {
-		c.limits.owned = make(map[store.LimitID]struct{})
+	if c.storage.limits.owned == nil {
+		c.storage.limits.owned = make(map[store.LimitID]struct{})
 	}
-	c.limits.owned[id] = struct{}{}
-	c.limits.fresh = append(c.limits.fresh, id)
+	c.storage.limits.owned[id] = struct{}{}
+	c.storage.limits.fresh = append(c.storage.limits.fresh, id)
 	return id, nil
 }
 
@@ -128,17 +128,17 @@ func (c *Controller) unregister(ids []store.LimitID) ([]store.LimitID, error) {
 		first error
 	)
 	for _, id := range ids {
-		if err := c.store.Unregister(context.Background(), id); err != nil && !errors.Is(err, store.ErrUnknownLimit) {
+		if err := c.storage.store.Unregister(context.Background(), id); err != nil && !errors.Is(err, store.ErrUnknownLimit) {
 			left = append(left, id)
 			if first == nil {
 				first = err
 			}
 			continue
 		}
-		delete(c.limits.owned, id)
+		delete(c.storage.limits.owned, id)
 		// Overrides of equal scale share a limit: a later one must
 		// register a new one.
-		maps.DeleteFunc(c.scaledIDs, func(_ store.Spec, v store.LimitID) bool { return v == id })
+		maps.DeleteFunc(c.storage.scaledIDs, func(_ store.Spec, v store.LimitID) bool { return v == id })
 	}
 	return left, first
 }
@@ -150,13 +150,13 @@ func (c *Controller) unregister(ids []store.LimitID) ([]store.LimitID, error) {
 func (c *Controller) publish(next *ruleSet) {
 	prev := c.set.Load()
 	c.set.Store(next)
-	c.limits.fresh = c.limits.fresh[:0]
+	c.storage.limits.fresh = c.storage.limits.fresh[:0]
 	e := c.epoch.Load()
 	used := next.storeIDs()
-	for i := range c.limits.retired {
+	for i := range c.storage.limits.retired {
 		// An override's limit retired before and taken up again by next
 		// (overrides of equal scale share one) is not retired any more.
-		r := &c.limits.retired[i]
+		r := &c.storage.limits.retired[i]
 		r.ids = slices.DeleteFunc(r.ids, func(id store.LimitID) bool { return used[id] })
 	}
 	if prev != nil {
@@ -167,7 +167,7 @@ func (c *Controller) publish(next *ruleSet) {
 			}
 		}
 		if len(ids) > 0 {
-			c.limits.retired = append(c.limits.retired, retiredLimits{epoch: e, ids: ids})
+			c.storage.limits.retired = append(c.storage.limits.retired, retiredLimits{epoch: e, ids: ids})
 		}
 	}
 	if c.ctr.sum(cDeciding+int((e+1)&1)) != 0 {
@@ -176,7 +176,7 @@ func (c *Controller) publish(next *ruleSet) {
 	// Every decision that could have loaded a set older than the one
 	// published in epoch e entered in epoch e-1 or before, and has left.
 	var due, keep []retiredLimits
-	for _, r := range c.limits.retired {
+	for _, r := range c.storage.limits.retired {
 		if r.epoch < e {
 			due = append(due, r)
 		} else {
@@ -189,15 +189,15 @@ func (c *Controller) publish(next *ruleSet) {
 			keep = append(keep, retiredLimits{epoch: r.epoch, ids: left})
 		}
 	}
-	c.limits.retired = keep
+	c.storage.limits.retired = keep
 	c.epoch.Store(e + 1)
 }
 
 // dropFresh unregisters what a failing writer registered. Caller holds
 // c.mu.
 func (c *Controller) dropFresh() {
-	fresh := c.limits.fresh
-	c.limits.fresh = nil
+	fresh := c.storage.limits.fresh
+	c.storage.limits.fresh = nil
 	_, _ = c.unregister(fresh) // those left are owned: Close tries again
 }
 
@@ -205,8 +205,8 @@ func (c *Controller) dropFresh() {
 // whatever decisions are running. It returns the first error of the store
 // for those it failed to drop. Caller holds c.mu.
 func (c *Controller) unregisterAll() error {
-	ids := slices.Sorted(maps.Keys(c.limits.owned))
-	c.limits.retired = nil
+	ids := slices.Sorted(maps.Keys(c.storage.limits.owned))
+	c.storage.limits.retired = nil
 	_, err := c.unregister(ids)
 	return err
 }

@@ -39,8 +39,8 @@ type middleware struct {
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := m.c
-	ip := c.res.ClientIP(r)
-	if c.exempt != nil && c.exempt.match(ip.Addr, r.URL.EscapedPath()) {
+	ip := c.reading.res.ClientIP(r)
+	if c.reading.exempt != nil && c.reading.exempt.match(ip.Addr, r.URL.EscapedPath()) {
 		c.ctr.add(0, cExempt, 1) // no ticket, no shard: exempt requests are few (health checks)
 		m.next.ServeHTTP(w, r)
 		return
@@ -54,21 +54,21 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// is broken: no decision, so no admission.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
 	}
-	if c.headers == nil {
+	if c.answer.headers == nil {
 		d.writeHeaders(w.Header(), &a.slab)
 	} else {
-		c.headers(w.Header(), d)
+		c.answer.headers(w.Header(), d)
 	}
 	if !d.Allowed {
 		c.put(a)
-		c.reject(w, r, d)
+		c.answer.reject(w, r, d)
 		return
 	}
 	gen := a.gen.Load()
 	a.w = statusWriter{ResponseWriter: w}
 	m.serve(a, gen, r)
-	if c.actual != nil {
-		if n, ok := c.actual(w.Header()); ok && n >= 0 {
+	if c.reading.actual != nil {
+		if n, ok := c.reading.actual(w.Header()); ok && n >= 0 {
 			c.recost(a, c.now(), n)
 		}
 	}
@@ -96,8 +96,8 @@ func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, 
 		c.unknownPeer(a, r.RemoteAddr)
 	}
 	var signals []fingerprint.Signal
-	if c.client != nil {
-		cl := c.client(r)
+	if c.reading.client != nil {
+		cl := c.reading.client(r)
 		a.ask.User, a.ask.APIKey, a.ask.Tenant, a.ask.Tier, a.ask.Priority = cl.User, cl.APIKey, cl.Tenant, cl.Tier, cl.Priority
 		a.ask.Attributes = cl.Attributes
 		a.ask.Weight = cl.Weight
@@ -106,8 +106,8 @@ func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, 
 	if c.suspicion != nil && a.ask.IP.IsValid() {
 		c.observe(a, r, signals, peek)
 	}
-	if c.cost != nil {
-		a.ask.Cost = c.cost(r)
+	if c.reading.cost != nil {
+		a.ask.Cost = c.reading.cost(r)
 	}
 }
 

@@ -189,7 +189,7 @@ func (c *Controller) overrideKey(r *Rule, v string) (string, error) {
 		if _, err := netip.ParseAddr(v); err != nil {
 			return "", errors.New("key is not an IP address")
 		}
-		g := c.res.Resolve(v, nil).Group
+		g := c.reading.res.Resolve(v, nil).Group
 		if !g.IsValid() {
 			return "", errors.New("key is not an IP address")
 		}
@@ -197,7 +197,7 @@ func (c *Controller) overrideKey(r *Rule, v string) (string, error) {
 	case User:
 		return string(c.appendID([]byte("user:"), v)), nil
 	case APIKey:
-		return string(c.hasher.AppendSumString([]byte("key:"), v)), nil
+		return string(c.reading.hasher.AppendSumString([]byte("key:"), v)), nil
 	case Tenant:
 		return string(c.appendID([]byte("tenant:"), v)), nil
 	}
@@ -215,20 +215,20 @@ func (c *Controller) scaled(r *rule, factor float64, label string, capacity int)
 		return 0, err
 	}
 	spec.Name = r.Name + "#" + label // the key of scaledIDs; registered under named.Name
-	if c.scaledIDs == nil {
-		c.scaledIDs = make(map[store.Spec]store.LimitID)
+	if c.storage.scaledIDs == nil {
+		c.storage.scaledIDs = make(map[store.Spec]store.LimitID)
 	}
-	if id, ok := c.scaledIDs[spec]; ok {
+	if id, ok := c.storage.scaledIDs[spec]; ok {
 		return id, nil
 	}
 	named := spec
-	c.storeN++
-	named.Name = fmt.Sprintf("%s#%s-%d", r.Name, label, c.storeN)
+	c.storage.storeN++
+	named.Name = fmt.Sprintf("%s#%s-%d", r.Name, label, c.storage.storeN)
 	id, err := c.register(named)
 	if err != nil {
 		return 0, err
 	}
-	c.scaledIDs[spec] = id
+	c.storage.scaledIDs[spec] = id
 	return id, nil
 }
 

@@ -70,8 +70,8 @@ func (c *Controller) Peek(ctx context.Context, a Attempt) (Decision, error) {
 // (WithExemptions) reads as allowed by no rule. It reads nothing from r's
 // body; the context is r's. Safe for concurrent use.
 func (c *Controller) PeekRequest(r *http.Request) (Decision, error) {
-	ip := c.res.ClientIP(r)
-	if c.exempt != nil && c.exempt.match(ip.Addr, r.URL.EscapedPath()) {
+	ip := c.reading.res.ClientIP(r)
+	if c.reading.exempt != nil && c.reading.exempt.match(ip.Addr, r.URL.EscapedPath()) {
 		return Decision{Allowed: true, rule: -1}, nil
 	}
 	a := c.get()
@@ -147,7 +147,7 @@ func (c *Controller) peek(ctx context.Context, a *ticket, d *Decision) error {
 // a store that failed.
 func (c *Controller) peekStore(ctx context.Context, a *ticket, d *Decision) (bool, error) {
 	for a.req.N > 0 {
-		if err := c.store.Decide(ctx, &a.req, &a.res); err != nil {
+		if err := c.storage.store.Decide(ctx, &a.req, &a.res); err != nil {
 			c.ctr.add(a.shard, cStoreErrors, 1)
 			if cerr := ctx.Err(); cerr != nil {
 				return false, cerr

@@ -43,7 +43,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	defer c.Close()
 	var mixed, admitted, total atomic.Int64
-	c.hook = func(d Decision) {
+	c.answer.hook = func(d Decision) {
 		total.Add(1)
 		if d.Allowed {
 			admitted.Add(1)
@@ -124,7 +124,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := c.store.(*store.Memory).Limits(); n != 4 {
+	if n := c.storage.store.(*store.Memory).Limits(); n != 4 {
 		t.Fatalf("%d limits in the store after %d reloads, want 4", n, reloads+2)
 	}
 }

@@ -279,8 +279,8 @@ func (c *Controller) awaitSlot(ctx context.Context, a *ticket) bool {
 		r.ctr.add(a.shard, rWaited, 1)
 		r.ctr.add(a.shard, rWaitNs, int64(wait))
 		r.waits.leave()
-		if c.obs != nil {
-			c.obs.ObserveQueueWait(r.Name, wait, true)
+		if c.answer.obs != nil {
+			c.answer.obs.ObserveQueueWait(r.Name, wait, true)
 		}
 	}
 	for _, h := range a.reserved {
@@ -316,8 +316,8 @@ func (c *Controller) undoStore(a *ticket) {
 	a.stored = false
 	a.storeWaits(func(r *rule, hr *store.HitResult) {
 		r.waits.leave()
-		if c.obs != nil {
-			c.obs.ObserveQueueWait(r.Name, hr.Wait, false)
+		if c.answer.obs != nil {
+			c.answer.obs.ObserveQueueWait(r.Name, hr.Wait, false)
 		}
 	})
 	a.waitsStored = false
@@ -335,7 +335,7 @@ func (c *Controller) undoStore(a *ticket) {
 		return
 	}
 	a.req.N, a.res.N, a.req.Now = n, n, a.now // after a wait, its end (see awaitSlot)
-	rf, ok := c.store.(store.Refunder)
+	rf, ok := c.storage.store.(store.Refunder)
 	if !ok || rf.Refund(context.Background(), &a.req, &a.res) != nil {
 		for _, i := range a.hitRule[:n] {
 			a.set.rules[i].ctr.add(a.shard, rRefundsLost, 1)
@@ -356,8 +356,8 @@ func (c *Controller) cancelReserved(a *ticket, i int) bool {
 		r.rate.(reserver).cancel(a.now, a.cost, h.r)
 		if h.waiter {
 			r.waits.leave()
-			if c.obs != nil {
-				c.obs.ObserveQueueWait(r.Name, h.r.Wait, false)
+			if c.answer.obs != nil {
+				c.answer.obs.ObserveQueueWait(r.Name, h.r.Wait, false)
 			}
 		}
 		a.reserved[k] = a.reserved[len(a.reserved)-1]

@@ -19,9 +19,9 @@ import (
 // for concurrent use with decisions; one racing with it is counted before
 // or after the reset, or not at all.
 func (c *Controller) ResetKey(ctx context.Context, name, v string) error {
-	rs, ok := c.store.(store.Resetter)
+	rs, ok := c.storage.store.(store.Resetter)
 	if !ok {
-		return fmt.Errorf("shed: ResetKey: the store (%T) cannot reset a key", c.store)
+		return fmt.Errorf("shed: ResetKey: the store (%T) cannot reset a key", c.storage.store)
 	}
 	s := c.set.Load()
 	for i := range s.rules {

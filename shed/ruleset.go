@@ -176,22 +176,22 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 		}
 	}
 	switch {
-	case len(s.tiers) > 0 && c.defTier == "":
+	case len(s.tiers) > 0 && c.reading.defTier == "":
 		return fail(fmt.Errorf("shed: rules have tiers (%q...); WithDefaultTier must name the tier of clients whose tier no rule names", s.tiers[0]))
-	case len(s.tiers) > 0 && !containsString(s.tiers, c.defTier):
-		return fail(fmt.Errorf("shed: the default tier %q is no rule's tier (tiers: %q)", c.defTier, s.tiers))
-	case len(s.tiers) == 0 && c.defTier != "" && prev == nil:
-		return fail(fmt.Errorf("shed: WithDefaultTier(%q) but no rule has a tier", c.defTier))
+	case len(s.tiers) > 0 && !containsString(s.tiers, c.reading.defTier):
+		return fail(fmt.Errorf("shed: the default tier %q is no rule's tier (tiers: %q)", c.reading.defTier, s.tiers))
+	case len(s.tiers) == 0 && c.reading.defTier != "" && prev == nil:
+		return fail(fmt.Errorf("shed: WithDefaultTier(%q) but no rule has a tier", c.reading.defTier))
 	}
 	for i, t := range s.tiers {
-		if t == c.defTier {
+		if t == c.reading.defTier {
 			s.def = i
 		}
 	}
 	if err := s.collectParts(); err != nil {
 		return fail(err)
 	}
-	if err := s.makePlans(c.fields); err != nil {
+	if err := s.makePlans(c.answer.fields); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -291,8 +291,8 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 			dst.id, dst.storeName = keep.id, keep.storeName
 		default:
 			if reload {
-				c.storeN++
-				spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
+				c.storage.storeN++
+				spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storage.storeN)
 			}
 			if dst.id, err = c.register(spec); err != nil {
 				return r.errorf("%w", err)
@@ -343,7 +343,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 // prefix overflow: OverflowPrefix is OverflowReject to the store, and the
 // prefix limit is registered anew), and the store is one.
 func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
-	if _, ok := c.store.(store.Updater); !ok || o.id == 0 || o.dry != (r.DryRun || dryAll) {
+	if _, ok := c.storage.store.(store.Updater); !ok || o.id == 0 || o.dry != (r.DryRun || dryAll) {
 		return false
 	}
 	was := o.Rule
@@ -361,7 +361,7 @@ func (c *Controller) updatable(o *rule, r Rule, dryAll bool) bool {
 // any changed rule. When that fails too, the limits updated already are
 // put back as they were and the error returned. Caller holds c.mu.
 func (c *Controller) applyUpdates(s, prev *ruleSet) error {
-	u, _ := c.store.(store.Updater)
+	u, _ := c.storage.store.(store.Updater)
 	var done []int
 	for _, i := range s.updates {
 		r := &s.rules[i]
@@ -372,8 +372,8 @@ func (c *Controller) applyUpdates(s, prev *ruleSet) error {
 			done = append(done, i)
 			continue
 		}
-		c.storeN++
-		spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storeN)
+		c.storage.storeN++
+		spec.Name = fmt.Sprintf("%s#%d", r.Name, c.storage.storeN)
 		id, rerr := c.register(spec)
 		if rerr != nil {
 			for _, j := range done { // back as the set in force has them

@@ -263,13 +263,13 @@ func (c *Controller) Stats() Stats {
 		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject), Peeks: u(cPeeks),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
-	if hr, ok := c.store.(store.HealthReporter); ok {
+	if hr, ok := c.storage.store.(store.HealthReporter); ok {
 		s.StoreReports, s.Store = true, hr.Health()
 	}
 	if ps, ok := c.pen.(penaltyStatser); ok {
 		s.Penalty = ps.Stats()
 	}
-	ts, _ := c.store.(tableStatser)
+	ts, _ := c.storage.store.(tableStatser)
 	for i := range set.rules {
 		r := &set.rules[i]
 		ru := func(j int) uint64 { return uint64(max(0, r.ctr.sum(j))) }

@@ -164,7 +164,7 @@ func (c *Controller) shadowTightened(ctx context.Context, a *ticket, d *Decision
 	if a.adj.N == 0 {
 		return
 	}
-	if err := c.store.Decide(ctx, &a.adj, &a.adjRes); err != nil || a.adjRes.Allowed {
+	if err := c.storage.store.Decide(ctx, &a.adj, &a.adjRes); err != nil || a.adjRes.Allowed {
 		return
 	}
 	i := rules[a.adjRes.Decider]

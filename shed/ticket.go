@@ -136,7 +136,7 @@ func (a *ticket) buildKey(id Identity) bool {
 			if a.ask.APIKey == "" {
 				return false
 			}
-			a.buf = a.c.hasher.AppendSumString(append(a.buf, "key:"...), a.ask.APIKey)
+			a.buf = a.c.reading.hasher.AppendSumString(append(a.buf, "key:"...), a.ask.APIKey)
 		case Tenant:
 			if a.ask.Tenant == "" {
 				return false
@@ -169,7 +169,7 @@ func (c *Controller) appendID(dst []byte, id string) []byte {
 	if len(id) <= MaxIdentity && id[0] != '#' {
 		return append(dst, id...)
 	}
-	return c.hasher.AppendSumString(append(dst, '#'), id)
+	return c.reading.hasher.AppendSumString(append(dst, '#'), id)
 }
 
 // appendIPKey appends the store key of client address ip: "ip:" and the
