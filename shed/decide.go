@@ -58,7 +58,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		c.ctr.add(a.shard, cTightened, 1)
 	}
 	if p.local && c.pen == nil {
-		c.decideLocal(a, p, d)
+		c.decideLocal(ctx, a, p, d)
 		return nil
 	}
 	checkPenalty := c.buildKeys(a, p)
@@ -79,29 +79,8 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	}
 
 	// 2. Global rate rules, in this process.
-	for _, i := range p.rates {
-		r := &a.set.rules[i]
-		var rd ratelimit.Decision
-		if r.waits == nil && a.wait == 0 {
-			rd = r.rate.AllowN(now, cost)
-		} else {
-			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
-		}
-		if !rd.Allowed() {
-			if r.dry {
-				c.markDry(a, d, r.Name, r.kind)
-				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
-				continue
-			}
-			c.rollback(a, d)
-			c.rejectBy(a, d, i, rd)
-			return nil
-		}
-		a.rated = append(a.rated, i)
-		c.consider(d, i, rd)
-		if r.early > 0 {
-			c.earlyCheck(a, r, "", rd)
-		}
+	if !c.decideRates(ctx, a, p, d) {
+		return nil
 	}
 
 	// 3. Global concurrency and adaptive limits, in this process; for an
@@ -141,6 +120,43 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		}
 	}
 
+	c.admit(a, d)
+	return nil
+}
+
+// decideRates decides the Global rate rules of p, in this process, in
+// order. It returns false when one rejected: d says so, and what the
+// earlier rules took is given back.
+func (c *Controller) decideRates(ctx context.Context, a *ticket, p *plan, d *Decision) bool {
+	for _, i := range p.rates {
+		r := &a.set.rules[i]
+		var rd ratelimit.Decision
+		if r.waits == nil && a.wait == 0 {
+			rd = r.rate.AllowN(a.now, a.cost)
+		} else {
+			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
+		}
+		if !rd.Allowed() {
+			if r.dry {
+				c.dryReject(a, d, r, r.kind)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, rd)
+			return false
+		}
+		a.rated = append(a.rated, i)
+		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
+	}
+	return true
+}
+
+// admit ends d as an admission: every rule that admitted a counts it, and
+// a holds what it took until done.
+func (c *Controller) admit(a *ticket, d *Decision) {
 	for _, i := range a.rated {
 		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
 	}
@@ -157,7 +173,13 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.stored = false // nothing to roll back any more
 	a.active = true  // counted by done as admitted: inflight is admitted - finished
 	c.done(a, d)
-	return nil
+}
+
+// dryReject marks d as a dry-run rejection by rule r, of kind k, and
+// counts on r what it would have rejected.
+func (c *Controller) dryReject(a *ticket, d *Decision, r *rule, k Kind) {
+	c.markDry(a, d, r.Name, k)
+	r.ctr.add(a.shard, rWouldReject, 1)
 }
 
 // decideLocal is decide for a plan of Global rules that never wait
@@ -165,33 +187,16 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 // call. The rate rules decide first, then the concurrency rules take
 // their permits; when one rejects, what the earlier ones took is given
 // back.
-func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
-	now, cost, rules := a.now, a.cost, a.set.rules
-	for _, i := range p.rates {
-		r := &rules[i]
-		rd := r.rate.AllowN(now, cost)
-		if !rd.Allowed() {
-			if r.dry {
-				c.markDry(a, d, r.Name, r.kind)
-				r.ctr.add(a.shard, rWouldReject, 1)
-				continue
-			}
-			c.rollback(a, d)
-			c.rejectBy(a, d, i, rd)
-			return
-		}
-		a.rated = append(a.rated, i)
-		c.consider(d, i, rd)
-		if r.early > 0 {
-			c.earlyCheck(a, r, "", rd)
-		}
+func (c *Controller) decideLocal(ctx context.Context, a *ticket, p *plan, d *Decision) {
+	if !c.decideRates(ctx, a, p, d) {
+		return
 	}
+	cost, rules := a.cost, a.set.rules
 	for _, i := range p.concs {
 		r := &rules[i]
 		if !r.sem.TryAcquire(a.semShard, cost) {
 			if r.dry {
-				c.markDry(a, d, r.Name, r.kind)
-				r.ctr.add(a.shard, rWouldReject, 1)
+				c.dryReject(a, d, r, r.kind)
 				continue
 			}
 			c.rollback(a, d)
@@ -200,17 +205,7 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 		}
 		a.sems = append(a.sems, i)
 	}
-	for _, i := range a.rated {
-		rules[i].ctr.add(a.shard, rAllowed, 1)
-	}
-	for _, i := range a.sems {
-		rules[i].ctr.add(a.shard, rAllowed, 1)
-	}
-	if d.rule >= 0 {
-		d.Rule = rules[d.rule].Name
-	}
-	a.active = true // counted by done as admitted: inflight is admitted - finished
-	c.done(a, d)
+	c.admit(a, d)
 }
 
 // begin validates a.ask, sets a.now and a.cost (a zero cost is 1), starts
@@ -284,8 +279,7 @@ func (c *Controller) decideConcs(ctx context.Context, a *ticket, p *plan, d *Dec
 		}
 		if !ok {
 			if r.dry {
-				c.markDry(a, d, r.Name, r.kind)
-				a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+				c.dryReject(a, d, r, r.kind)
 				continue
 			}
 			c.rollback(a, d)
@@ -344,8 +338,7 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			if full || prefix {
 				kind = Shedding
 			}
-			c.markDry(a, d, r.Name, kind)
-			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+			c.dryReject(a, d, r, kind)
 			// Decide the others again without it.
 			copy(a.req.Hits[h:a.req.N], a.req.Hits[h+1:a.req.N])
 			copy(a.hitRule[h:a.req.N], a.hitRule[h+1:a.req.N])
@@ -458,8 +451,7 @@ func (c *Controller) storeFailed(ctx context.Context, a *ticket, d *Decision, er
 	for _, i := range hits {
 		r := &a.set.rules[i]
 		if r.Failure == FailClosed { // in dry-run: it would have rejected
-			c.markDry(a, d, r.Name, Shedding)
-			a.set.rules[i].ctr.add(a.shard, rWouldReject, 1)
+			c.dryReject(a, d, r, Shedding)
 		}
 		a.set.rules[i].ctr.add(a.shard, rFailOpen, 1)
 	}
