@@ -34,20 +34,8 @@ func TestGoexitInHandlerReturnsPermits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/exit" {
-			runtime.Goexit()
-		}
-		ok(w, r)
-	}))
-	for range 4 {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/exit", nil))
-		}()
-		<-done
-	}
+	h := goexitServer(c)
+	goexits(h, 4)
 	if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
 		t.Fatalf("after 4 Goexits in a limit-2 server: %d", w.Code)
 	}
@@ -1051,5 +1039,29 @@ func TestSuspiciousClientsGetTightenedLimits(t *testing.T) {
 	if _, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 1, Window: time.Hour}},
 		WithSuspicion(Suspicion{Tracker: tracker})); err == nil {
 		t.Fatal("WithSuspicion without a Scale: no error")
+	}
+}
+
+// goexitServer is c's middleware over a handler that calls runtime.Goexit
+// for /exit and answers 200 otherwise.
+func goexitServer(c *Controller) http.Handler {
+	return c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/exit" {
+			runtime.Goexit()
+		}
+		ok(w, r)
+	}))
+}
+
+// goexits sends n requests to /exit of h, one after the other, each on a
+// goroutine of its own that Goexit ends.
+func goexits(h http.Handler, n int) {
+	for range n {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/exit", nil))
+		}()
+		<-done
 	}
 }

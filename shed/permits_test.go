@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -152,20 +151,8 @@ func TestShardedPermitsComeBackOnGoexitAndCancel(t *testing.T) {
 		if c.set.Load().rules[0].sem.sharded == nil {
 			t.Fatal("the global rule is not sharded")
 		}
-		h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/exit" {
-				runtime.Goexit()
-			}
-			ok(w, r)
-		}))
-		for range 3 {
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/exit", nil))
-			}()
-			<-done
-		}
+		h := goexitServer(c)
+		goexits(h, 3)
 		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
 			t.Fatalf("after 3 Goexits of half the limit: %d", w.Code)
 		}
