@@ -37,7 +37,7 @@ func Example() {
 	}
 	_ = srv // srv.Serve(g.Listener(ln)) serves behind the Guard
 	fmt.Printf("shedding %v, %+v\n", c.Shedding(), g.Stats())
-	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0}
+	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0 IdleShed:0 Pauses:0 Paused:0s}
 }
 
 func must[T any](v T, err error) T {

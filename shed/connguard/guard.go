@@ -48,10 +48,20 @@ type Guard struct {
 	refusal Refusal
 	resp    []byte // the 503, written whole on a refused connection
 
-	// acc spreads the shed share over connections: each accept adds the
-	// share (scaled to 2^64) and a wrap-around refuses, so that exactly
-	// floor(n*share) of n accepts are refused, whatever their interleaving.
-	acc atomic.Uint64
+	// conns picks the connections refused at accept, idle those closed
+	// as they go idle (WithIdleShed).
+	conns, idle spreader
+
+	// period is the pacing period of WithPause, zero without it; backlog
+	// the accept queue of WithBacklog, zero without it; idleShed is
+	// WithIdleShed.
+	period   time.Duration
+	backlog  int
+	idleShed bool
+	// waiting counts the Accept calls that wait in a pause, and wake
+	// ends one of those waits early (see nudge).
+	waiting atomic.Int32
+	wake    chan struct{}
 
 	// mu guards the list of held connections, oldest first, and its
 	// length; it is taken once at accept and once at close, never per
@@ -75,6 +85,9 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	refusal    Refusal
 	retryAfter time.Duration
+	period     time.Duration
+	backlog    int
+	idleShed   bool
 }
 
 // WithRefusal chooses how a refused connection is answered (Respond
@@ -102,6 +115,53 @@ func WithRetryAfter(d time.Duration) Option {
 	})
 }
 
+// MaxPausePeriod is the longest pacing period WithPause takes: a listener
+// closed for longer than this is a listener that does not serve.
+const MaxPausePeriod = time.Second
+
+// WithPause makes the Guard pace its listener instead of refusing
+// connections while the Signal sheds: for the share f the Signal sheds,
+// the listener does not accept during that share of every period (see
+// the package doc, "Pausing"). The period must be positive and at most
+// MaxPausePeriod; 10 ms is a good start.
+func WithPause(period time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if period <= 0 || period > MaxPausePeriod {
+			return fmt.Errorf("connguard: pause period %v is not in (0, %v]", period, MaxPausePeriod)
+		}
+		c.period = period
+		return nil
+	})
+}
+
+// WithBacklog sets the length of the kernel's accept queue of the
+// listeners the Guard wraps, on Linux, to n (the kernel's
+// net.core.somaxconn caps it; Go listens with that cap): with WithPause,
+// a short queue makes the kernel drop the SYNs of the surplus connections
+// while the listener does not accept, and keeps the connections waiting in
+// the queue fresh. Elsewhere it changes nothing. An n below 1 is an error.
+func WithBacklog(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("connguard: backlog %d is below 1", n)
+		}
+		c.backlog = n
+		return nil
+	})
+}
+
+// WithIdleShed makes the Guard close, while the Signal sheds a share f,
+// that share of its connections as they go idle (http.StateIdle, through
+// ConnState), so that their clients' next requests come through Accept,
+// where the Guard refuses or paces them, instead of reaching the handler
+// on a kept-alive connection.
+func WithIdleShed() Option {
+	return optionFunc(func(c *config) error {
+		c.idleShed = true
+		return nil
+	})
+}
+
 // New returns a Guard that holds at most maxConns connections at once
 // (Unbounded for no bound) and refuses the share of new connections that
 // sig sheds. It returns an error (starting with "connguard: ") for a nil
@@ -125,25 +185,35 @@ func New(sig Signal, maxConns int, opts ...Option) (*Guard, error) {
 	secs := (cfg.retryAfter + time.Second - 1) / time.Second
 	resp := "HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + strconv.FormatInt(int64(secs), 10) +
 		"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-	return &Guard{sig: sig, max: maxConns, refusal: cfg.refusal, resp: []byte(resp)}, nil
+	return &Guard{sig: sig, max: maxConns, refusal: cfg.refusal, resp: []byte(resp),
+		period: cfg.period, backlog: cfg.backlog, idleShed: cfg.idleShed, wake: make(chan struct{}, 1)}, nil
 }
 
-// shedNow reports whether the connection being accepted is in the share
-// the Signal sheds.
-func (g *Guard) shedNow() bool {
+// spreader spreads a share over a sequence of events: each event adds the
+// share (scaled to 2^64) and a wrap-around picks it, so that exactly
+// floor(n*share) of n events are picked, give or take one, whatever their
+// interleaving.
+type spreader struct{ acc atomic.Uint64 }
+
+// pick reports whether this event is in the share f. NaN and shares not
+// above zero pick nothing; shares of one and more pick everything.
+func (s *spreader) pick(f float64) bool {
 	var step uint64
-	switch f := g.sig.Shedding(); {
+	switch {
 	case f >= 1:
 		return true
-	case f > 0: // NaN and negative shares shed nothing
+	case f > 0:
 		step = uint64(math.Ldexp(f, 64))
 	default:
 		return false
 	}
-	// The add wrapped around iff the accumulated share crossed a whole
-	// connection.
-	return g.acc.Add(step) < step
+	// The add wrapped around iff the accumulated share crossed a whole event.
+	return s.acc.Add(step) < step
 }
+
+// shedNow reports whether the connection being accepted is in the share
+// the Signal sheds.
+func (g *Guard) shedNow() bool { return g.conns.pick(g.sig.Shedding()) }
 
 // admit decides a connection past the Signal: it joins the held list, in
 // place of the oldest idle connection at the bound, which admit returns to
@@ -204,7 +274,10 @@ func (g *Guard) release(c *conn) {
 // it as the http.Server's ConnState (or call it from the server's own).
 // Connections that are not the Guard's listener's (after unwrapping a
 // *tls.Conn or any conn with a NetConn method) are ignored. Safe for
-// concurrent use; one atomic store, no lock.
+// concurrent use; one atomic store, no lock. With WithIdleShed, a
+// connection going idle reads the Signal too and may be closed here; with
+// WithPause, a connection going idle ends a pause early, so that Accept
+// reads the Signal again (a request that ended may have changed it).
 func (g *Guard) ConnState(nc net.Conn, s http.ConnState) {
 	c := own(nc)
 	if c == nil || c.g != g {
@@ -215,6 +288,11 @@ func (g *Guard) ConnState(nc net.Conn, s http.ConnState) {
 		c.setState(stateActive)
 	case http.StateIdle:
 		c.setState(stateIdle)
+		if g.idleShed && g.idle.pick(g.sig.Shedding()) && c.state.CompareAndSwap(stateIdle, stateEvicted) {
+			g.ctr.idleShed.Add(1)
+			_ = c.Close() // the server's read of the next request fails and its goroutine ends
+		}
+		g.nudge()
 	case http.StateHijacked:
 		c.setState(stateHijacked)
 	}

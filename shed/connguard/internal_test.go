@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -23,7 +24,7 @@ func TestShedNowRefusesTheShareGiveOrTakeOne(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.acc.Store(rapid.Uint64().Draw(t, "start"))
+		g.conns.acc.Store(rapid.Uint64().Draw(t, "start"))
 		refused := 0
 		for range n {
 			if g.shedNow() {
@@ -84,4 +85,33 @@ func TestShedNowAndConnStateDoNotAllocate(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("%v allocations", n)
 	}
+}
+
+// At any instant a pacing listener is open or closed, never both; the
+// open part is the first 1-f of the period and a closed part lasts to the
+// period's end.
+func TestPhaseOpensTheFirstShareOfEveryPeriod(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		period := time.Duration(rapid.Int64Range(1, int64(MaxPausePeriod)).Draw(t, "period"))
+		f := rapid.Float64Range(-0.5, 1.5).Draw(t, "share")
+		elapsed := time.Duration(rapid.Int64Range(0, 1000*int64(period)).Draw(t, "elapsed"))
+		open, closed := phase(elapsed, period, f)
+		into := elapsed % period
+		cut := period // the end of the open part
+		switch {
+		case f >= 1:
+			cut = 0
+		case f > 0:
+			cut = time.Duration(float64(period) * (1 - f))
+		}
+		if (open > 0) == (closed > 0) {
+			t.Fatalf("open %v and closed %v at once", open, closed)
+		}
+		if into < cut && open != cut-into {
+			t.Fatalf("%v into the period, open part to %v: open %v more, want %v", into, cut, open, cut-into)
+		}
+		if into >= cut && closed != period-into {
+			t.Fatalf("%v into the period, open part to %v: closed %v more, want %v", into, cut, closed, period-into)
+		}
+	})
 }

@@ -2,7 +2,9 @@ package connguard
 
 import (
 	"net"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The states of a held connection, as ConnState reports them.
@@ -23,29 +25,57 @@ const (
 // With Respond, on Linux, a TCP ln is set to hand over a connection only
 // once its first bytes arrived (TCP_DEFER_ACCEPT, for up to a second), so
 // that a refused connection's request is there to read before the 503.
-// This changes ln itself, for every server that accepts from it.
+// With WithBacklog, on Linux, a TCP ln's accept queue is shortened
+// (listen(2) again). Both change ln itself, for every server that accepts
+// from it.
+//
+// With WithPause, Accept waits without accepting while the pacing keeps
+// the listener closed (see the package doc); Close ends such a wait. When
+// ln has a SetDeadline method (TCP and Unix listeners do), the pacing uses
+// it to end an Accept at the end of an open part: it owns ln's deadline.
 func (g *Guard) Listener(ln net.Listener) net.Listener {
 	if g.refusal == Respond {
 		deferAccept(ln)
 	}
-	return &listener{Listener: ln, g: g}
+	if g.backlog > 0 {
+		setBacklog(ln, g.backlog)
+	}
+	return &listener{Listener: ln, g: g, made: time.Now(), done: make(chan struct{})}
 }
 
 type listener struct {
 	net.Listener
 	g *Guard
+	// made is when the listener was made: the pacing periods count from it.
+	made time.Time
+	// done is closed by Close, to end a pause.
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Close closes ln and ends a pause of Accept.
+func (l *listener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
 }
 
 // Accept waits for a connection the Guard admits; each one refused on the
-// way is answered and closed here, in the accepting goroutine.
+// way is answered and closed here, in the accepting goroutine. With
+// WithPause it first waits out the closed part of the pacing period.
 func (l *listener) Accept() (net.Conn, error) {
 	g := l.g
 	for { // once per connection ln accepts
-		nc, err := l.Listener.Accept()
+		var nc net.Conn
+		var err error
+		if g.period > 0 {
+			nc, err = l.acceptPaced()
+		} else {
+			nc, err = l.Listener.Accept()
+		}
 		if err != nil {
 			return nil, err
 		}
-		if g.shedNow() {
+		if g.period == 0 && g.shedNow() {
 			g.ctr.shed.Add(1)
 			g.refuse(nc)
 			continue
@@ -111,6 +141,7 @@ func (c *conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.g.release(c)
 		c.g.ctr.closed.Add(1)
+		c.g.nudge()
 	}
 	return err
 }

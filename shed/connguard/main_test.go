@@ -3,8 +3,10 @@ package connguard_test
 import (
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -18,10 +20,12 @@ func (s *share) Shedding() float64 { return float64(s.bits.Load()) / 1e6 }
 func (s *share) set(f float64)     { s.bits.Store(uint64(f * 1e6)) }
 
 // pipeListener is an in-memory listener: dial hands Accept one end of a
-// net.Pipe and returns the other, the client's.
+// net.Pipe and returns the other, the client's. Its Accept takes a
+// deadline, as a TCP listener's does.
 type pipeListener struct {
-	ch   chan net.Conn
-	done chan struct{}
+	ch       chan net.Conn
+	done     chan struct{}
+	deadline atomic.Pointer[time.Time]
 }
 
 func newPipeListener() *pipeListener {
@@ -29,13 +33,23 @@ func newPipeListener() *pipeListener {
 }
 
 func (l *pipeListener) Accept() (net.Conn, error) {
+	var expired <-chan time.Time
+	if d := l.deadline.Load(); d != nil && !d.IsZero() {
+		t := time.NewTimer(time.Until(*d))
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case c := <-l.ch:
 		return c, nil
 	case <-l.done:
 		return nil, net.ErrClosed
+	case <-expired:
+		return nil, os.ErrDeadlineExceeded
 	}
 }
+
+func (l *pipeListener) SetDeadline(t time.Time) error { l.deadline.Store(&t); return nil }
 
 func (l *pipeListener) Close() error   { close(l.done); return nil }
 func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }

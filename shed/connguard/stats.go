@@ -1,6 +1,9 @@
 package connguard
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats is a snapshot of a Guard's counters. Counters only grow, except
 // Open.
@@ -20,11 +23,19 @@ type Stats struct {
 	// WriteErrors those the 503 could not be written to (the client had
 	// gone).
 	Unanswered, WriteErrors uint64
+	// IdleShed counts the connections WithIdleShed closed as they went
+	// idle while the Signal shed.
+	IdleShed uint64
+	// Pauses counts the waits of a pacing listener (WithPause) and Paused
+	// is their total length.
+	Pauses uint64
+	Paused time.Duration
 }
 
 // counters are a Guard's counters; they change once per connection.
 type counters struct {
 	accepted, closed, shed, full, idleClosed, unanswered, writeErrors atomic.Uint64
+	idleShed, pauses, pausedNS                                        atomic.Uint64
 }
 
 // Stats returns a snapshot of g's counters. Safe for concurrent use.
@@ -35,5 +46,6 @@ func (g *Guard) Stats() Stats {
 		Accepted: accepted, Open: int64(accepted - closed),
 		Shed: g.ctr.shed.Load(), Full: g.ctr.full.Load(),
 		IdleClosed: g.ctr.idleClosed.Load(), Unanswered: g.ctr.unanswered.Load(), WriteErrors: g.ctr.writeErrors.Load(),
+		IdleShed: g.ctr.idleShed.Load(), Pauses: g.ctr.pauses.Load(), Paused: time.Duration(g.ctr.pausedNS.Load()),
 	}
 }

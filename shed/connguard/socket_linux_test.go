@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/shed/connguard"
 )
@@ -69,3 +71,49 @@ func TestRespondWaitsForTheRequestBeforeItRefuses(t *testing.T) {
 type fixedShare float64
 
 func (f fixedShare) Shedding() float64 { return float64(f) }
+
+// TestBacklogShortensTheKernelsAcceptQueue reads the accept queue's
+// length back from the kernel: TCP_INFO of a listening socket carries it
+// in tcpi_sacked.
+func TestBacklogShortensTheKernelsAcceptQueue(t *testing.T) {
+	for _, n := range []int{0, 1, 16} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := acceptQueue(t, ln)
+		var opts []connguard.Option
+		if n > 0 {
+			opts = append(opts, connguard.WithBacklog(n))
+		}
+		gl := newGuard(t, fixedShare(0), connguard.Unbounded, opts...).Listener(ln)
+		got := acceptQueue(t, ln)
+		_ = gl.Close()
+		switch {
+		case n == 0 && got != before:
+			t.Errorf("without WithBacklog the accept queue changed from %d to %d", before, got)
+		case n > 0 && got != n:
+			t.Errorf("WithBacklog(%d): the kernel's accept queue is %d (was %d)", n, got, before)
+		}
+	}
+}
+
+// acceptQueue returns the length of ln's accept queue, from TCP_INFO.
+func acceptQueue(t *testing.T, ln net.Listener) int {
+	t.Helper()
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info syscall.TCPInfo
+	var errno syscall.Errno
+	_ = rc.Control(func(fd uintptr) {
+		size := uint32(syscall.SizeofTCPInfo)
+		_, _, errno = syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_INFO,
+			uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&size)), 0)
+	})
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return int(info.Sacked)
+}

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package connguard
-
-import "net"
-
-// deferAccept leaves ln as it is where the kernel has no TCP_DEFER_ACCEPT.
-func deferAccept(net.Listener) {}
