@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/go-kratos/aegis/ratelimit"
@@ -18,7 +19,7 @@ import (
 
 // contenderNames lists every protection the benchmark compares, in the
 // order of the table.
-var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName}
+var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName}
 
 // defaultContenders are those of the default run: the references, the
 // peers and sluice's Default (sluice's other algorithms through -contenders).
@@ -43,6 +44,41 @@ func (shedAll) Shedding() float64 { return 1 }
 // server's listener and ConnState: refusals at accept while the Default
 // rule sheds, and a bound on the connections held.
 const guardName = "sluice-guard"
+
+// pauseName is the guard contender whose listener pauses instead of
+// refusing: while the Default rule sheds a share f, it does not accept for
+// f of every pausePeriod, and its kernel accept queue is pauseBacklog
+// long, so that the kernel drops the surplus SYNs.
+const pauseName = "sluice-pause"
+
+// pauseIdleName is pauseName that also closes the shed share of its
+// connections as they go idle (connguard.WithIdleShed), so that kept-alive
+// clients dial into the paused accept instead of reaching the middleware.
+const pauseIdleName = "sluice-pause-idle"
+
+// pauseAllName is pauseName all or nothing: its listener accepts nothing
+// while the Default rule sheds any share (the Signal rounded up to 1).
+const pauseAllName = "sluice-pause-all"
+
+// pausePeriod and pauseBacklog are the pause contenders' pacing period and
+// accept queue: at the CPU endpoint's ~900 req/s, a period admits about
+// nine requests at capacity, and the queue holds less than two periods'
+// worth, so that what waits there is at most a few periods old.
+const (
+	pausePeriod  = 10 * time.Millisecond
+	pauseBacklog = 16
+)
+
+// anyShed is a connguard.Signal that sheds everything while sig sheds any
+// share.
+type anyShed struct{ sig connguard.Signal }
+
+func (a anyShed) Shedding() float64 {
+	if a.sig.Shedding() > 0 {
+		return 1
+	}
+	return 0
+}
 
 // DefaultGuardConns is the guard contender's connection bound unless
 // -guard-conns says otherwise: the bound connguard's package doc uses,
@@ -190,7 +226,14 @@ func newProtection(name string, pc protectionConfig) (*protection, error) {
 	case guardName:
 		return guardProtection(pc, nil)
 	case refuseName:
-		return guardProtection(pc, shedAll{})
+		return guardProtection(pc, func(connguard.Signal) connguard.Signal { return shedAll{} })
+	case pauseName:
+		return guardProtection(pc, nil, connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog))
+	case pauseIdleName:
+		return guardProtection(pc, nil, connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog), connguard.WithIdleShed())
+	case pauseAllName:
+		return guardProtection(pc, func(s connguard.Signal) connguard.Signal { return anyShed{s} },
+			connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog))
 	case rejectName:
 		alg, err := adaptive.NewDefault(adaptive.WithLimits(1, 1), adaptive.WithInitialLimit(1))
 		if err != nil {
@@ -219,10 +262,10 @@ func sluiceProtection(alg adaptive.Algorithm) (*protection, error) {
 	return &protection{wrap: c.Middleware, limit: l.Limit, close: c.Close, ctl: c}, nil
 }
 
-// guardProtection is sluice's Default behind a connguard.Guard whose
-// Signal is sig, or the Default rule's Controller when sig is nil, wired
-// as the package doc says.
-func guardProtection(pc protectionConfig, sig connguard.Signal) (*protection, error) {
+// guardProtection is sluice's Default behind a connguard.Guard with opts,
+// wired as the package doc says, whose Signal is the Default rule's
+// Controller, or what sig makes of it when sig is not nil.
+func guardProtection(pc protectionConfig, sig func(connguard.Signal) connguard.Signal, opts ...connguard.Option) (*protection, error) {
 	alg, err := adaptive.NewDefault()
 	if err != nil {
 		return nil, err
@@ -239,10 +282,11 @@ func guardProtection(pc protectionConfig, sig connguard.Signal) (*protection, er
 	if pc.proto == "h2c" {
 		refusal = connguard.Close // an HTTP/2 client cannot read an HTTP/1.1 503
 	}
-	if sig == nil {
-		sig = p.ctl
+	var s connguard.Signal = p.ctl
+	if sig != nil {
+		s = sig(s)
 	}
-	g, err := connguard.New(sig, conns, connguard.WithRefusal(refusal))
+	g, err := connguard.New(s, conns, append(opts, connguard.WithRefusal(refusal))...)
 	if err != nil {
 		p.close()
 		return nil, err

@@ -139,3 +139,37 @@ func TestRefuseContenderAnswersEveryConnectionAtAccept(t *testing.T) {
 		t.Errorf("client saw %d 503s and %d failures; the Guard answered %d (%+v)", shed, failed, answered, st)
 	}
 }
+
+// TestPauseContendersServeThroughAPacedListener: each pause contender's
+// Guard sits on the server's listener and serves a request while nothing
+// is shed; the all-or-nothing one's Signal sheds everything at any share.
+func TestPauseContendersServeThroughAPacedListener(t *testing.T) {
+	for _, name := range []string{pauseName, pauseIdleName, pauseAllName} {
+		t.Run(name, func(t *testing.T) {
+			p, err := newProtection(name, protectionConfig{static: 1, proto: "1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.close()
+			url := startServer(t, p, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			for range 3 {
+				if code, err := get(t, c, url+"/"); err != nil || code != http.StatusOK {
+					t.Fatalf("%d, %v; want 200", code, err)
+				}
+			}
+			if st := p.guard.Stats(); st.Accepted != 3 || st.Shed != 0 {
+				t.Fatalf("%+v, want 3 accepted", st)
+			}
+		})
+	}
+	for f, want := range map[float64]float64{0: 0, 0.01: 1, 0.5: 1} {
+		if got := (anyShed{fixedSignal(f)}).Shedding(); got != want {
+			t.Errorf("all or nothing at %v: %v, want %v", f, got, want)
+		}
+	}
+}
+
+type fixedSignal float64
+
+func (f fixedSignal) Shedding() float64 { return float64(f) }

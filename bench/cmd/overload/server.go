@@ -247,5 +247,6 @@ func guardDelta(a, b connguard.Stats) connguard.Stats {
 		Accepted: b.Accepted - a.Accepted, Open: b.Open,
 		Shed: b.Shed - a.Shed, Full: b.Full - a.Full, IdleClosed: b.IdleClosed - a.IdleClosed,
 		Unanswered: b.Unanswered - a.Unanswered, WriteErrors: b.WriteErrors - a.WriteErrors,
+		IdleShed: b.IdleShed - a.IdleShed, Pauses: b.Pauses - a.Pauses, Paused: b.Paused - a.Paused,
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // palette colours the contenders in the order of contenderNames.
-var palette = []string{"#7f7f7f", "#000000", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#bcbd22", "#e377c2", "#2ca02c"}
+var palette = []string{"#7f7f7f", "#000000", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#bcbd22", "#e377c2", "#2ca02c", "#1f77b4", "#98df8a", "#ff9896", "#aec7e8"}
 
 func colour(name string) string {
 	for i, n := range contenderNames {
