@@ -19,7 +19,7 @@ import (
 
 // contenderNames lists every protection the benchmark compares, in the
 // order of the table.
-var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName}
+var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName, pauseConnName}
 
 // defaultContenders are those of the default run: the references, the
 // peers and sluice's Default (sluice's other algorithms through -contenders).
@@ -34,6 +34,12 @@ const rejectName = "sluice-full"
 // accept: the guard contender with a Signal that sheds every connection,
 // so that each is answered by the Guard's 503 and none reaches net/http.
 const refuseName = "guard-refuse"
+
+// pauseRefuseName is the protection of the rejection-cost run that does
+// not accept: the pause contender with a Signal that sheds every
+// connection, so that its listener accepts none and the kernel holds or
+// drops them all.
+const pauseRefuseName = "pause-refuse"
 
 // shedAll is a connguard.Signal that sheds every connection.
 type shedAll struct{}
@@ -60,13 +66,22 @@ const pauseIdleName = "sluice-pause-idle"
 // while the Default rule sheds any share (the Signal rounded up to 1).
 const pauseAllName = "sluice-pause-all"
 
+// pauseConnName is pauseIdleName with the shed share applied to
+// connections only: every request is CriticalPlus to the middleware
+// (shed.WithClient), which Default's share shedding never sheds, so that
+// the share is not shed twice (once by the pacing, once more of what the
+// pacing let in); the middleware still answers 503 at the limit.
+const pauseConnName = "sluice-pause-conn"
+
 // pausePeriod and pauseBacklog are the pause contenders' pacing period and
-// accept queue: at the CPU endpoint's ~900 req/s, a period admits about
-// nine requests at capacity, and the queue holds less than two periods'
-// worth, so that what waits there is at most a few periods old.
+// accept queue. Each open part starts by accepting the queue (up to
+// pauseBacklog+1 connections), so that however much is shed the listener
+// takes about (pauseBacklog+1)/pausePeriod connections a second (450):
+// half the CPU endpoint's capacity on a quiet machine (~900 req/s). What
+// waits in the queue is at most a period old.
 const (
-	pausePeriod  = 10 * time.Millisecond
-	pauseBacklog = 16
+	pausePeriod  = 20 * time.Millisecond
+	pauseBacklog = 8
 )
 
 // anyShed is a connguard.Signal that sheds everything while sig sheds any
@@ -224,16 +239,21 @@ func newProtection(name string, pc protectionConfig) (*protection, error) {
 		}
 		return sluiceProtection(alg)
 	case guardName:
-		return guardProtection(pc, nil)
+		return guardProtection(pc, guardSpec{})
 	case refuseName:
-		return guardProtection(pc, func(connguard.Signal) connguard.Signal { return shedAll{} })
+		return guardProtection(pc, guardSpec{signal: func(connguard.Signal) connguard.Signal { return shedAll{} }})
 	case pauseName:
-		return guardProtection(pc, nil, connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog))
+		return guardProtection(pc, guardSpec{guard: pauseOptions()})
+	case pauseRefuseName:
+		return guardProtection(pc, guardSpec{guard: pauseOptions(), signal: func(connguard.Signal) connguard.Signal { return shedAll{} }})
 	case pauseIdleName:
-		return guardProtection(pc, nil, connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog), connguard.WithIdleShed())
+		return guardProtection(pc, guardSpec{guard: append(pauseOptions(), connguard.WithIdleShed())})
+	case pauseConnName:
+		return guardProtection(pc, guardSpec{guard: append(pauseOptions(), connguard.WithIdleShed()),
+			shed: []shed.Option{shed.WithClient(func(*http.Request) shed.Client { return shed.Client{Priority: shed.CriticalPlus} })}})
 	case pauseAllName:
-		return guardProtection(pc, func(s connguard.Signal) connguard.Signal { return anyShed{s} },
-			connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog))
+		return guardProtection(pc, guardSpec{guard: pauseOptions(),
+			signal: func(s connguard.Signal) connguard.Signal { return anyShed{s} }})
 	case rejectName:
 		alg, err := adaptive.NewDefault(adaptive.WithLimits(1, 1), adaptive.WithInitialLimit(1))
 		if err != nil {
@@ -249,28 +269,42 @@ func newProtection(name string, pc protectionConfig) (*protection, error) {
 }
 
 // sluiceProtection is alg in a shed.Adaptive rule with no options, applied
-// through shed.Controller.Middleware, as a user would write it.
-func sluiceProtection(alg adaptive.Algorithm) (*protection, error) {
+// through shed.Controller.Middleware, as a user would write it; opts are
+// the Controller's (none but for a guard contender's).
+func sluiceProtection(alg adaptive.Algorithm, opts ...shed.Option) (*protection, error) {
 	l, err := adaptive.NewLimiter(alg)
 	if err != nil {
 		return nil, err
 	}
-	c, err := shed.New([]shed.Rule{{Name: "endpoint", Algorithm: shed.Adaptive, Limiter: l}})
+	c, err := shed.New([]shed.Rule{{Name: "endpoint", Algorithm: shed.Adaptive, Limiter: l}}, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &protection{wrap: c.Middleware, limit: l.Limit, close: c.Close, ctl: c}, nil
 }
 
-// guardProtection is sluice's Default behind a connguard.Guard with opts,
-// wired as the package doc says, whose Signal is the Default rule's
-// Controller, or what sig makes of it when sig is not nil.
-func guardProtection(pc protectionConfig, sig func(connguard.Signal) connguard.Signal, opts ...connguard.Option) (*protection, error) {
+// pauseOptions are the Guard options of the pause contenders.
+func pauseOptions() []connguard.Option {
+	return []connguard.Option{connguard.WithPause(pausePeriod), connguard.WithBacklog(pauseBacklog)}
+}
+
+// guardSpec is what a guard contender adds to sluice's Default: the
+// Guard's options, the Controller's options, and what the Guard's Signal
+// is made of the Controller (nil: the Controller itself).
+type guardSpec struct {
+	guard  []connguard.Option
+	shed   []shed.Option
+	signal func(connguard.Signal) connguard.Signal
+}
+
+// guardProtection is sluice's Default behind a connguard.Guard as spec
+// says, wired as the package doc says.
+func guardProtection(pc protectionConfig, spec guardSpec) (*protection, error) {
 	alg, err := adaptive.NewDefault()
 	if err != nil {
 		return nil, err
 	}
-	p, err := sluiceProtection(alg)
+	p, err := sluiceProtection(alg, spec.shed...)
 	if err != nil {
 		return nil, err
 	}
@@ -283,10 +317,10 @@ func guardProtection(pc protectionConfig, sig func(connguard.Signal) connguard.S
 		refusal = connguard.Close // an HTTP/2 client cannot read an HTTP/1.1 503
 	}
 	var s connguard.Signal = p.ctl
-	if sig != nil {
-		s = sig(s)
+	if spec.signal != nil {
+		s = spec.signal(s)
 	}
-	g, err := connguard.New(s, conns, append(opts, connguard.WithRefusal(refusal))...)
+	g, err := connguard.New(s, conns, append(spec.guard, connguard.WithRefusal(refusal))...)
 	if err != nil {
 		p.close()
 		return nil, err

@@ -59,7 +59,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
 	table := out.String()
-	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request", "connguard refusing at accept", "sluice middleware (Default, admitting)"} {
+	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request", "connguard refusing at accept", "connguard pausing", "sluice middleware (Default, admitting)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
@@ -80,6 +80,13 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		t.Fatalf("got %d cells, want %d", len(rep.Cells), 2+len(rejectLabels))
 	}
 	for _, c := range rep.Cells {
+		if strings.HasPrefix(c.Contender, pauseRefuseName) {
+			// It accepts nothing: every request times out unanswered.
+			if c.Err != "" || c.Load.Sent == 0 || c.Load.Good+c.Load.Shed != 0 || c.Server.Conns != 0 || c.Server.Guard == nil || c.Server.Guard.Accepted != 0 {
+				t.Errorf("cell %s/%s: %+v, want every request sent and none accepted", c.Scenario, c.Contender, c)
+			}
+			continue
+		}
 		if c.Err != "" || c.Load.Sent == 0 || c.Load.Good+c.Load.Shed == 0 || c.Server.UserUS+c.Server.SysUS <= 0 {
 			t.Errorf("cell %s/%s measured nothing: %+v", c.Scenario, c.Contender, c)
 		}

@@ -252,12 +252,13 @@ func writeTables(out io.Writer, rep *report) {
 			conns = append(conns, float64(c.Server.Conns))
 		}
 		label := map[string]string{
-			rejectName:           "sluice middleware, adaptive rule at its limit: every request 503, keep-alive",
-			"sluice-admit":       "sluice middleware (Default, admitting), empty 200 handler, keep-alive",
-			"noop":               "no protection, empty 200 handler (the net/http floor), keep-alive",
-			refuseName + "+dial": "connguard refusing at accept: every connection 503 or closed, a new connection per request",
-			rejectName + "+dial": "sluice middleware, every request 503, a new connection per request",
-			"noop+dial":          "empty 200 handler, a new connection per request",
+			rejectName:                "sluice middleware, adaptive rule at its limit: every request 503, keep-alive",
+			"sluice-admit":            "sluice middleware (Default, admitting), empty 200 handler, keep-alive",
+			"noop":                    "no protection, empty 200 handler (the net/http floor), keep-alive",
+			refuseName + "+dial":      "connguard refusing at accept: every connection 503 or closed, a new connection per request",
+			pauseRefuseName + "+dial": "connguard pausing, accepting nothing (per request sent; each times out), a new connection per request",
+			rejectName + "+dial":      "sluice middleware, every request 503, a new connection per request",
+			"noop+dial":               "empty 200 handler, a new connection per request",
 		}[name]
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", label, fmtMed(spreadOf(rate), 0), fmtMed(spreadOf(shed), 3),
 			fmtSpread(spreadOf(per), 1), fmtMed(spreadOf(dials), 3), fmtMed(spreadOf(conns), 0))

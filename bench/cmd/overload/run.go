@@ -427,7 +427,8 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 // request to the CPU endpoint at cfg.rejectLoad times its capacity
 // (rejectName); the guard contender refusing every connection at accept
 // (refuseName, with a new connection per request: the Guard answers
-// nothing else); sluice's Default middleware admitting every request to an
+// nothing else); the pausing guard accepting none (pauseRefuseName: what
+// a connection the server never accepts costs it, per request sent); sluice's Default middleware admitting every request to an
 // empty 200 handler ("sluice-admit": the middleware's whole cost on a real
 // request); and for the floor an empty handler with no protection at the
 // same rate ("noop"). Each on keep-alive connections or with a new
@@ -441,6 +442,7 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none"},
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName, fresh: true},
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: refuseName, fresh: true},
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: pauseRefuseName, fresh: true},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none", fresh: true},
 	}
 	var out []cell
@@ -459,7 +461,7 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 }
 
 // rejectLabels are the rejection-cost cells in the order of their table.
-var rejectLabels = []string{rejectName, "sluice-admit", "noop", rejectName + "+dial", refuseName + "+dial", "noop+dial"}
+var rejectLabels = []string{rejectName, "sluice-admit", "noop", rejectName + "+dial", refuseName + "+dial", pauseRefuseName + "+dial", "noop+dial"}
 
 func rejectLabel(contender string, fresh bool) string {
 	l := contender
