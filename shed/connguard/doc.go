@@ -38,7 +38,9 @@
 //     Adaptive rule sheds because the scheduling delay is above its
 //     target) is above zero, that share of new connections is refused,
 //     spread evenly (an error-diffusion counter: exactly floor(n*share)
-//     of n connections, give or take one, no randomness).
+//     of n connections, give or take one, no randomness). With WithPause
+//     none is refused for shedding: the listener is paced instead (see
+//     Pausing).
 //  2. The bound: a connection past the bound takes the place of the
 //     longest-held idle connection (http.StateIdle), which is closed; when
 //     none is idle it is refused. Connections that are new (no request
@@ -63,6 +65,47 @@
 // what is still closed unanswered in a dial storm is mostly connections
 // whose client gave up before it sent its request. An HTTP/2 client (h2c with prior knowledge, or
 // TLS) cannot read an HTTP/1.1 response: use Close for them.
+//
+// # Pausing
+//
+// A refusal at accept still costs the server most of what a 503 costs:
+// the kernel's side of the TCP connection (the handshake, the accept, the
+// close) is most of it (about 150 µs of CPU per refusal in
+// bench/cmd/overload, on a VM where syscalls are dear), so a dial storm of
+// refusals alone can take more than the core it protects. With WithPause
+// the Guard does not refuse for shedding: it paces its listener instead.
+// While the Signal sheds a share f, the listener does not accept during
+// the last f of every period (WithPause's argument, counted from when
+// Listener was called): Accept waits, and the connections wait in the
+// kernel's accept queue until the next open part, or are never accepted.
+// With WithBacklog the queue is short, so that the kernel drops the SYNs
+// of the surplus connections and what waits in the queue is at most a few
+// periods old. At 1 the listener accepts nothing; at 0 it accepts as
+// without the Guard. What the Signal says is read at least once a period
+// (ln's Accept gets the end of the open part as its deadline when ln
+// takes one, as TCP and Unix listeners do: the Guard then owns ln's
+// deadline), and again when one of the Guard's connections goes idle or
+// closes, which ends a pause early. A pause is a select on a timer, one
+// per Accept call, and no goroutine.
+//
+// What this means for clients: a connection that is not accepted is not
+// answered at all. Its client's SYN goes unanswered and is sent again (1
+// s later on Linux, then 3 s...), or the handshake completes and the
+// request waits in the queue; either way the client sees a connect or
+// request timeout, never a 503 or a Retry-After, and an HTTP client
+// cannot tell a paused server from an unreachable one. In production that
+// is right when clients are other services with connect timeouts and
+// retry budgets, and a load balancer in front takes the refused
+// connections' clients elsewhere; it is wrong where clients must be told
+// when to come back. On loopback and in a host's own network stack the
+// kernel does the handshake and drops SYNs in softirq context, mostly on
+// the sender's CPU: what the server does not accept costs its process
+// nothing.
+//
+// With WithIdleShed the Guard also closes the shed share of its
+// connections as they go idle (through ConnState): a kept-alive client
+// then dials for its next request, into the paused listener, instead of
+// reaching the middleware's 503 on its old connection.
 //
 // Closing an idle connection races with a request arriving on it, as
 // http.Server.Shutdown does: a client that sent a request as the

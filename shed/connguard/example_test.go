@@ -2,6 +2,7 @@ package connguard_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -45,4 +46,40 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// A Guard that, while the Controller sheds, pauses its listener instead of
+// refusing: it does not accept for the shed share of every 20 ms, its
+// kernel accept queue holds 8 connections (on Linux), and it closes the
+// shed share of its connections as they go idle, so that kept-alive
+// clients dial into the paused listener too.
+func Example_pause() {
+	lim, err := adaptive.NewLimiter(must(adaptive.NewDefault()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	g, err := connguard.New(c, 1000,
+		connguard.WithPause(20*time.Millisecond), connguard.WithBacklog(8), connguard.WithIdleShed())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ConnState: g.ConnState, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(g.Listener(ln)) }()
+	_ = srv.Close()
+	fmt.Println(<-served)
+	// Output: http: Server closed
 }

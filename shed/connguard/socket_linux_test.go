@@ -117,3 +117,54 @@ func acceptQueue(t *testing.T, ln net.Listener) int {
 	}
 	return int(info.Sacked)
 }
+
+// TestPauseOutlivesTheDeadlinesOfATCPListener: the pacing ends the Accept
+// of a TCP listener at the end of every open part; the Accept of the
+// Guard's listener goes on through those deadlines and returns the next
+// connection, not their errors.
+func TestPauseOutlivesTheDeadlinesOfATCPListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := make(chan struct{}, 1)
+	gl := newGuard(t, fixedShare(0), connguard.Unbounded, connguard.WithPause(time.Millisecond)).
+		Listener(&expiryListener{TCPListener: ln.(*net.TCPListener), expired: expired})
+	defer gl.Close()
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { c, err := gl.Accept(); done <- result{c, err} }()
+	for range 3 { // three deadlines passed inside one Accept of the Guard's
+		<-expired
+	}
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("Accept = %v, want the connection", r.err)
+	}
+	_ = r.c.Close()
+}
+
+// expiryListener tells on expired when its Accept ended at its deadline.
+type expiryListener struct {
+	*net.TCPListener
+	expired chan struct{}
+}
+
+func (l *expiryListener) Accept() (net.Conn, error) {
+	c, err := l.TCPListener.Accept()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		select {
+		case l.expired <- struct{}{}:
+		default:
+		}
+	}
+	return c, err
+}
