@@ -69,3 +69,16 @@ func TestRowsTakeMediansOverRoundsAndCountFailures(t *testing.T) {
 	}
 	checkSVGString(t, plot(rep, sc))
 }
+
+// TestCPUPerAnswerOfAServerThatAnswersNothingIsPerRequestSent: the row of
+// a server that accepts nothing gives its CPU per request sent.
+func TestCPUPerAnswerOfAServerThatAnswersNothingIsPerRequestSent(t *testing.T) {
+	c := cell{Load: loadResult{Sent: 1000, Timeouts: 400}, Server: serverStats{UserUS: 4000, SysUS: 8000}}
+	if got := c.cpuPerAnswer(); got != 12 {
+		t.Errorf("%v µs per request, want 12", got)
+	}
+	c.Load = loadResult{Sent: 1000, Shed: 500, Good: 100}
+	if got := c.cpuPerAnswer(); got != 20 {
+		t.Errorf("%v µs per answer, want 20", got)
+	}
+}

@@ -479,9 +479,13 @@ func rejectLabel(contender string, fresh bool) string {
 
 // cpuPerAnswer is the server's CPU time per answer of the cell, in µs: per
 // 2xx, 503 or refused connection (a connection the Guard closes before its
-// request arrived is a transport error at the client).
+// request arrived is a transport error at the client); per request sent
+// when none was answered (a server that accepts nothing).
 func (c cell) cpuPerAnswer() float64 {
 	n := c.Load.Good + c.Load.Shed + c.Load.Errors
+	if n == 0 {
+		n = c.Load.Sent
+	}
 	if n == 0 || c.Err != "" {
 		return math.NaN()
 	}
