@@ -85,8 +85,9 @@
 // (ln's Accept gets the end of the open part as its deadline when ln
 // takes one, as TCP and Unix listeners do: the Guard then owns ln's
 // deadline), and again when one of the Guard's connections goes idle or
-// closes, which ends a pause early. A pause is a select on a timer, one
-// per Accept call, and no goroutine.
+// closes, which ends a pause early if the Signal sheds less than when the
+// pause began. A pause is a select on a timer, one per Accept call, and
+// no goroutine.
 //
 // What this means for clients: a connection that is not accepted is not
 // answered at all. Its client's SYN goes unanswered and is sent again (1

@@ -58,10 +58,12 @@ type Guard struct {
 	period   time.Duration
 	backlog  int
 	idleShed bool
-	// waiting counts the Accept calls that wait in a pause, and wake
-	// ends one of those waits early (see nudge).
-	waiting atomic.Int32
-	wake    chan struct{}
+	// waiting counts the Accept calls that wait in a pause, pausedAt is
+	// the share (float64 bits) the latest pause began at, and wake ends
+	// one of those waits early (see nudge).
+	waiting  atomic.Int32
+	pausedAt atomic.Uint64
+	wake     chan struct{}
 
 	// mu guards the list of held connections, oldest first, and its
 	// length; it is taken once at accept and once at close, never per

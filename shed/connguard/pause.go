@@ -2,6 +2,7 @@ package connguard
 
 import (
 	"errors"
+	"math"
 	"net"
 	"os"
 	"time"
@@ -66,10 +67,12 @@ func (l *listener) pause() (time.Duration, error) {
 	}()
 	for {
 		now := time.Now()
-		open, d := phase(now.Sub(l.made), g.period, g.sig.Shedding())
+		f := g.sig.Shedding()
+		open, d := phase(now.Sub(l.made), g.period, f)
 		if d == 0 {
 			return open, nil
 		}
+		g.pausedAt.Store(math.Float64bits(f))
 		if t == nil {
 			t = time.NewTimer(d)
 		} else {
@@ -92,11 +95,14 @@ func (l *listener) pause() (time.Duration, error) {
 	}
 }
 
-// nudge ends one wait of a pausing listener early, if one waits: a
-// connection went idle or closed, so a request ended and the Signal may
-// have changed. It costs one atomic load when no listener waits.
+// nudge ends one wait of a pausing listener early, if one waits and the
+// Signal sheds less than when it began: a connection went idle or closed,
+// so a request ended and may have closed a window of the Signal's. It
+// costs one atomic load when no listener waits, and one read of the
+// Signal when one does, so that requests that end while the share holds
+// do not wake the listener.
 func (g *Guard) nudge() {
-	if g.waiting.Load() == 0 {
+	if g.waiting.Load() == 0 || !(g.sig.Shedding() < math.Float64frombits(g.pausedAt.Load())) {
 		return
 	}
 	select {

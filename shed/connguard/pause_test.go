@@ -68,6 +68,16 @@ func TestPauseAcceptsNothingWhileEverythingIsShedAndResumesWhenItStops(t *testin
 		if s := g.Stats(); s.Shed != 0 || s.Accepted != 1 || s.Pauses < 5 || s.Paused < 5*period {
 			t.Fatalf("stats %+v, want 1 accepted, none shed, at least 5 pauses over 5 periods", s)
 		}
+		// Requests that end while the share holds do not wake the listener.
+		pauses := g.Stats().Pauses
+		for range 3 {
+			g.ConnState(first.c, http.StateActive)
+			g.ConnState(first.c, http.StateIdle)
+		}
+		synctest.Wait()
+		if s := g.Stats(); s.Pauses != pauses {
+			t.Fatalf("%d pauses after requests that ended at the same share, want %d", s.Pauses, pauses)
+		}
 		// Shedding stops; a request that ends (its connection going idle)
 		// ends the pause at once, without waiting for the period's end.
 		sig.set(0)
