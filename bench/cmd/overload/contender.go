@@ -19,7 +19,7 @@ import (
 
 // contenderNames lists every protection the benchmark compares, in the
 // order of the table.
-var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName, pauseConnName}
+var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName, pauseConnName, pauseCloseName}
 
 // defaultContenders are those of the default run: the references, the
 // peers and sluice's Default (sluice's other algorithms through -contenders).
@@ -72,6 +72,12 @@ const pauseAllName = "sluice-pause-all"
 // the share is not shed twice (once by the pacing, once more of what the
 // pacing let in); the middleware still answers 503 at the limit.
 const pauseConnName = "sluice-pause-conn"
+
+// pauseCloseName is pauseName whose middleware answers a rejection with
+// Connection: close while the rule sheds (shed.WithRejection), so that the
+// rejected client dials its next request into the paused listener instead
+// of sending it on the kept-alive connection.
+const pauseCloseName = "sluice-pause-close"
 
 // pausePeriod and pauseBacklog are the pause contenders' pacing period and
 // accept queue. Each open part starts by accepting the queue (up to
@@ -251,6 +257,8 @@ func newProtection(name string, pc protectionConfig) (*protection, error) {
 	case pauseConnName:
 		return guardProtection(pc, guardSpec{guard: append(pauseOptions(), connguard.WithIdleShed()),
 			shed: []shed.Option{shed.WithClient(func(*http.Request) shed.Client { return shed.Client{Priority: shed.CriticalPlus} })}})
+	case pauseCloseName:
+		return guardProtection(pc, guardSpec{guard: pauseOptions(), closeWhileShedding: true})
 	case pauseAllName:
 		return guardProtection(pc, guardSpec{guard: pauseOptions(),
 			signal: func(s connguard.Signal) connguard.Signal { return anyShed{s} }})
@@ -295,6 +303,9 @@ type guardSpec struct {
 	guard  []connguard.Option
 	shed   []shed.Option
 	signal func(connguard.Signal) connguard.Signal
+	// closeWhileShedding answers the middleware's rejections with
+	// Connection: close while the Controller sheds a share.
+	closeWhileShedding bool
 }
 
 // guardProtection is sluice's Default behind a connguard.Guard as spec
@@ -304,10 +315,20 @@ func guardProtection(pc protectionConfig, spec guardSpec) (*protection, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ctl *shed.Controller // set below: the rejection reads its share
+	if spec.closeWhileShedding {
+		spec.shed = append(spec.shed, shed.WithRejection(func(w http.ResponseWriter, _ *http.Request, d shed.Decision) {
+			if ctl.Shedding() > 0 {
+				w.Header().Set("Connection", "close")
+			}
+			d.WriteRejection(w)
+		}))
+	}
 	p, err := sluiceProtection(alg, spec.shed...)
 	if err != nil {
 		return nil, err
 	}
+	ctl = p.ctl
 	conns := pc.guardConns
 	if conns == 0 {
 		conns = DefaultGuardConns

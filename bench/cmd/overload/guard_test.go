@@ -144,7 +144,7 @@ func TestRefuseContenderAnswersEveryConnectionAtAccept(t *testing.T) {
 // Guard sits on the server's listener and serves a request while nothing
 // is shed; the all-or-nothing one's Signal sheds everything at any share.
 func TestPauseContendersServeThroughAPacedListener(t *testing.T) {
-	for _, name := range []string{pauseName, pauseIdleName, pauseConnName, pauseAllName} {
+	for _, name := range []string{pauseName, pauseIdleName, pauseConnName, pauseCloseName, pauseAllName} {
 		t.Run(name, func(t *testing.T) {
 			p, err := newProtection(name, protectionConfig{static: 1, proto: "1"})
 			if err != nil {
