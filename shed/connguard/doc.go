@@ -86,8 +86,11 @@
 // takes one, as TCP and Unix listeners do: the Guard then owns ln's
 // deadline), and again when one of the Guard's connections goes idle or
 // closes, which ends a pause early if the Signal sheds less than when the
-// pause began. A pause is a select on a timer, one per Accept call, and
-// no goroutine.
+// pause began. At the bound too the pacing listener does not accept to
+// refuse: while it holds its bound and none of its connections is idle,
+// it waits as in a pause, until one closes or goes idle (a walk of the
+// held list per wait, under the lock admit takes). A pause is a select on
+// a timer, one per Accept call, and no goroutine.
 //
 // What this means for clients: a connection that is not accepted is not
 // answered at all. Its client's SYN goes unanswered and is sent again (1

@@ -59,10 +59,12 @@ type Guard struct {
 	backlog  int
 	idleShed bool
 	// waiting counts the Accept calls that wait in a pause, pausedAt is
-	// the share (float64 bits) the latest pause began at, and wake ends
-	// one of those waits early (see nudge).
+	// the share (float64 bits) the latest pause began at, forRoom whether
+	// it waits for room at the bound, and wake ends one of those waits
+	// early (see nudge).
 	waiting  atomic.Int32
 	pausedAt atomic.Uint64
+	forRoom  atomic.Bool
 	wake     chan struct{}
 
 	// mu guards the list of held connections, oldest first, and its

@@ -53,10 +53,13 @@ func (l *listener) acceptPaced() (net.Conn, error) {
 	}
 }
 
-// pause waits while the Guard's pacing keeps l closed, and returns the
-// open time left, or net.ErrClosed when l is closed
-// meanwhile. A wait ends at the end of the closed part of the period or
-// on a nudge, whichever comes first, and the Signal is read again.
+// pause waits while the Guard's pacing keeps l closed, or while the Guard
+// holds its bound of connections and none of them is idle (so that a
+// connection past the bound waits in the kernel's queue instead of being
+// accepted and refused), and returns the open time left, or net.ErrClosed
+// when l is closed meanwhile. A wait ends at the end of the closed part of
+// the period (of the open part, at the bound) or on a nudge, whichever
+// comes first, and the Signal and the bound are read again.
 func (l *listener) pause() (time.Duration, error) {
 	g := l.g
 	var t *time.Timer
@@ -69,10 +72,15 @@ func (l *listener) pause() (time.Duration, error) {
 		now := time.Now()
 		f := g.sig.Shedding()
 		open, d := phase(now.Sub(l.made), g.period, f)
-		if d == 0 {
+		full := d == 0 && g.noRoom()
+		if d == 0 && !full {
 			return open, nil
 		}
+		if full {
+			d = open
+		}
 		g.pausedAt.Store(math.Float64bits(f))
+		g.forRoom.Store(full)
 		if t == nil {
 			t = time.NewTimer(d)
 		} else {
@@ -95,14 +103,34 @@ func (l *listener) pause() (time.Duration, error) {
 	}
 }
 
-// nudge ends one wait of a pausing listener early, if one waits and the
-// Signal sheds less than when it began: a connection went idle or closed,
-// so a request ended and may have closed a window of the Signal's. It
-// costs one atomic load when no listener waits, and one read of the
-// Signal when one does, so that requests that end while the share holds
-// do not wake the listener.
+// noRoom reports whether the Guard holds its bound of connections and
+// none of them is idle: admit would refuse the next one. At the bound it
+// walks the held list, as admit does.
+func (g *Guard) noRoom() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n < g.max {
+		return false
+	}
+	for v := g.head; v != nil; v = v.next {
+		if v.state.Load() == stateIdle {
+			return false
+		}
+	}
+	return true
+}
+
+// nudge ends one wait of a pausing listener early, if one waits and either
+// it waits for room (a connection closed or went idle: there may be room
+// now) or the Signal sheds less than when it began (a request ended and
+// may have closed a window of the Signal's). It costs one atomic load
+// when no listener waits, and one read of the Signal when one does, so
+// that requests that end while the share holds do not wake the listener.
 func (g *Guard) nudge() {
-	if g.waiting.Load() == 0 || !(g.sig.Shedding() < math.Float64frombits(g.pausedAt.Load())) {
+	if g.waiting.Load() == 0 {
+		return
+	}
+	if !g.forRoom.Load() && !(g.sig.Shedding() < math.Float64frombits(g.pausedAt.Load())) {
 		return
 	}
 	select {

@@ -218,3 +218,49 @@ func recvStamped(admitted <-chan stamped) *stamped {
 	}
 	return nil
 }
+
+func TestPauseWaitsAtTheBoundInsteadOfRefusing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const period = 10 * time.Millisecond
+		pl := newPipeListener()
+		g := newGuard(t, new(share), 1, connguard.WithPause(period))
+		gl := g.Listener(pl)
+		admitted, _ := timedAcceptor(gl)
+		pl.dial()
+		held := recvStamped(admitted)
+		if held == nil {
+			t.Fatal("the first connection was not admitted")
+		}
+		g.ConnState(held.c, http.StateActive)
+		time.Sleep(period) // the Accept waiting in ln sees the bound at the period's end
+		waiting := readAll(pl.dial())
+		for range 5 {
+			time.Sleep(period)
+			if c := recvStamped(admitted); c != nil {
+				t.Fatal("admitted past the bound with none idle")
+			}
+		}
+		select {
+		case got := <-waiting:
+			t.Fatalf("the connection past the bound was answered %q; it must wait in the queue", got)
+		default:
+		}
+		if s := g.Stats(); s.Full != 0 || s.Pauses < 5 {
+			t.Fatalf("stats %+v, want no refusal and a pause per period", s)
+		}
+		// The held connection going idle makes room at once: the waiting
+		// one takes its place.
+		before := time.Now()
+		g.ConnState(held.c, http.StateIdle)
+		c := recvStamped(admitted)
+		if c == nil || !c.at.Equal(before) {
+			t.Fatalf("after the held connection went idle: %v, want the waiting one admitted at %v", c, before)
+		}
+		if s := g.Stats(); s.IdleClosed != 1 || s.Full != 0 {
+			t.Fatalf("stats %+v, want the idle connection closed for the waiting one", s)
+		}
+		_, _ = c.c.Close(), held.c.Close()
+		_ = gl.Close()
+		synctest.Wait()
+	})
+}
