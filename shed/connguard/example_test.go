@@ -15,12 +15,7 @@ import (
 // behind a Guard of 1000 connections that refuses new connections in the
 // share the rule sheds, before net/http reads them.
 func Example() {
-	lim, err := adaptive.NewLimiter(must(adaptive.NewDefault()))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	c, err := shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}})
+	c, err := newController()
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -41,11 +36,18 @@ func Example() {
 	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0 IdleShed:0 Pauses:0 Paused:0s}
 }
 
-func must[T any](v T, err error) T {
+// newController returns a Controller with one Adaptive rule of Default,
+// which sheds while the scheduling delay is high.
+func newController() (*shed.Controller, error) {
+	alg, err := adaptive.NewDefault()
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
-	return v
+	lim, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		return nil, err
+	}
+	return shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}})
 }
 
 // A Guard that, while the Controller sheds, pauses its listener instead of
@@ -54,12 +56,7 @@ func must[T any](v T, err error) T {
 // shed share of its connections as they go idle, so that kept-alive
 // clients dial into the paused listener too.
 func Example_pause() {
-	lim, err := adaptive.NewLimiter(must(adaptive.NewDefault()))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	c, err := shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}})
+	c, err := newController()
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -53,18 +53,8 @@ func TestPauseAcceptsNothingWhileEverythingIsShedAndResumesWhenItStops(t *testin
 		// period ends: ln's Accept has that as its deadline.
 		sig.set(1)
 		time.Sleep(period)
-		waiting := readAll(pl.dial())
-		for range 5 { // five more periods: still paused, and the connection is not refused
-			time.Sleep(period)
-			if c := recvStamped(admitted); c != nil {
-				t.Fatal("accepted while everything is shed")
-			}
-		}
-		select {
-		case got := <-waiting:
-			t.Fatalf("the waiting connection was answered %q; a pause must leave it in the queue", got)
-		default:
-		}
+		// Five more periods: still paused, and the connection is not refused.
+		staysQueued(t, admitted, readAll(pl.dial()), 5, period)
 		if s := g.Stats(); s.Shed != 0 || s.Accepted != 1 || s.Pauses < 5 || s.Paused < 5*period {
 			t.Fatalf("stats %+v, want 1 accepted, none shed, at least 5 pauses over 5 periods", s)
 		}
@@ -233,18 +223,7 @@ func TestPauseWaitsAtTheBoundInsteadOfRefusing(t *testing.T) {
 		}
 		g.ConnState(held.c, http.StateActive)
 		time.Sleep(period) // the Accept waiting in ln sees the bound at the period's end
-		waiting := readAll(pl.dial())
-		for range 5 {
-			time.Sleep(period)
-			if c := recvStamped(admitted); c != nil {
-				t.Fatal("admitted past the bound with none idle")
-			}
-		}
-		select {
-		case got := <-waiting:
-			t.Fatalf("the connection past the bound was answered %q; it must wait in the queue", got)
-		default:
-		}
+		staysQueued(t, admitted, readAll(pl.dial()), 5, period)
 		if s := g.Stats(); s.Full != 0 || s.Pauses < 5 {
 			t.Fatalf("stats %+v, want no refusal and a pause per period", s)
 		}
@@ -263,4 +242,22 @@ func TestPauseWaitsAtTheBoundInsteadOfRefusing(t *testing.T) {
 		_ = gl.Close()
 		synctest.Wait()
 	})
+}
+
+// staysQueued checks that over n periods Accept admits nothing and the
+// client waiting (its readAll) is not answered: its connection stays in
+// the queue.
+func staysQueued(t *testing.T, admitted <-chan stamped, waiting <-chan string, n int, period time.Duration) {
+	t.Helper()
+	for range n {
+		time.Sleep(period)
+		if c := recvStamped(admitted); c != nil {
+			t.Fatal("a connection was admitted during a pause")
+		}
+	}
+	select {
+	case got := <-waiting:
+		t.Fatalf("the waiting connection was answered %q; a pause must leave it in the queue", got)
+	default:
+	}
 }
