@@ -73,17 +73,20 @@ func TestConnStateFindsItsConnUnderAWrapperAndIgnoresOthers(t *testing.T) {
 }
 
 func TestShedNowAndConnStateDoNotAllocate(t *testing.T) {
-	g, _ := New(fixed(0.5), 1)
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	c := &conn{Conn: a, g: g}
-	if n := testing.AllocsPerRun(100, func() {
-		_ = g.shedNow()
-		g.ConnState(c, http.StateActive)
-		g.ConnState(c, http.StateIdle)
-	}); n != 0 {
-		t.Fatalf("%v allocations", n)
+	plain, _ := New(fixed(0.5), 1)
+	// Pausing and idle shedding read the Signal at every idle transition.
+	pacing, _ := New(fixed(0), 1, WithPause(time.Millisecond), WithIdleShed())
+	for _, g := range []*Guard{plain, pacing} {
+		a, b := net.Pipe()
+		c := &conn{Conn: a, g: g}
+		if n := testing.AllocsPerRun(100, func() {
+			_ = g.shedNow()
+			g.ConnState(c, http.StateActive)
+			g.ConnState(c, http.StateIdle)
+		}); n != 0 {
+			t.Errorf("%v allocations", n)
+		}
+		_, _ = a.Close(), b.Close()
 	}
 }
 
