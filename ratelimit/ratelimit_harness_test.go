@@ -411,6 +411,29 @@ func TestRateBound(t *testing.T) {
 	})
 }
 
+// packing is a limit and window and whether a one-word window state
+// holds them.
+type packing struct {
+	limit  int64
+	window time.Duration
+	ok     bool
+}
+
+// checkPacking checks that the constructor mk (named name) accepts exactly
+// the cases marked ok, and that its errors carry the package prefix.
+func checkPacking(t *testing.T, name string, mk func(limit int64, window time.Duration) error, cases []packing) {
+	t.Helper()
+	for _, c := range cases {
+		err := mk(c.limit, c.window)
+		if (err == nil) != c.ok {
+			t.Errorf("%s(%d, %v): error %v, want ok=%v", name, c.limit, c.window, err, c.ok)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "ratelimit: ") {
+			t.Errorf("error %q lacks the package prefix", err)
+		}
+	}
+}
+
 // checkRates runs prop as a rapid property on each of impls, in a subtest
 // of its own, with a fresh subject admitting a drawn limit in [1, maxLimit]
 // per a drawn window of MinWindow plus up to spread nanoseconds.
