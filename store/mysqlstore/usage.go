@@ -29,9 +29,9 @@ func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (store.
 // first, and an error matching store.ErrUnavailable when the database
 // fails.
 func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
-	l := s.limits.Lookup(id)
-	if l == nil {
-		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	l, err := s.limits.Known(id)
+	if err != nil {
+		return err
 	}
 	// Hex literals: any bytes, no quoting.
 	q := s.set + "DELETE FROM " + s.stateTable + " WHERE name = X'" + hex.EncodeToString([]byte(l.Spec.Name)) +

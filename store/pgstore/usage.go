@@ -26,9 +26,9 @@ func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (store.
 // caller's ctx.Err() when ctx ends first, and an error matching
 // store.ErrUnavailable when the database fails.
 func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
-	l := s.limits.Lookup(id)
-	if l == nil {
-		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	l, err := s.limits.Known(id)
+	if err != nil {
+		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
