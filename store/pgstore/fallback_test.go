@@ -202,18 +202,13 @@ func TestFallbackLostReplyIsChargedOnce(t *testing.T) {
 func TestFallbackConformance(t *testing.T) {
 	p := sharedPool(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		for _, u := range unsupported {
-			if strings.Contains(t.Name(), u) {
-				t.Skipf("pgstore keeps token buckets and fixed windows only (%s)", u)
-			}
-		}
 		f, err := pgstore.NewFallback(newStore(t, p), fallback.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = f.Close() })
 		return f
-	}, storetest.WithServerTime(conformanceWait))
+	}, storetest.WithServerTime(conformanceWait), unsupported)
 }
 
 func TestNewFallbackValidates(t *testing.T) {
