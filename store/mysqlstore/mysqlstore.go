@@ -104,7 +104,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		stateTable: object(cfg.prefix, "state"),
 		cleanupSQL: "CALL " + object(cfg.prefix, "cleanup") + "(",
 		instance:   rand.Text(),
-		limits:     sqlquota.Limits{Backend: "MySQL", MaxName: MaxNameLen, MaxKey: MaxKeyLen},
+		limits:     sqlquota.Limits{Backend: "MySQL", Package: "mysqlstore", MaxName: MaxNameLen, MaxKey: MaxKeyLen},
 	}
 	s.fallbacks = membership.New("MariaDB", s.beat)
 	return s, nil
@@ -166,17 +166,8 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 // at once but the server may still finish the decision within that
 // deadline. It blocks for one round trip (one more per deadlock).
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return errors.New("store: Decide needs a request and a result")
-	}
-	if err := req.Check(); err != nil {
-		return err
-	}
-	if err := store.RefuseReserve(req, "mysqlstore"); err != nil {
-		return err // its SQL decides at once
-	}
 	var lim [store.MaxHits]*sqlquota.Limit
-	if err := s.limits.Hits(req, &lim); err != nil {
+	if err := s.limits.Decision(req, res, &lim); err != nil {
 		return err
 	}
 	q := s.hitsQuery(s.decideSQL, req, &lim)

@@ -102,7 +102,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		beatSQL:    "SELECT " + q + ".beat($1, $2)",
 		leaveSQL:   "DELETE FROM " + q + ".instances WHERE id = $1",
 		cleanupSQL: "SELECT " + q + ".cleanup($1)",
-		limits:     sqlquota.Limits{Backend: "PostgreSQL", Sliding: true, Text: true},
+		limits:     sqlquota.Limits{Backend: "PostgreSQL", Package: "pgstore", Sliding: true, Text: true},
 	}
 	s.fallbacks = membership.New("PostgreSQL", s.beat)
 	return s, nil
@@ -156,17 +156,11 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 // so the request may or may not have been charged). It blocks for one round
 // trip.
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return errors.New("store: Decide needs a request and a result")
-	}
-	if err := req.Check(); err != nil {
-		return err
-	}
 	var lim [store.MaxHits]*sqlquota.Limit
-	args, err := s.args(req, &lim)
-	if err != nil {
+	if err := s.limits.Decision(req, res, &lim); err != nil {
 		return err
 	}
+	args := s.args(req, &lim)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var vals []int64
@@ -180,18 +174,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 }
 
 // args returns the arguments of the decide and refund functions for req's
-// hits (names, kinds, keys, costs, limits, params, shifts, months and the
-// lock timeout) and fills lim with their limits. It returns an error
-// matching store.ErrUnknownLimit when a hit names a limit not held here.
-func (s *Store) args(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) ([]any, error) {
-	// Its SQL function decides at once; a reservation would need the slot
-	// and the state it left in the reply, which it has no room for yet.
-	if err := store.RefuseReserve(req, "pgstore"); err != nil {
-		return nil, err
-	}
-	if err := s.limits.Hits(req, lim); err != nil {
-		return nil, err
-	}
+// hits, whose limits are lim (names, kinds, keys, costs, limits, params,
+// shifts, months and the lock timeout).
+func (s *Store) args(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) []any {
 	n := req.N
 	names, keys := make([]string, n), make([][]byte, n)
 	kinds, months := make([]int16, n), make([]int32, n)
@@ -201,7 +186,7 @@ func (s *Store) args(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) ([
 		limits[i], params[i] = l.Spec.Limit, l.Param
 		shifts[i], months[i] = int64(l.Clock.Shift()), int32(l.Clock.Months())
 	}
-	return []any{names, kinds, keys, costs, limits, params, shifts, months, s.waitMS}, nil
+	return []any{names, kinds, keys, costs, limits, params, shifts, months, s.waitMS}
 }
 
 var errReply = errors.New("pgstore: malformed reply of the decide function")

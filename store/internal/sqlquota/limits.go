@@ -1,6 +1,7 @@
 package sqlquota
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -15,8 +16,9 @@ import (
 // then leave them: its methods are safe for concurrent use as the
 // Registry's are. It must not be copied after first use.
 type Limits struct {
-	// Backend names the store in errors ("the MySQL store keeps ...").
-	Backend string
+	// Backend names the store in errors ("the MySQL store keeps ..."),
+	// and Package names its package ("mysqlstore: cleanup limit ...").
+	Backend, Package string
 	// Sliding says whether the store keeps sliding windows.
 	Sliding bool
 	// Text refuses a name that is not valid UTF-8 or holds a NUL byte.
@@ -98,6 +100,33 @@ func (ls *Limits) Hits(req *store.Request, lim *[store.MaxHits]*Limit) error {
 			return fmt.Errorf("store: hit %d: the %s store keeps keys of at most %d bytes, got %d", i, ls.Backend, ls.MaxKey, len(h.Key))
 		}
 		lim[i] = all[h.Limit-1]
+	}
+	return nil
+}
+
+// Decision checks the arguments of a Decide call as a SQL store's Decide
+// does before any I/O: a request and a result (an error starting with
+// "store: " otherwise), store.Request.Check, no max wait
+// (store.RefuseReserve under Package: the SQL decides at once), then the
+// hits' limits, filling lim (see Hits).
+func (ls *Limits) Decision(req *store.Request, res *store.Result, lim *[store.MaxHits]*Limit) error {
+	if req == nil || res == nil {
+		return errors.New("store: Decide needs a request and a result")
+	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if err := store.RefuseReserve(req, ls.Package); err != nil {
+		return err
+	}
+	return ls.Hits(req, lim)
+}
+
+// CheckCleanup returns an error starting with Package for a Cleanup limit
+// outside 1..2^31-1 (the SQL takes an int32 count).
+func (ls *Limits) CheckCleanup(limit int) error {
+	if limit <= 0 || limit > 1<<31-1 {
+		return fmt.Errorf("%s: cleanup limit must be from 1 to 2^31-1, got %d", ls.Package, limit)
 	}
 	return nil
 }

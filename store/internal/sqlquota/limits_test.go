@@ -69,6 +69,53 @@ func TestLimitsRefuseWhatTheStoreCannotKeep(t *testing.T) {
 	}
 }
 
+// TestDecisionChecksTheCallFirst: Decision refuses a missing request or
+// result, a malformed request and a max wait (naming Package) before it
+// looks the hits up, and fills lim for a good call.
+func TestDecisionChecksTheCallFirst(t *testing.T) {
+	ls := &Limits{Backend: "Test", Package: "teststore"}
+	id, err := ls.Register(store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lim [store.MaxHits]*Limit
+	var res store.Result
+	if err := ls.Decision(nil, &res, &lim); err == nil || err.Error() != "store: Decide needs a request and a result" {
+		t.Fatalf("no request: %v", err)
+	}
+	var empty store.Request
+	if err := ls.Decision(&empty, &res, &lim); err == nil || errors.Is(err, store.ErrUnknownLimit) {
+		t.Fatalf("a request of no hits: %v", err)
+	}
+	var wait store.Request
+	wait.Add(9, "k", 1) // unknown, but the max wait is refused first
+	wait.Hits[0].MaxWait = time.Second
+	if err := ls.Decision(&wait, &res, &lim); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "teststore cannot reserve") {
+		t.Fatalf("a max wait: %v", err)
+	}
+	var req store.Request
+	req.Add(id, "k", 1)
+	if err := ls.Decision(&req, &res, &lim); err != nil || lim[0] != ls.Lookup(id) {
+		t.Fatalf("a good call: %v, %+v", err, lim[0])
+	}
+}
+
+// TestCheckCleanupTakesAnInt32Count: Cleanup's limit is from 1 to
+// 2^31-1, the error naming the package.
+func TestCheckCleanupTakesAnInt32Count(t *testing.T) {
+	ls := &Limits{Package: "teststore"}
+	for _, n := range []int{1, 1000, 1<<31 - 1} {
+		if err := ls.CheckCleanup(n); err != nil {
+			t.Errorf("%d: %v", n, err)
+		}
+	}
+	for _, n := range []int{0, -1, 1 << 31} {
+		if err := ls.CheckCleanup(n); err == nil || !strings.HasPrefix(err.Error(), "teststore: cleanup limit must be from 1 to 2^31-1") {
+			t.Errorf("%d: %v", n, err)
+		}
+	}
+}
+
 // TestLimitsUpdateInPlaceOrNotAtAll: Update keeps the id and takes a new
 // Limit, refuses a token bucket's new rate naming the backend (the limit
 // unchanged), and an Unregistered id is unknown while its name is free.
