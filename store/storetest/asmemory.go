@@ -161,3 +161,50 @@ func HugeDecideAsMemory(t *testing.T, backend string, s store.Store, sliding boo
 		})
 	}
 }
+
+// WindowsAsMemory tests that window limits on the store newStore returns
+// (one per subtest, deciding on its server's clock; backend names it in
+// failures) place their windows where store.Memory places them at the
+// same instant, for every kind of calendar (days, weeks, zone offsets,
+// months, quarters, years; sliding windows too): a fresh key's first
+// decision is admitted on both with the same Remaining, and its wait to
+// the window's end agrees within tolerance (the server clock's
+// resolution, or 0). It blocks for a round trip per subtest.
+func WindowsAsMemory(t *testing.T, backend string, newStore func(t *testing.T) store.Store, tolerance time.Duration) {
+	t.Helper()
+	for i, tc := range []struct {
+		alg store.Algorithm
+		w   time.Duration
+		cal store.Calendar
+	}{
+		{store.FixedWindow, 24 * time.Hour, store.Calendar{}},
+		{store.FixedWindow, 7 * 24 * time.Hour, store.Calendar{}},
+		{store.FixedWindow, 24 * time.Hour, store.Calendar{Offset: -5 * time.Hour}},
+		{store.FixedWindow, time.Hour, store.Calendar{Offset: 5*time.Hour + 30*time.Minute}},
+		{store.FixedWindow, 0, store.Calendar{Months: 1}},
+		{store.FixedWindow, 0, store.Calendar{Months: 3, Offset: 9 * time.Hour}},
+		{store.FixedWindow, 0, store.Calendar{Months: 12, Offset: -14 * time.Hour}},
+		{store.SlidingWindow, 24 * time.Hour, store.Calendar{Offset: -8 * time.Hour}},
+		{store.SlidingWindow, 0, store.Calendar{Months: 1}},
+	} {
+		t.Run(fmt.Sprintf("%v/%v/%+v", tc.alg, tc.w, tc.cal), func(t *testing.T) {
+			spec := store.Spec{Name: fmt.Sprint("cal", i), Algorithm: tc.alg, Limit: 5, Window: tc.w, Calendar: tc.cal}
+			s, m := newStore(t), store.NewMemory()
+			res := Decide(t, s, MustRegister(t, s, spec), "k", 1)
+			req := store.Request{Now: res.Now}
+			req.Add(MustRegister(t, m, spec), "k", 1)
+			var mres store.Result
+			if err := m.Decide(context.Background(), &req, &mres); err != nil {
+				t.Fatal(err)
+			}
+			d, md := res.Hits[0].Decision, mres.Hits[0].Decision
+			if !d.Allowed() || !md.Allowed() || d.Remaining != md.Remaining {
+				t.Fatalf("%s %+v, Memory %+v", backend, d, md)
+			}
+			if diff := d.ResetAfter - md.ResetAfter; diff < -tolerance || diff > tolerance {
+				t.Fatalf("window ends in %v on %s, %v on Memory (at %v)", d.ResetAfter, backend, md.ResetAfter,
+					time.Unix(0, res.Now).UTC())
+			}
+		})
+	}
+}

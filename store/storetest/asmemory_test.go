@@ -96,3 +96,9 @@ func TestMemoryOnItsOwnClockDecidesAsMemory(t *testing.T) {
 	storetest.DecidesAsMemory(t, "clocked", s, true)
 	storetest.HugeDecideAsMemory(t, "clocked", s, true)
 }
+
+// TestMemoryOnItsOwnClockPlacesWindowsAsMemory: store.Memory on a clock of
+// its own passes WindowsAsMemory without tolerance.
+func TestMemoryOnItsOwnClockPlacesWindowsAsMemory(t *testing.T) {
+	storetest.WindowsAsMemory(t, "clocked", func(*testing.T) store.Store { return &clocked{Memory: store.NewMemory()} }, 0)
+}

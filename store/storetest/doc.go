@@ -9,8 +9,8 @@
 // SLUICE_REQUIRE_* variables CI sets), the tries of a fault test with a
 // doubling deadline (RetryDoubling) and a fallback's try across a pause
 // (FallbackPause), DecideAsMemory (a store on its server's clock decides as
-// store.Memory at the instants it reports) and the property tests built on
-// it (DecidesAsMemory, HugeDecideAsMemory), LogBuffer (a Fallback's log
-// lines, read while it writes) and the one-line SpecOf, MustRegister and
-// Decide.
+// store.Memory at the instants it reports) and the tests built on it
+// (DecidesAsMemory, HugeDecideAsMemory, WindowsAsMemory), LogBuffer (a
+// Fallback's log lines, read while it writes) and the one-line SpecOf,
+// MustRegister and Decide.
 package storetest
