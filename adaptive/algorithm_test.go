@@ -379,3 +379,34 @@ func TestDefaultProbeAbandonedOnCongestion(t *testing.T) {
 		t.Fatalf("the abandoned probe restored the old limit: %d", got)
 	}
 }
+
+// TestPositiveOptionsRejectZeroAndSetTheirField: every option whose value
+// must be positive rejects 0 and -1 with an error naming the setting, and
+// sets its own field of the config to a positive value.
+func TestPositiveOptionsRejectZeroAndSetTheirField(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		opt  func(n int) Option
+		got  func(c *config) int64
+	}{
+		{"initial limit", WithInitialLimit, func(c *config) int64 { return int64(c.initial) }},
+		{"queue size", WithQueueSize, func(c *config) int64 { return int64(c.queueSize) }},
+		{"probe multiplier", WithProbeMultiplier, func(c *config) int64 { return int64(c.probeMultiplier) }},
+		{"timeout", func(n int) Option { return WithTimeout(time.Duration(n)) }, func(c *config) int64 { return int64(c.timeout) }},
+		{"max healthy latency", func(n int) Option { return WithMaxHealthyLatency(time.Duration(n)) }, func(c *config) int64 { return int64(c.maxHealthy) }},
+		{"baseline horizon", func(n int) Option { return WithBaselineHorizon(time.Duration(n)) }, func(c *config) int64 { return int64(c.baselineHorizon) }},
+		{"scheduling target", func(n int) Option { return WithSchedulingTarget(time.Duration(n)) }, func(c *config) int64 { return int64(c.schedTarget) }},
+	} {
+		for _, bad := range []int{0, -1} {
+			var cfg config
+			err := c.opt(bad).apply(&cfg)
+			if err == nil || !strings.HasPrefix(err.Error(), "adaptive: "+c.what+" must be positive, got ") {
+				t.Errorf("%s %d: error %v", c.what, bad, err)
+			}
+		}
+		var cfg config
+		if err := c.opt(7).apply(&cfg); err != nil || c.got(&cfg) != 7 {
+			t.Errorf("%s 7: set %d, error %v", c.what, c.got(&cfg), err)
+		}
+	}
+}

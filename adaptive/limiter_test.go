@@ -239,13 +239,7 @@ func TestAcquireBlocksUntilRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make(chan Token)
-		go func() {
-			tok, err := l.Acquire(context.Background(), Request{})
-			if err != nil {
-				t.Error(err)
-			}
-			got <- tok
-		}()
+		goAcquire(t, l, got)
 		synctest.Wait()
 		select {
 		case <-got:
@@ -427,13 +421,7 @@ func TestRaisedLimitWakesEveryWaiterItCan(t *testing.T) {
 		held, _ := l.Acquire(context.Background(), Request{})
 		got := make(chan Token, 3)
 		for range 3 {
-			go func() {
-				tok, err := l.Acquire(context.Background(), Request{})
-				if err != nil {
-					t.Error(err)
-				}
-				got <- tok
-			}()
+			goAcquire(t, l, got)
 		}
 		synctest.Wait()
 		f.limit = 4 // the next window raises the limit to 4 ...
@@ -447,4 +435,16 @@ func TestRaisedLimitWakesEveryWaiterItCan(t *testing.T) {
 		}
 		mustQuiet(t, l)
 	})
+}
+
+// goAcquire acquires from l in a goroutine of its own and sends the token
+// on got (the zero Token after an error, which fails t).
+func goAcquire(t *testing.T, l *Limiter, got chan<- Token) {
+	go func() {
+		tok, err := l.Acquire(context.Background(), Request{})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tok
+	}()
 }

@@ -111,18 +111,24 @@ func build(name string, defaults config, allowed optionBit, opts []Option) (conf
 	return c, nil
 }
 
+// positive is an option that sets the field of config that at returns to
+// v, which must be positive.
+func positive[T int | time.Duration](bit optionBit, what string, v T, at func(*config) *T) Option {
+	return mark(bit, func(c *config) error {
+		if v <= 0 {
+			return fmt.Errorf("adaptive: %s must be positive, got %v", what, v)
+		}
+		*at(c) = v
+		return nil
+	})
+}
+
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // WithInitialLimit sets the limit before the first window. It must be
 // positive and within the bounds of WithLimits.
 func WithInitialLimit(n int) Option {
-	return mark(optInitial, func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("adaptive: initial limit must be positive, got %d", n)
-		}
-		c.initial = n
-		return nil
-	})
+	return positive(optInitial, "initial limit", n, func(c *config) *int { return &c.initial })
 }
 
 // WithLimits bounds the limit to [lo, hi]; 1 <= lo <= hi <=
@@ -154,13 +160,7 @@ func WithBackoff(ratio float64) Option {
 
 // WithTimeout makes a window latency above d count as a drop (AIMD).
 func WithTimeout(d time.Duration) Option {
-	return mark(optTimeout, func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("adaptive: timeout must be positive, got %v", d)
-		}
-		c.timeout = d
-		return nil
-	})
+	return positive(optTimeout, "timeout", d, func(c *config) *time.Duration { return &c.timeout })
 }
 
 // WithTolerance sets how far latency may rise above its baseline, as a
@@ -189,49 +189,25 @@ func WithSmoothing(s float64) Option {
 
 // WithQueueSize sets Gradient2's growth allowance per window (default 4).
 func WithQueueSize(n int) Option {
-	return mark(optQueueSize, func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("adaptive: queue size must be positive, got %d", n)
-		}
-		c.queueSize = n
-		return nil
-	})
+	return positive(optQueueSize, "queue size", n, func(c *config) *int { return &c.queueSize })
 }
 
 // WithMaxHealthyLatency sets an absolute latency ceiling (Default): while the
 // window latency is above d the limit shrinks, whatever the baseline says.
 func WithMaxHealthyLatency(d time.Duration) Option {
-	return mark(optMaxHealthy, func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("adaptive: max healthy latency must be positive, got %v", d)
-		}
-		c.maxHealthy = d
-		return nil
-	})
+	return positive(optMaxHealthy, "max healthy latency", d, func(c *config) *time.Duration { return &c.maxHealthy })
 }
 
 // WithBaselineHorizon sets how long a latency baseline is trusted before
 // Default probes for a fresh one (default 10s).
 func WithBaselineHorizon(d time.Duration) Option {
-	return mark(optBaselineHorizon, func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("adaptive: baseline horizon must be positive, got %v", d)
-		}
-		c.baselineHorizon = d
-		return nil
-	})
+	return positive(optBaselineHorizon, "baseline horizon", d, func(c *config) *time.Duration { return &c.baselineHorizon })
 }
 
 // WithProbeMultiplier sets Vegas's no-load latency re-probe period, in
 // samples per unit of limit (default 30: re-probe about every 30*L samples).
 func WithProbeMultiplier(n int) Option {
-	return mark(optProbeMultiplier, func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("adaptive: probe multiplier must be positive, got %d", n)
-		}
-		c.probeMultiplier = n
-		return nil
-	})
+	return positive(optProbeMultiplier, "probe multiplier", n, func(c *config) *int { return &c.probeMultiplier })
 }
 
 // WithSeed seeds the deterministic jitter of probe schedules.
@@ -276,13 +252,7 @@ func WithDropTolerance(f float64) Option {
 // scheduler under by shedding a share of admissions at random (see
 // Default); it must be positive. Default's default is 20ms.
 func WithSchedulingTarget(d time.Duration) Option {
-	return mark(optSchedTarget, func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("adaptive: scheduling target must be positive, got %v", d)
-		}
-		c.schedTarget = d
-		return nil
-	})
+	return positive(optSchedTarget, "scheduling target", d, func(c *config) *time.Duration { return &c.schedTarget })
 }
 
 // WithoutSchedulingSignal turns off Default's shedding by scheduling delay

@@ -24,14 +24,7 @@ func BenchmarkAdaptiveAcquireDone(b *testing.B) {
 		new  func(b *testing.B) func() bool
 	}{
 		{"sluice", func(b *testing.B) func() bool {
-			alg, err := adaptive.NewDefault(adaptive.WithLimits(64, 1<<20), adaptive.WithInitialLimit(1<<16))
-			if err != nil {
-				b.Fatal(err)
-			}
-			l, err := adaptive.NewLimiter(alg)
-			if err != nil {
-				b.Fatal(err)
-			}
+			l := defaultLimiter(b, []adaptive.Option{adaptive.WithLimits(64, 1<<20), adaptive.WithInitialLimit(1 << 16)})
 			return func() bool {
 				tok, ok := l.TryAcquire()
 				if ok {
@@ -44,14 +37,7 @@ func BenchmarkAdaptiveAcquireDone(b *testing.B) {
 		// request for every rule and hands now in; here now is a counter, so
 		// this is the limiter's own cost without the two clock reads.
 		{"sluice_at", func(b *testing.B) func() bool {
-			alg, err := adaptive.NewDefault(adaptive.WithLimits(64, 1<<20), adaptive.WithInitialLimit(1<<16))
-			if err != nil {
-				b.Fatal(err)
-			}
-			l, err := adaptive.NewLimiter(alg)
-			if err != nil {
-				b.Fatal(err)
-			}
+			l := defaultLimiter(b, []adaptive.Option{adaptive.WithLimits(64, 1<<20), adaptive.WithInitialLimit(1 << 16)})
 			var now atomic.Int64
 			return func() bool {
 				t := now.Add(1000)
@@ -117,4 +103,18 @@ func BenchmarkAdaptiveAcquireDone(b *testing.B) {
 			})
 		})
 	}
+}
+
+// defaultLimiter returns a Limiter with opts over an adaptive.Default with
+// algOpts.
+func defaultLimiter(b *testing.B, algOpts []adaptive.Option, opts ...adaptive.LimiterOption) *adaptive.Limiter {
+	alg, err := adaptive.NewDefault(algOpts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := adaptive.NewLimiter(alg, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
 }

@@ -49,45 +49,15 @@ func overloadGuards() []overloadGuard {
 	return []overloadGuard{
 		{"none", func(_ *testing.B, next http.Handler) http.Handler { return next }},
 		{"sluice", func(b *testing.B, next http.Handler) http.Handler {
-			alg, err := adaptive.NewDefault()
-			if err != nil {
-				b.Fatal(err)
-			}
-			l, err := adaptive.NewLimiter(alg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				tok, err := l.TryAcquireAt(clock.Now(), adaptive.Request{})
-				if err != nil {
-					shedWith503(w)
-					return
-				}
-				defer tok.Done(adaptive.Success)
-				next.ServeHTTP(w, r)
-			})
+			return adaptiveGuard(defaultLimiter(b, nil), next)
 		}},
 		// sluice-runtime adds the Go runtime signals (scheduler latency, GC,
 		// heap): a CPU-bound server starves its goroutines before its handler
 		// latency says so, since requests queue for the CPU in front of it.
 		{"sluice-runtime", func(b *testing.B, next http.Handler) http.Handler {
-			alg, err := adaptive.NewDefault(adaptive.WithRuntimeThresholds(5*time.Millisecond, 0.25, 0.9))
-			if err != nil {
-				b.Fatal(err)
-			}
-			l, err := adaptive.NewLimiter(alg, adaptive.WithRuntimeSignals())
-			if err != nil {
-				b.Fatal(err)
-			}
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				tok, err := l.TryAcquireAt(clock.Now(), adaptive.Request{})
-				if err != nil {
-					shedWith503(w)
-					return
-				}
-				defer tok.Done(adaptive.Success)
-				next.ServeHTTP(w, r)
-			})
+			l := defaultLimiter(b, []adaptive.Option{adaptive.WithRuntimeThresholds(5*time.Millisecond, 0.25, 0.9)},
+				adaptive.WithRuntimeSignals())
+			return adaptiveGuard(l, next)
 		}},
 		{"gozero", func(_ *testing.B, next http.Handler) http.Handler {
 			load.DisableLog()
@@ -239,4 +209,18 @@ func driveOverload(b *testing.B, h http.Handler, rate float64, d, deadline time.
 		p99 = good[min(len(good)-1, len(good)*99/100)]
 	}
 	return float64(len(good)) / d.Seconds(), p99, float64(shedded.Load()) / float64(max(1, sent))
+}
+
+// adaptiveGuard serves next under l: an attempt l does not admit is shed
+// with a 503, an admitted one reports success when next returns.
+func adaptiveGuard(l *adaptive.Limiter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, err := l.TryAcquireAt(clock.Now(), adaptive.Request{})
+		if err != nil {
+			shedWith503(w)
+			return
+		}
+		defer tok.Done(adaptive.Success)
+		next.ServeHTTP(w, r)
+	})
 }

@@ -32,15 +32,7 @@ func BenchmarkQueueUncontended(b *testing.B) {
 		}
 	})
 	b.Run("sluice-fifo-try", func(b *testing.B) {
-		s, err := concurrency.NewSemaphore(limit)
-		if err != nil {
-			b.Fatal(err)
-		}
-		q, err := queueing.New(s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer q.Close()
+		q, _ := fifo(b, limit)
 		b.ReportAllocs()
 		for b.Loop() {
 			if !q.TryAcquire(1) {
@@ -50,15 +42,7 @@ func BenchmarkQueueUncontended(b *testing.B) {
 		}
 	})
 	b.Run("sluice-fifo", func(b *testing.B) {
-		s, err := concurrency.NewSemaphore(limit)
-		if err != nil {
-			b.Fatal(err)
-		}
-		q, err := queueing.New(s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer q.Close()
+		q, _ := fifo(b, limit)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := q.Acquire(ctx, 1); err != nil {
@@ -77,32 +61,24 @@ func BenchmarkQueueHandoff(b *testing.B) {
 	ctx := context.Background()
 	impls := []struct {
 		name string
-		new  func() (acquire func() error, release func(), done func())
+		new  func(b *testing.B) (acquire func() error, release func(), done func())
 	}{
-		{"sluice", func() (func() error, func(), func()) {
-			s, err := concurrency.NewSemaphore(permits)
-			if err != nil {
-				b.Fatal(err)
-			}
-			q, err := queueing.New(s, queueing.WithMaxLength(1<<20))
-			if err != nil {
-				b.Fatal(err)
-			}
+		{"sluice", func(b *testing.B) (func() error, func(), func()) {
+			q, s := fifo(b, permits, queueing.WithMaxLength(1<<20))
 			return func() error { return q.Acquire(ctx, 1) }, func() { q.Release(1) }, func() {
 				if s.Inflight() != 0 {
 					b.Errorf("inflight %d after the run", s.Inflight())
 				}
-				q.Close()
 			}
 		}},
-		{"xsync", func() (func() error, func(), func()) {
+		{"xsync", func(*testing.B) (func() error, func(), func()) {
 			s := semaphore.NewWeighted(permits)
 			return func() error { return s.Acquire(ctx, 1) }, func() { s.Release(1) }, func() {}
 		}},
 	}
 	for _, impl := range impls {
 		b.Run(impl.name, func(b *testing.B) {
-			acquire, release, done := impl.new()
+			acquire, release, done := impl.new(b)
 			defer done()
 			b.ReportAllocs()
 			b.SetParallelism(8)
@@ -120,4 +96,19 @@ func BenchmarkQueueHandoff(b *testing.B) {
 			})
 		})
 	}
+}
+
+// fifo returns a FIFO queue with opts over a fresh Semaphore of limit,
+// closed when b ends, and the Semaphore.
+func fifo(b *testing.B, limit int64, opts ...queueing.Option) (*queueing.Queue, *concurrency.Semaphore) {
+	s, err := concurrency.NewSemaphore(limit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := queueing.New(s, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = q.Close() })
+	return q, s
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,10 +150,7 @@ func BenchmarkRedisGCRA(b *testing.B) {
 func measure(b *testing.B, newDecide func() func(i int) (bool, error)) {
 	b.Helper()
 	var (
-		mu        sync.Mutex
-		lat       []time.Duration
-		failed    atomic.Int64
-		rejected  atomic.Int64
+		t         tally
 		goroutine atomic.Int64
 	)
 	b.ReportAllocs()
@@ -165,28 +161,13 @@ func measure(b *testing.B, newDecide func() func(i int) (bool, error)) {
 		decide := newDecide()
 		var mine []time.Duration
 		for i := g; pb.Next(); i++ {
-			timed := i%16 == 0
-			var t0 time.Time
-			if timed {
-				t0 = time.Now()
-			}
-			ok, err := decide(i)
-			if timed {
-				mine = append(mine, time.Since(t0))
-			}
-			if err != nil {
-				failed.Add(1)
-			} else if !ok {
-				rejected.Add(1)
-			}
+			t.decide(decide, i, i%16 == 0, &mine)
 		}
-		mu.Lock()
-		lat = append(lat, mine...)
-		mu.Unlock()
+		t.keep(mine)
 	})
 	elapsed := time.Since(start)
 	b.StopTimer()
-	report(b, elapsed, lat, failed.Load(), rejected.Load())
+	t.report(b, elapsed)
 }
 
 // cleanup deletes the benchmark's keys (they carry TTLs anyway).

@@ -61,27 +61,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 		}},
 	}
 	for _, impl := range impls {
-		b.Run(impl.name+"/serial", func(b *testing.B) {
-			allow := impl.new()
-			b.ReportAllocs()
-			for b.Loop() {
-				if !allow() {
-					b.Fatal("rejected below the cap")
-				}
-			}
-		})
-		b.Run(impl.name+"/parallel", func(b *testing.B) {
-			allow := impl.new()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if !allow() {
-						b.Error("rejected below the cap")
-						return
-					}
-				}
-			})
-		})
+		belowCap(b, impl.name, func(*testing.B) (func() bool, func()) { return impl.new(), func() {} })
 	}
 }
 
@@ -105,35 +85,17 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 		new  func(b *testing.B) (allow func() bool, done func())
 	}{
 		{"sluice", func(b *testing.B) (func() bool, func()) {
-			c, err := shed.New([]shed.Rule{{Name: "global", Algorithm: shed.TokenBucket, Limit: limit,
-				Rate: ratelimit.Per(1_000_000_000, time.Second)}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			return func() bool {
-				d, tok, err := c.Decide(ctx, shed.Attempt{})
-				tok.Done(shed.Success)
-				return err == nil && d.Allowed
-			}, func() { _ = c.Close() }
+			return shedDecide(b, shed.Rule{Name: "global", Algorithm: shed.TokenBucket, Limit: limit,
+				Rate: ratelimit.Per(1_000_000_000, time.Second)})
 		}},
 		{"sluice-window", func(b *testing.B) (func() bool, func()) {
-			c, err := shed.New([]shed.Rule{{Name: "global", Algorithm: shed.FixedWindow, Limit: limit, Window: time.Hour}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			return func() bool {
-				d, tok, err := c.Decide(ctx, shed.Attempt{})
-				tok.Done(shed.Success)
-				return err == nil && d.Allowed
-			}, func() { _ = c.Close() }
+			return shedDecide(b, shed.Rule{Name: "global", Algorithm: shed.FixedWindow, Limit: limit, Window: time.Hour})
 		}},
 		{"sluice-conc", func(b *testing.B) (func() bool, func()) {
-			return shedConcurrency(b, concurrencyCap)
+			return shedDecide(b, shed.Rule{Name: "inflight", Algorithm: shed.Concurrency, Limit: concurrencyCap})
 		}},
 		{"sluice-conc-single", func(b *testing.B) (func() bool, func()) {
-			return shedConcurrency(b, singleWordCap)
+			return shedDecide(b, shed.Rule{Name: "inflight", Algorithm: shed.Concurrency, Limit: singleWordCap})
 		}},
 		{"xtimerate", func(b *testing.B) (func() bool, func()) {
 			l := rate.NewLimiter(rate.Limit(1e9), limit)
@@ -151,29 +113,7 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 		}},
 	}
 	for _, impl := range impls {
-		b.Run(impl.name+"/serial", func(b *testing.B) {
-			allow, done := impl.new(b)
-			defer done()
-			b.ReportAllocs()
-			for b.Loop() {
-				if !allow() {
-					b.Fatal("rejected below the cap")
-				}
-			}
-		})
-		b.Run(impl.name+"/parallel", func(b *testing.B) {
-			allow, done := impl.new(b)
-			defer done()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if !allow() {
-						b.Error("rejected below the cap")
-						return
-					}
-				}
-			})
-		})
+		belowCap(b, impl.name, impl.new)
 	}
 }
 
@@ -184,10 +124,10 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 // not; neither is reached by RunParallel's GOMAXPROCS goroutines up to 32.
 const concurrencyCap, singleWordCap = 1 << 20, 32
 
-// shedConcurrency returns an admission through Controller.Decide under one
-// Global Concurrency rule of limit, and the Controller's Close.
-func shedConcurrency(b *testing.B, limit int64) (func() bool, func()) {
-	c, err := shed.New([]shed.Rule{{Name: "inflight", Algorithm: shed.Concurrency, Limit: limit}})
+// shedDecide returns an admission through Controller.Decide under the one
+// rule r (its token done at once), and the Controller's Close.
+func shedDecide(b *testing.B, r shed.Rule) (func() bool, func()) {
+	c, err := shed.New([]shed.Rule{r})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,4 +137,33 @@ func shedConcurrency(b *testing.B, limit int64) (func() bool, func()) {
 		tok.Done(shed.Success)
 		return err == nil && d.Allowed
 	}, func() { _ = c.Close() }
+}
+
+// belowCap runs allow serially as name/serial and under RunParallel as
+// name/parallel, each on a fresh instance from mk (done when the
+// sub-benchmark ends), and fails on a rejection: the caps are never reached.
+func belowCap(b *testing.B, name string, mk func(b *testing.B) (allow func() bool, done func())) {
+	b.Run(name+"/serial", func(b *testing.B) {
+		allow, done := mk(b)
+		defer done()
+		b.ReportAllocs()
+		for b.Loop() {
+			if !allow() {
+				b.Fatal("rejected below the cap")
+			}
+		}
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		allow, done := mk(b)
+		defer done()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !allow() {
+					b.Error("rejected below the cap")
+					return
+				}
+			}
+		})
+	})
 }

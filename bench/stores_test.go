@@ -198,12 +198,9 @@ func BenchmarkStores(b *testing.B) {
 func measureCallers(b *testing.B, callers, every int, newDecide func() func(i int) (bool, error)) {
 	b.Helper()
 	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		next     atomic.Int64
-		failed   atomic.Int64
-		rejected atomic.Int64
-		wg       sync.WaitGroup
+		t    tally
+		next atomic.Int64
+		wg   sync.WaitGroup
 	)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -213,48 +210,67 @@ func measureCallers(b *testing.B, callers, every int, newDecide func() func(i in
 		wg.Go(func() {
 			var mine []time.Duration
 			for i := int(next.Add(1)) - 1; i < b.N; i = int(next.Add(1)) - 1 {
-				timed := i%every == 0
-				var t0 time.Time
-				if timed {
-					t0 = time.Now()
-				}
-				ok, err := decide(i + g*7919)
-				if timed {
-					mine = append(mine, time.Since(t0))
-				}
-				if err != nil {
-					failed.Add(1)
-				} else if !ok {
-					rejected.Add(1)
-				}
+				t.decide(decide, i+g*7919, i%every == 0, &mine)
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
+			t.keep(mine)
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	report(b, elapsed, lat, failed.Load(), rejected.Load())
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	t.report(b, elapsed)
+	if len(t.lat) > 0 {
+		b.ReportMetric(float64(t.lat[len(t.lat)/2].Nanoseconds())/1e3, "p50-µs")
 	}
 }
 
-// report fails b when a decision failed or was rejected, and reports
-// decisions/s and the p99 latency of lat (µs), which it sorts.
-func report(b *testing.B, elapsed time.Duration, lat []time.Duration, failed, rejected int64) {
-	b.Helper()
-	if failed > 0 {
-		b.Fatalf("%d of %d decisions failed", failed, b.N)
+// tally is what a store benchmark's decide calls came to: failures,
+// rejections and the latencies of the timed calls. It is safe for
+// concurrent use; each goroutine keeps its latencies apart until keep.
+type tally struct {
+	failed, rejected atomic.Int64
+	mu               sync.Mutex
+	lat              []time.Duration
+}
+
+// decide makes decision i, appending its latency to *mine when timed, and
+// counts a failure or a rejection.
+func (t *tally) decide(decide func(i int) (bool, error), i int, timed bool, mine *[]time.Duration) {
+	var t0 time.Time
+	if timed {
+		t0 = time.Now()
 	}
-	if rejected > 0 {
-		b.Fatalf("%d of %d decisions rejected under a limit that never rejects", rejected, b.N)
+	ok, err := decide(i)
+	if timed {
+		*mine = append(*mine, time.Since(t0))
+	}
+	if err != nil {
+		t.failed.Add(1)
+	} else if !ok {
+		t.rejected.Add(1)
+	}
+}
+
+// keep adds one goroutine's latencies to the tally.
+func (t *tally) keep(mine []time.Duration) {
+	t.mu.Lock()
+	t.lat = append(t.lat, mine...)
+	t.mu.Unlock()
+}
+
+// report fails b when a decision failed or was rejected, and reports
+// decisions/s and the p99 latency (µs); it sorts the latencies.
+func (t *tally) report(b *testing.B, elapsed time.Duration) {
+	b.Helper()
+	if n := t.failed.Load(); n > 0 {
+		b.Fatalf("%d of %d decisions failed", n, b.N)
+	}
+	if n := t.rejected.Load(); n > 0 {
+		b.Fatalf("%d of %d decisions rejected under a limit that never rejects", n, b.N)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+	if len(t.lat) > 0 {
+		slices.Sort(t.lat)
+		b.ReportMetric(float64(t.lat[len(t.lat)*99/100].Nanoseconds())/1e3, "p99-µs")
 	}
 }

@@ -170,28 +170,13 @@ func (s *ShardedSemaphore) acquireSlow(home *counterShard, n int64) bool {
 			return false
 		}
 	}
-	for {
-		p := s.pool.Load()
-		if p < n {
-			break
-		}
-		// CAS p -> p-n: take n from the pool only while it holds them.
-		if s.pool.CompareAndSwap(p, p-n) {
-			return s.kept(n)
-		}
+	if takeAll(&s.pool, n) {
+		return s.kept(n)
 	}
 	start := pickShard(s.mask)
 	for i := range uint64(len(s.shards)) {
-		o := &s.shards[(start+i)&s.mask]
-		for {
-			c := o.n.Load()
-			if c < n {
-				break
-			}
-			// CAS c -> c-n: steal n from a shard that holds them.
-			if o.n.CompareAndSwap(c, c-n) {
-				return s.kept(n)
-			}
+		if takeAll(&s.shards[(start+i)&s.mask].n, n) { // steal from a shard that holds them
+			return s.kept(n)
 		}
 	}
 	if n == 1 {
@@ -208,6 +193,20 @@ func (s *ShardedSemaphore) acquireSlow(home *counterShard, n int64) bool {
 		return false
 	}
 	return s.kept(n)
+}
+
+// takeAll takes n units from w if it holds them, and reports whether it did.
+func takeAll(w *atomic.Int64, n int64) bool {
+	for {
+		c := w.Load()
+		if c < n {
+			return false
+		}
+		// CAS c -> c-n: take n only while w holds them.
+		if w.CompareAndSwap(c, c-n) {
+			return true
+		}
+	}
 }
 
 // takeUpTo takes at most want units from w and returns how many it took.

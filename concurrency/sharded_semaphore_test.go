@@ -100,16 +100,8 @@ func TestBoundBasics(t *testing.T) {
 				t.Fatal("released units not admitted exactly")
 			}
 			s.Release(3)
-			for _, f := range []func(){func() { s.Release(-1) }, func() { s.TryAcquire(-1) }} {
-				func() {
-					defer func() {
-						if recover() == nil {
-							t.Fatal("negative n did not panic")
-						}
-					}()
-					f()
-				}()
-			}
+			mustPanic(t, "Release(-1)", func() { s.Release(-1) })
+			mustPanic(t, "TryAcquire(-1)", func() { s.TryAcquire(-1) })
 		})
 	}
 }

@@ -123,6 +123,12 @@ func (p *Policy) New(opts ...shed.Option) (*shed.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.controller(rules, opts)
+}
+
+// controller returns a shed.Controller enforcing rules, with the policy's
+// options followed by opts, and the policy's overrides; its errors are New's.
+func (p *Policy) controller(rules []shed.Rule, opts []shed.Option) (*shed.Controller, error) {
 	popts, err := p.Options()
 	if err != nil {
 		return nil, err

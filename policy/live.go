@@ -38,17 +38,9 @@ func NewLive(p *Policy, opts ...shed.Option) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	popts, err := p.Options()
+	c, err := p.controller(rules, opts)
 	if err != nil {
 		return nil, err
-	}
-	c, err := shed.New(rules, append(popts, opts...)...)
-	if err != nil {
-		return nil, p.attribute(rules, err)
-	}
-	if err := c.SetOverrides(p.overrides); err != nil {
-		_ = c.Close()
-		return nil, p.overrideErr(err)
 	}
 	l.c = c
 	l.keep(p, rules)

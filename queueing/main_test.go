@@ -49,6 +49,15 @@ func (c checked) Release(n int64) {
 	c.Semaphore.Release(n)
 }
 
+// noneHeld fails the test unless the semaphore holds no unit: every
+// admission was released.
+func (c checked) noneHeld() {
+	c.t.Helper()
+	if n := c.Semaphore.Inflight(); n != 0 {
+		c.t.Fatal("inflight ", n, ", want 0: units leaked")
+	}
+}
+
 func newSem(t tb, limit int64) checked {
 	t.Helper()
 	s, err := concurrency.NewSemaphore(limit)

@@ -56,9 +56,7 @@ func TestPartitionsGuaranteeAndBorrow(t *testing.T) {
 		}
 		a.Release(7)
 		b.Release(2)
-		if sem.Inflight() != 0 {
-			t.Fatalf("inflight %d", sem.Inflight())
-		}
+		sem.noneHeld()
 	})
 }
 
@@ -80,9 +78,7 @@ func TestPartitionsConcurrentNeverExceed(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if sem.Inflight() != 0 {
-		t.Fatalf("inflight %d", sem.Inflight())
-	}
+	sem.noneHeld()
 }
 
 // Model-based: every TryAcquire succeeds exactly when the model says so,

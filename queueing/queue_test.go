@@ -70,17 +70,13 @@ func TestFastPathAndRelease(t *testing.T) {
 		t.Fatal("TryAcquire admitted past the limit")
 	}
 	q.Release(2)
-	if sem.Inflight() != 0 {
-		t.Fatalf("inflight %d after release", sem.Inflight())
-	}
+	sem.noneHeld()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := q.Acquire(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire on a done context: %v", err)
 	}
-	if sem.Inflight() != 0 {
-		t.Fatal("failed Acquire left units held")
-	}
+	sem.noneHeld()
 }
 
 // Each discipline serves waiters in its order, one release waking one waiter.
@@ -125,9 +121,7 @@ func TestOrder(t *testing.T) {
 					t.Fatalf("served %v, want %v", got, tc.want)
 				}
 				q.Release(1)
-				if sem.Inflight() != 0 {
-					t.Fatalf("inflight %d at the end", sem.Inflight())
-				}
+				sem.noneHeld()
 			})
 		})
 	}
@@ -166,9 +160,7 @@ func TestAdaptiveLIFOSwitches(t *testing.T) {
 		q.Release(1)
 		synctest.Wait()
 		q.Release(1)
-		if sem.Inflight() != 0 {
-			t.Fatalf("inflight %d", sem.Inflight())
-		}
+		sem.noneHeld()
 	})
 }
 
@@ -190,9 +182,7 @@ func TestMaxLength(t *testing.T) {
 		b.cancel()
 		synctest.Wait()
 		q.Release(1)
-		if sem.Inflight() != 0 {
-			t.Fatal("units leaked")
-		}
+		sem.noneHeld()
 	})
 }
 
@@ -268,9 +258,7 @@ func TestNoBarging(t *testing.T) {
 		q.Release(2)
 		synctest.Wait()
 		q.Release(1)
-		if sem.Inflight() != 0 {
-			t.Fatal("leak")
-		}
+		sem.noneHeld()
 	})
 }
 
@@ -365,9 +353,7 @@ func TestDeadlineAware(t *testing.T) {
 			}
 		}
 		q.Release(1)
-		if sem.Inflight() != 0 {
-			t.Fatal("leak")
-		}
+		sem.noneHeld()
 	})
 }
 

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -74,11 +73,10 @@ func (m *fixedModel) recovered(now int64) bool {
 // TestFixedWindowPacking checks the one-word layout limits: the window
 // index for any int64 now must fit beside the count.
 func TestFixedWindowPacking(t *testing.T) {
-	for _, c := range []struct {
-		limit  int64
-		window time.Duration
-		ok     bool
-	}{
+	checkPacking(t, "NewFixedWindow", func(limit int64, window time.Duration) error {
+		_, err := NewFixedWindow(limit, window)
+		return err
+	}, []packing{
 		{1, MinWindow, true},         // 1 bit of count, 63 of index
 		{1023, MinWindow, true},      // 10 bits of count need only 2^9 ns
 		{1023, MinWindow - 1, false}, // below the minimum, whatever the packing
@@ -87,15 +85,7 @@ func TestFixedWindowPacking(t *testing.T) {
 		{1<<22 - 1, 1 << 21, true},   // 22 bits need 2^21 ns
 		{1<<22 - 1, 1<<21 - 1, false},
 		{1<<62 - 1, 1 << 59, false}, // 62 bits of count leave 2 of index
-	} {
-		_, err := NewFixedWindow(c.limit, c.window)
-		if (err == nil) != c.ok {
-			t.Errorf("NewFixedWindow(%d, %v): error %v, want ok=%v", c.limit, c.window, err, c.ok)
-		}
-		if err != nil && !strings.HasPrefix(err.Error(), "ratelimit: ") {
-			t.Errorf("error %q lacks the package prefix", err)
-		}
-	}
+	})
 }
 
 // TestFixedWindowOldStateIsNotCurrent: a state untouched for a very long

@@ -60,13 +60,9 @@ func rateImpls() []rateImpl {
 	return []rateImpl{
 		{
 			name: "gcra",
-			new: func(limit int64, window time.Duration) (rateSubject, error) {
-				g, err := NewGCRA(Per(limit, window), limit)
-				if err != nil {
-					return nil, err
-				}
-				return &gcraSubject{g: g, s: new(GCRAState)}, nil
-			},
+			new: subjectOf(func(limit int64, window time.Duration) (*GCRA, error) {
+				return NewGCRA(Per(limit, window), limit)
+			}, copyGCRAState),
 			single: func(limit int64, window time.Duration) (rateSingle, error) {
 				return NewTokenBucket(Per(limit, window), limit)
 			},
@@ -78,13 +74,7 @@ func rateImpls() []rateImpl {
 		},
 		{
 			name: "fixed_window",
-			new: func(limit int64, window time.Duration) (rateSubject, error) {
-				f, err := NewFixedWindow(limit, window)
-				if err != nil {
-					return nil, err
-				}
-				return &fixedSubject{f: f, s: new(FixedWindowState)}, nil
-			},
+			new:  subjectOf(NewFixedWindow, copyFixedState),
 			single: func(limit int64, window time.Duration) (rateSingle, error) {
 				return NewFixedWindowLimiter(limit, window)
 			},
@@ -95,13 +85,7 @@ func rateImpls() []rateImpl {
 		},
 		{
 			name: "sliding_window",
-			new: func(limit int64, window time.Duration) (rateSubject, error) {
-				sw, err := NewSlidingWindow(limit, window)
-				if err != nil {
-					return nil, err
-				}
-				return &slidingSubject{sw: sw, s: new(SlidingWindowState)}, nil
-			},
+			new:  subjectOf(NewSlidingWindow, copySlidingState),
 			single: func(limit int64, window time.Duration) (rateSingle, error) {
 				return NewSlidingWindowLimiter(limit, window)
 			},
@@ -116,13 +100,7 @@ func rateImpls() []rateImpl {
 		},
 		{
 			name: "sliding_log",
-			new: func(limit int64, window time.Duration) (rateSubject, error) {
-				l, err := NewSlidingLog(limit, window)
-				if err != nil {
-					return nil, err
-				}
-				return &logSubject{l: l, s: new(SlidingLogState)}, nil
-			},
+			new:  subjectOf(NewSlidingLog, copyLogState),
 			single: func(limit int64, window time.Duration) (rateSingle, error) {
 				return NewSlidingLogLimiter(limit, window)
 			},
@@ -134,68 +112,87 @@ func rateImpls() []rateImpl {
 	}
 }
 
-type gcraSubject struct {
-	g *GCRA
-	s *GCRAState
+// stateLimiter is a rate algorithm whose per-key state S lives apart from
+// its configuration: every primitive under test is one.
+type stateLimiter[S any] interface {
+	AllowN(s *S, now, n int64) Decision
+	Refund(s *S, now, n int64)
+	Recovered(s *S, now int64) bool
 }
 
-func (x *gcraSubject) AllowN(now, n int64) Decision { return x.g.AllowN(x.s, now, n) }
-func (x *gcraSubject) Refund(now, n int64)          { x.g.Refund(x.s, now, n) }
-func (x *gcraSubject) Recovered(now int64) bool     { return x.g.Recovered(x.s, now) }
-func (x *gcraSubject) clone() rateSubject {
-	c := &gcraSubject{g: x.g, s: new(GCRAState)}
-	c.s.tat.Store(x.s.tat.Load())
+// stateReserver is a stateLimiter that also admits into the future.
+type stateReserver[S any] interface {
+	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) Reservation
+	Cancel(s *S, now, n int64, r Reservation)
+}
+
+// subject is one algorithm with one state of its own; copyState copies a
+// state's words for clone.
+type subject[S any] struct {
+	l         stateLimiter[S]
+	s         *S
+	copyState func(dst, src *S)
+}
+
+func (x *subject[S]) AllowN(now, n int64) Decision { return x.l.AllowN(x.s, now, n) }
+func (x *subject[S]) Refund(now, n int64)          { x.l.Refund(x.s, now, n) }
+func (x *subject[S]) Recovered(now int64) bool     { return x.l.Recovered(x.s, now) }
+func (x *subject[S]) clone() rateSubject           { return x.copied() }
+
+func (x *subject[S]) copied() *subject[S] {
+	c := &subject[S]{l: x.l, s: new(S), copyState: x.copyState}
+	x.copyState(c.s, x.s)
 	return c
 }
 
-type fixedSubject struct {
-	f *FixedWindow
-	s *FixedWindowState
+// reservingSubject is a subject whose algorithm reserves: it is a
+// rateReserver, so the reservation tests run on it.
+type reservingSubject[S any] struct {
+	*subject[S]
+	r stateReserver[S]
 }
 
-func (x *fixedSubject) AllowN(now, n int64) Decision { return x.f.AllowN(x.s, now, n) }
-func (x *fixedSubject) Refund(now, n int64)          { x.f.Refund(x.s, now, n) }
-func (x *fixedSubject) Recovered(now int64) bool     { return x.f.Recovered(x.s, now) }
-func (x *fixedSubject) clone() rateSubject {
-	c := &fixedSubject{f: x.f, s: new(FixedWindowState)}
-	c.s.w.Store(x.s.w.Load())
-	return c
+func (x *reservingSubject[S]) clone() rateSubject {
+	return &reservingSubject[S]{subject: x.copied(), r: x.r}
 }
 
-type slidingSubject struct {
-	sw *SlidingWindow
-	s  *SlidingWindowState
+func (x *reservingSubject[S]) ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation {
+	return x.r.ReserveN(x.s, now, n, minWait, maxWait)
 }
+func (x *reservingSubject[S]) Cancel(now, n int64, r Reservation) { x.r.Cancel(x.s, now, n, r) }
 
-func (x *slidingSubject) AllowN(now, n int64) Decision { return x.sw.AllowN(x.s, now, n) }
-func (x *slidingSubject) Refund(now, n int64)          { x.sw.Refund(x.s, now, n) }
-func (x *slidingSubject) Recovered(now int64) bool     { return x.sw.Recovered(x.s, now) }
-func (x *slidingSubject) clone() rateSubject {
-	c := &slidingSubject{sw: x.sw, s: new(SlidingWindowState)}
-	c.s.w.Store(x.s.w.Load())
-	return c
-}
-
-type logSubject struct {
-	l *SlidingLog
-	s *SlidingLogState
-}
-
-func (x *logSubject) AllowN(now, n int64) Decision { return x.l.AllowN(x.s, now, n) }
-func (x *logSubject) Refund(now, n int64)          { x.l.Refund(x.s, now, n) }
-func (x *logSubject) Recovered(now int64) bool     { return x.l.Recovered(x.s, now) }
-func (x *logSubject) clone() rateSubject {
-	c := &logSubject{l: x.l, s: new(SlidingLogState)}
-	if r := x.s.ring.Load(); r != nil {
-		cr := &logRing{n: r.n, slots: make([]logSlot, len(r.slots))}
-		cr.head.Store(r.head.Load())
-		for i := range r.slots {
-			cr.slots[i].seq.Store(r.slots[i].seq.Load())
-			cr.slots[i].ts.Store(r.slots[i].ts.Load())
+// subjectOf turns an algorithm's constructor into a rateImpl.new: each
+// subject it makes has a fresh state, and reserves when the algorithm does.
+func subjectOf[L stateLimiter[S], S any](mk func(limit int64, window time.Duration) (L, error), copyState func(dst, src *S)) func(int64, time.Duration) (rateSubject, error) {
+	return func(limit int64, window time.Duration) (rateSubject, error) {
+		l, err := mk(limit, window)
+		if err != nil {
+			return nil, err
 		}
-		c.s.ring.Store(cr)
+		x := &subject[S]{l: l, s: new(S), copyState: copyState}
+		if r, ok := any(l).(stateReserver[S]); ok {
+			return &reservingSubject[S]{subject: x, r: r}, nil
+		}
+		return x, nil
 	}
-	return c
+}
+
+func copyGCRAState(dst, src *GCRAState)             { dst.tat.Store(src.tat.Load()) }
+func copyFixedState(dst, src *FixedWindowState)     { dst.w.Store(src.w.Load()) }
+func copySlidingState(dst, src *SlidingWindowState) { dst.w.Store(src.w.Load()) }
+
+func copyLogState(dst, src *SlidingLogState) {
+	r := src.ring.Load()
+	if r == nil {
+		return
+	}
+	cr := &logRing{n: r.n, slots: make([]logSlot, len(r.slots))}
+	cr.head.Store(r.head.Load())
+	for i := range r.slots {
+		cr.slots[i].seq.Store(r.slots[i].seq.Load())
+		cr.slots[i].ts.Store(r.slots[i].ts.Load())
+	}
+	dst.ring.Store(cr)
 }
 
 // rateFataler is what mustRateSubject needs of a *testing.T or a *rapid.T.
@@ -327,67 +324,60 @@ func TestRateSingleReadsTheClock(t *testing.T) {
 // 1 ns before now+RetryAfter is rejected, at now+RetryAfter it is admitted.
 // It also checks that an earlier now never shows more room than now.
 func TestRateModel(t *testing.T) {
-	for _, impl := range rateImpls() {
-		t.Run(impl.name, func(t *testing.T) {
-			rapid.Check(t, func(t *rapid.T) {
-				limit := rapid.Int64Range(1, 12).Draw(t, "limit")
-				window := int64(MinWindow) + rapid.Int64Range(0, 872).Draw(t, "window")
-				now := rapid.SampledFrom([]int64{0, 1, 777, 1 << 62}).Draw(t, "start")
-				s := mustRateSubject(t, impl, limit, time.Duration(window))
-				m := impl.model(limit, time.Duration(window))
-				check := func(what string, n int64) {
-					got, want := s.AllowN(now, n), m.allowN(now, n)
-					if got != want {
-						t.Fatalf("%s AllowN(%d, %d):\n got %+v\nwant %+v", what, now, n, got, want)
-					}
-					if got.Reason() != ReasonLimited {
-						return
-					}
-					at := now + int64(got.RetryAfter)
-					if d := s.clone().AllowN(at-1, n); d.Allowed() {
-						t.Fatalf("admitted 1 ns before now+RetryAfter (%d+%v)", now, got.RetryAfter)
-					}
-					if d := s.clone().AllowN(at, n); !d.Allowed() {
-						t.Fatalf("rejected at now+RetryAfter (%d+%v): %+v", now, got.RetryAfter, d)
+	checkRates(t, rateImpls(), 12, 872, func(t *rapid.T, impl rateImpl, s rateSubject, limit, window int64) {
+		now := rapid.SampledFrom([]int64{0, 1, 777, 1 << 62}).Draw(t, "start")
+		m := impl.model(limit, time.Duration(window))
+		check := func(what string, n int64) {
+			got, want := s.AllowN(now, n), m.allowN(now, n)
+			if got != want {
+				t.Fatalf("%s AllowN(%d, %d):\n got %+v\nwant %+v", what, now, n, got, want)
+			}
+			if got.Reason() != ReasonLimited {
+				return
+			}
+			at := now + int64(got.RetryAfter)
+			if d := s.clone().AllowN(at-1, n); d.Allowed() {
+				t.Fatalf("admitted 1 ns before now+RetryAfter (%d+%v)", now, got.RetryAfter)
+			}
+			if d := s.clone().AllowN(at, n); !d.Allowed() {
+				t.Fatalf("rejected at now+RetryAfter (%d+%v): %+v", now, got.RetryAfter, d)
+			}
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"allow": func(t *rapid.T) {
+				check("allow", rapid.Int64Range(0, limit+1).Draw(t, "n"))
+			},
+			"still": func(t *rapid.T) {
+				check("still", 1)
+				check("still again", 1)
+			},
+			"advance": func(t *rapid.T) {
+				now += rapid.Int64Range(1, 3*window).Draw(t, "dt")
+			},
+			"back": func(t *rapid.T) {
+				now = max(0, now-rapid.Int64Range(1, window).Draw(t, "dt"))
+			},
+			"refund": func(t *rapid.T) {
+				n := rapid.Int64Range(0, limit).Draw(t, "n")
+				s.Refund(now, n)
+				m.refund(now, n)
+			},
+			"": func(t *rapid.T) {
+				if got, want := s.Recovered(now), m.recovered(now); got != want {
+					t.Fatalf("Recovered(%d) = %v, model %v", now, got, want)
+				}
+				if got, want := s.AllowN(now, 0), m.allowN(now, 0); got != want {
+					t.Fatalf("peek at %d:\n got %+v\nwant %+v", now, got, want)
+				}
+				if now > 0 {
+					earlier := now - rapid.Int64Range(1, min(now, 2*window)).Draw(t, "earlier")
+					if a, b := s.AllowN(earlier, 0), s.AllowN(now, 0); a.Remaining > b.Remaining {
+						t.Fatalf("going back to %d shows %d remaining, %d at %d", earlier, a.Remaining, b.Remaining, now)
 					}
 				}
-				t.Repeat(map[string]func(*rapid.T){
-					"allow": func(t *rapid.T) {
-						check("allow", rapid.Int64Range(0, limit+1).Draw(t, "n"))
-					},
-					"still": func(t *rapid.T) {
-						check("still", 1)
-						check("still again", 1)
-					},
-					"advance": func(t *rapid.T) {
-						now += rapid.Int64Range(1, 3*window).Draw(t, "dt")
-					},
-					"back": func(t *rapid.T) {
-						now = max(0, now-rapid.Int64Range(1, window).Draw(t, "dt"))
-					},
-					"refund": func(t *rapid.T) {
-						n := rapid.Int64Range(0, limit).Draw(t, "n")
-						s.Refund(now, n)
-						m.refund(now, n)
-					},
-					"": func(t *rapid.T) {
-						if got, want := s.Recovered(now), m.recovered(now); got != want {
-							t.Fatalf("Recovered(%d) = %v, model %v", now, got, want)
-						}
-						if got, want := s.AllowN(now, 0), m.allowN(now, 0); got != want {
-							t.Fatalf("peek at %d:\n got %+v\nwant %+v", now, got, want)
-						}
-						if now > 0 {
-							earlier := now - rapid.Int64Range(1, min(now, 2*window)).Draw(t, "earlier")
-							if a, b := s.AllowN(earlier, 0), s.AllowN(now, 0); a.Remaining > b.Remaining {
-								t.Fatalf("going back to %d shows %d remaining, %d at %d", earlier, a.Remaining, b.Remaining, now)
-							}
-						}
-					},
-				})
-			})
+			},
 		})
-	}
+	})
 }
 
 // TestRateBound checks each algorithm's promise on the admissions of random
@@ -396,33 +386,64 @@ func TestRateModel(t *testing.T) {
 // window, the log at most limit in any window, the sliding counter its
 // documented bound.
 func TestRateBound(t *testing.T) {
-	for _, impl := range rateImpls() {
+	checkRates(t, rateImpls(), 8, 472, func(t *rapid.T, impl rateImpl, s rateSubject, limit, window int64) {
+		now := int64(1000)
+		var log []rateAdmission
+		t.Repeat(map[string]func(*rapid.T){
+			"allow": func(t *rapid.T) {
+				n := rapid.Int64Range(1, limit).Draw(t, "n")
+				if s.AllowN(now, n).Allowed() {
+					log = append(log, rateAdmission{now, n})
+				}
+			},
+			"advance": func(t *rapid.T) { now += rapid.Int64Range(1, window).Draw(t, "dt") },
+			"back": func(t *rapid.T) {
+				if now > 0 {
+					now -= rapid.Int64Range(1, min(now, window)).Draw(t, "dt")
+				}
+			},
+			"": func(t *rapid.T) {
+				if err := checkRateBound(impl, limit, window, log); err != "" {
+					t.Fatal(err)
+				}
+			},
+		})
+	})
+}
+
+// packing is a limit and window and whether a one-word window state
+// holds them.
+type packing struct {
+	limit  int64
+	window time.Duration
+	ok     bool
+}
+
+// checkPacking checks that the constructor mk (named name) accepts exactly
+// the cases marked ok, and that its errors carry the package prefix.
+func checkPacking(t *testing.T, name string, mk func(limit int64, window time.Duration) error, cases []packing) {
+	t.Helper()
+	for _, c := range cases {
+		err := mk(c.limit, c.window)
+		if (err == nil) != c.ok {
+			t.Errorf("%s(%d, %v): error %v, want ok=%v", name, c.limit, c.window, err, c.ok)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "ratelimit: ") {
+			t.Errorf("error %q lacks the package prefix", err)
+		}
+	}
+}
+
+// checkRates runs prop as a rapid property on each of impls, in a subtest
+// of its own, with a fresh subject admitting a drawn limit in [1, maxLimit]
+// per a drawn window of MinWindow plus up to spread nanoseconds.
+func checkRates(t *testing.T, impls []rateImpl, maxLimit, spread int64, prop func(t *rapid.T, impl rateImpl, s rateSubject, limit, window int64)) {
+	for _, impl := range impls {
 		t.Run(impl.name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
-				limit := rapid.Int64Range(1, 8).Draw(t, "limit")
-				window := int64(MinWindow) + rapid.Int64Range(0, 472).Draw(t, "window")
-				s := mustRateSubject(t, impl, limit, time.Duration(window))
-				now := int64(1000)
-				var log []rateAdmission
-				t.Repeat(map[string]func(*rapid.T){
-					"allow": func(t *rapid.T) {
-						n := rapid.Int64Range(1, limit).Draw(t, "n")
-						if s.AllowN(now, n).Allowed() {
-							log = append(log, rateAdmission{now, n})
-						}
-					},
-					"advance": func(t *rapid.T) { now += rapid.Int64Range(1, window).Draw(t, "dt") },
-					"back": func(t *rapid.T) {
-						if now > 0 {
-							now -= rapid.Int64Range(1, min(now, window)).Draw(t, "dt")
-						}
-					},
-					"": func(t *rapid.T) {
-						if err := checkRateBound(impl, limit, window, log); err != "" {
-							t.Fatal(err)
-						}
-					},
-				})
+				limit := rapid.Int64Range(1, maxLimit).Draw(t, "limit")
+				window := int64(MinWindow) + rapid.Int64Range(0, spread).Draw(t, "window")
+				prop(t, impl, mustRateSubject(t, impl, limit, time.Duration(window)), limit, window)
 			})
 		})
 	}
@@ -459,33 +480,17 @@ func TestRateBoundConcurrent(t *testing.T) {
 	for _, impl := range rateImpls() {
 		t.Run(impl.name, func(t *testing.T) {
 			s := mustRateSubject(t, impl, limit, time.Duration(window))
-			var clk atomic.Int64
-			clk.Store(1 << 40)
-			logs := make([][]rateAdmission, workers)
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(uint64(w), 7))
-					for range iters {
-						now := clk.Add(r.Int64N(20)*u) - r.Int64N(30)*u // read a little stale
-						n := 1 + r.Int64N(2)
-						if s.AllowN(now, n).Allowed() {
-							logs[w] = append(logs[w], rateAdmission{now, n})
-						}
-						if r.IntN(4) == 0 {
-							s.AllowN(now, 0)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			var all []rateAdmission
-			var tokens int64
-			for _, l := range logs {
-				all = append(all, l...)
-				for _, a := range l {
-					tokens += a.n
+			all := staleClockRun(workers, iters, u, 7, func(r *rand.Rand, now, n int64, log *[]rateAdmission) {
+				if s.AllowN(now, n).Allowed() {
+					*log = append(*log, rateAdmission{now, n})
 				}
+				if r.IntN(4) == 0 {
+					s.AllowN(now, 0)
+				}
+			})
+			var tokens int64
+			for _, a := range all {
+				tokens += a.n
 			}
 			// The run must span several windows and hit the limit, or the
 			// check below proves nothing.
@@ -497,6 +502,30 @@ func TestRateBoundConcurrent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// staleClockRun runs workers goroutines of iters steps each on a clock
+// they share and advance themselves by up to 20 units u a step, each
+// reading it up to 30 units stale, so their now values arrive out of order.
+// A step asks for n of 1 or 2 tokens and appends what it admitted to its
+// worker's log; the run returns every log, together. Worker w draws from a
+// PCG seeded (w, seed).
+func staleClockRun(workers, iters int, u int64, seed uint64, step func(r *rand.Rand, now, n int64, log *[]rateAdmission)) []rateAdmission {
+	var clk atomic.Int64
+	clk.Store(1 << 40)
+	logs := make([][]rateAdmission, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), seed))
+			for range iters {
+				now := clk.Add(r.Int64N(20)*u) - r.Int64N(30)*u // read a little stale
+				step(r, now, 1+r.Int64N(2), &logs[w])
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(logs...)
 }
 
 func TestRateDoesNotAllocate(t *testing.T) {
@@ -527,31 +556,24 @@ func TestRateDoesNotAllocate(t *testing.T) {
 // TestRateRecoveredMeansFresh: once Recovered reports true, the state decides
 // like a fresh one, and Reset makes a used state fresh.
 func TestRateRecoveredMeansFresh(t *testing.T) {
-	for _, impl := range rateImpls() {
-		t.Run(impl.name, func(t *testing.T) {
-			rapid.Check(t, func(t *rapid.T) {
-				limit := rapid.Int64Range(1, 6).Draw(t, "limit")
-				window := int64(MinWindow) + rapid.Int64Range(0, 472).Draw(t, "window")
-				s := mustRateSubject(t, impl, limit, time.Duration(window))
-				now := int64(5000)
-				for range rapid.IntRange(0, 20).Draw(t, "steps") {
-					now += rapid.Int64Range(0, window).Draw(t, "dt")
-					s.AllowN(now, rapid.Int64Range(1, limit).Draw(t, "n"))
-				}
-				now += rapid.Int64Range(0, 3*window).Draw(t, "wait")
-				if !s.Recovered(now) {
-					return
-				}
-				fresh := mustRateSubject(t, impl, limit, time.Duration(window))
-				for range 3 {
-					n := rapid.Int64Range(1, limit).Draw(t, "probe")
-					if got, want := s.AllowN(now, n), fresh.AllowN(now, n); got != want {
-						t.Fatalf("recovered state decided %+v, fresh %+v", got, want)
-					}
-				}
-			})
-		})
-	}
+	checkRates(t, rateImpls(), 6, 472, func(t *rapid.T, impl rateImpl, s rateSubject, limit, window int64) {
+		now := int64(5000)
+		for range rapid.IntRange(0, 20).Draw(t, "steps") {
+			now += rapid.Int64Range(0, window).Draw(t, "dt")
+			s.AllowN(now, rapid.Int64Range(1, limit).Draw(t, "n"))
+		}
+		now += rapid.Int64Range(0, 3*window).Draw(t, "wait")
+		if !s.Recovered(now) {
+			return
+		}
+		fresh := mustRateSubject(t, impl, limit, time.Duration(window))
+		for range 3 {
+			n := rapid.Int64Range(1, limit).Draw(t, "probe")
+			if got, want := s.AllowN(now, n), fresh.AllowN(now, n); got != want {
+				t.Fatalf("recovered state decided %+v, fresh %+v", got, want)
+			}
+		}
+	})
 	states := []interface{ Reset() }{new(GCRAState), new(FixedWindowState), new(SlidingWindowState), new(SlidingLogState)}
 	g, _ := NewGCRA(Per(2, time.Second), 2)
 	f, _ := NewFixedWindow(2, time.Second)
@@ -597,16 +619,6 @@ type rateReserver interface {
 	ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation
 	Cancel(now, n int64, r Reservation)
 }
-
-func (x *gcraSubject) ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation {
-	return x.g.ReserveN(x.s, now, n, minWait, maxWait)
-}
-func (x *gcraSubject) Cancel(now, n int64, r Reservation) { x.g.Cancel(x.s, now, n, r) }
-
-func (x *fixedSubject) ReserveN(now, n int64, minWait, maxWait time.Duration) Reservation {
-	return x.f.ReserveN(x.s, now, n, minWait, maxWait)
-}
-func (x *fixedSubject) Cancel(now, n int64, r Reservation) { x.f.Cancel(x.s, now, n, r) }
 
 // reservers returns the implementations that reserve, each with a fresh
 // subject maker.
@@ -655,86 +667,79 @@ func TestReserveSlotsApart(t *testing.T) {
 // the state as it was, the request is rejected 1 ns before its slot and
 // admitted at it (the bucket knows its next admission exactly).
 func TestReserveBound(t *testing.T) {
-	for _, impl := range reservers(t) {
-		t.Run(impl.name, func(t *testing.T) {
-			rapid.Check(t, func(t *rapid.T) {
-				limit := rapid.Int64Range(1, 8).Draw(t, "limit")
-				window := int64(MinWindow) + rapid.Int64Range(0, 472).Draw(t, "window")
-				s := mustRateSubject(t, impl, limit, time.Duration(window))
-				now := int64(1000)
-				type held struct {
-					r  Reservation
-					at rateAdmission
+	checkRates(t, reservers(t), 8, 472, func(t *rapid.T, impl rateImpl, s rateSubject, limit, window int64) {
+		now := int64(1000)
+		type held struct {
+			r  Reservation
+			at rateAdmission
+		}
+		var log []held
+		t.Repeat(map[string]func(*rapid.T){
+			"reserve": func(t *rapid.T) {
+				n := rapid.Int64Range(1, limit).Draw(t, "n")
+				maxWait := time.Duration(rapid.Int64Range(0, 3*window).Draw(t, "maxWait"))
+				minWait := time.Duration(rapid.Int64Range(0, int64(maxWait)).Draw(t, "minWait"))
+				before := s.clone()
+				r := s.(rateReserver).ReserveN(now, n, minWait, maxWait)
+				if !r.Allowed() {
+					if r.Wait != 0 {
+						t.Fatalf("a rejection with a wait: %+v", r)
+					}
+					return
 				}
-				var log []held
-				t.Repeat(map[string]func(*rapid.T){
-					"reserve": func(t *rapid.T) {
-						n := rapid.Int64Range(1, limit).Draw(t, "n")
-						maxWait := time.Duration(rapid.Int64Range(0, 3*window).Draw(t, "maxWait"))
-						minWait := time.Duration(rapid.Int64Range(0, int64(maxWait)).Draw(t, "minWait"))
-						before := s.clone()
-						r := s.(rateReserver).ReserveN(now, n, minWait, maxWait)
-						if !r.Allowed() {
-							if r.Wait != 0 {
-								t.Fatalf("a rejection with a wait: %+v", r)
-							}
-							return
-						}
-						if r.Wait < minWait || r.Wait > maxWait {
-							t.Fatalf("wait %v outside [%v, %v]", r.Wait, minWait, maxWait)
-						}
-						at := now + int64(r.Wait)
-						if r.Wait > minWait {
-							if before.clone().AllowN(at-1, n).Allowed() {
-								t.Fatalf("a slot at %d, but the request fits at %d", at, at-1)
-							}
-						}
-						if !before.clone().AllowN(at, n).Allowed() {
-							t.Fatalf("a slot at %d where the request does not fit", at)
-						}
-						log = append(log, held{r, rateAdmission{at, n}})
-					},
-					"allow": func(t *rapid.T) {
-						n := rapid.Int64Range(1, limit).Draw(t, "n")
-						if s.AllowN(now, n).Allowed() {
-							log = append(log, held{at: rateAdmission{now, n}})
-						}
-					},
-					"cancel": func(t *rapid.T) {
-						if len(log) == 0 {
-							return
-						}
-						i := rapid.IntRange(0, len(log)-1).Draw(t, "i")
-						if h := log[i]; h.r.Wait > 0 && h.at.at > now { // not started yet
-							s.(rateReserver).Cancel(now, h.at.n, h.r)
-							log = slices.Delete(log, i, i+1)
-						}
-					},
-					"refund": func(t *rapid.T) {
-						// A refund while reservations are pending (the
-						// state takes longer than a full refill to
-						// recover) gives nothing back; otherwise it is a
-						// plain refund, which the bound test leaves aside,
-						// so only the pending case is exercised here.
-						span := limit * ((window + limit - 1) / limit)
-						if int64(s.AllowN(now, 0).ResetAfter) > span {
-							s.Refund(now, rapid.Int64Range(1, limit).Draw(t, "n"))
-						}
-					},
-					"advance": func(t *rapid.T) { now += rapid.Int64Range(1, window).Draw(t, "dt") },
-					"": func(t *rapid.T) {
-						all := make([]rateAdmission, len(log))
-						for i, h := range log {
-							all[i] = h.at
-						}
-						if err := checkRateBound(impl, limit, window, all); err != "" {
-							t.Fatal(err)
-						}
-					},
-				})
-			})
+				if r.Wait < minWait || r.Wait > maxWait {
+					t.Fatalf("wait %v outside [%v, %v]", r.Wait, minWait, maxWait)
+				}
+				at := now + int64(r.Wait)
+				if r.Wait > minWait {
+					if before.clone().AllowN(at-1, n).Allowed() {
+						t.Fatalf("a slot at %d, but the request fits at %d", at, at-1)
+					}
+				}
+				if !before.clone().AllowN(at, n).Allowed() {
+					t.Fatalf("a slot at %d where the request does not fit", at)
+				}
+				log = append(log, held{r, rateAdmission{at, n}})
+			},
+			"allow": func(t *rapid.T) {
+				n := rapid.Int64Range(1, limit).Draw(t, "n")
+				if s.AllowN(now, n).Allowed() {
+					log = append(log, held{at: rateAdmission{now, n}})
+				}
+			},
+			"cancel": func(t *rapid.T) {
+				if len(log) == 0 {
+					return
+				}
+				i := rapid.IntRange(0, len(log)-1).Draw(t, "i")
+				if h := log[i]; h.r.Wait > 0 && h.at.at > now { // not started yet
+					s.(rateReserver).Cancel(now, h.at.n, h.r)
+					log = slices.Delete(log, i, i+1)
+				}
+			},
+			"refund": func(t *rapid.T) {
+				// A refund while reservations are pending (the
+				// state takes longer than a full refill to
+				// recover) gives nothing back; otherwise it is a
+				// plain refund, which the bound test leaves aside,
+				// so only the pending case is exercised here.
+				span := limit * ((window + limit - 1) / limit)
+				if int64(s.AllowN(now, 0).ResetAfter) > span {
+					s.Refund(now, rapid.Int64Range(1, limit).Draw(t, "n"))
+				}
+			},
+			"advance": func(t *rapid.T) { now += rapid.Int64Range(1, window).Draw(t, "dt") },
+			"": func(t *rapid.T) {
+				all := make([]rateAdmission, len(log))
+				for i, h := range log {
+					all[i] = h.at
+				}
+				if err := checkRateBound(impl, limit, window, all); err != "" {
+					t.Fatal(err)
+				}
+			},
 		})
-	}
+	})
 }
 
 // TestReserveCancel: cancelling the latest reservation gives its slot to the
@@ -779,43 +784,27 @@ func TestReserveConcurrent(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			s := mustRateSubject(t, impl, limit, time.Duration(window))
 			res := s.(rateReserver)
-			var clk atomic.Int64
-			clk.Store(1 << 40)
-			logs := make([][]rateAdmission, workers)
 			var reserved atomic.Int64
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(uint64(w), 11))
-					for range iters {
-						now := clk.Add(r.Int64N(20)*u) - r.Int64N(30)*u
-						n := 1 + r.Int64N(2)
-						if r.IntN(3) == 0 {
-							if s.AllowN(now, n).Allowed() {
-								logs[w] = append(logs[w], rateAdmission{now, n})
-							}
-							continue
-						}
-						rv := res.ReserveN(now, n, 0, time.Duration(r.Int64N(window)))
-						if !rv.Allowed() {
-							continue
-						}
-						if rv.Wait > 0 {
-							reserved.Add(1)
-							if r.IntN(5) == 0 {
-								res.Cancel(now, n, rv) // gave up before its slot
-								continue
-							}
-						}
-						logs[w] = append(logs[w], rateAdmission{now + int64(rv.Wait), n})
+			all := staleClockRun(workers, iters, u, 11, func(r *rand.Rand, now, n int64, log *[]rateAdmission) {
+				if r.IntN(3) == 0 {
+					if s.AllowN(now, n).Allowed() {
+						*log = append(*log, rateAdmission{now, n})
 					}
-				})
-			}
-			wg.Wait()
-			var all []rateAdmission
-			for _, l := range logs {
-				all = append(all, l...)
-			}
+					return
+				}
+				rv := res.ReserveN(now, n, 0, time.Duration(r.Int64N(window)))
+				if !rv.Allowed() {
+					return
+				}
+				if rv.Wait > 0 {
+					reserved.Add(1)
+					if r.IntN(5) == 0 {
+						res.Cancel(now, n, rv) // gave up before its slot
+						return
+					}
+				}
+				*log = append(*log, rateAdmission{now + int64(rv.Wait), n})
+			})
 			if reserved.Load() < 20 || len(all) >= workers*iters {
 				t.Fatalf("%d reservations with a wait, %d admissions of %d: the run did not exercise the limit",
 					reserved.Load(), len(all), workers*iters)

@@ -19,7 +19,8 @@ import (
 //
 // Guarantee: every shard is an exact GCRA bucket, so in any interval of
 // length T the bucket admits at most burst + rate·T tokens (refunded ones
-// aside), under any interleaving, as a TokenBucket does. It can admit
+// aside), under any interleaving, as a TokenBucket does (for Refund, see
+// its limit). It can admit
 // less: a shard's fractional token is not lent to another, so at any
 // instant up to k-1 tokens of the whole may be out of reach of a request,
 // and a weighted request can be rejected while concurrent callers hold
@@ -112,6 +113,18 @@ func (b *ShardedBucket) gcra(i uint64) *GCRA {
 // as for GCRA.AllowN.
 func (b *ShardedBucket) AllowN(now, n int64) Decision {
 	home := pickShard(b.mask)
+	// The common case in this frame, without a call: home has the tokens.
+	if g := b.gcra(home); n > 0 && n <= g.burst {
+		if d := g.AllowN(&b.shards[home].s, now, n); d.Allowed() {
+			return b.scaled(d)
+		}
+	}
+	return b.allowFrom(home, now, n)
+}
+
+// allowFrom is AllowN for a caller whose shard is home, all cases (home's
+// own tokens first, as in AllowN).
+func (b *ShardedBucket) allowFrom(home uint64, now, n int64) Decision {
 	if n <= 0 || n > b.burst {
 		if n < 0 {
 			panic("ratelimit: ShardedBucket.AllowN with negative n")
@@ -177,24 +190,46 @@ func (b *ShardedBucket) full(now int64) time.Duration {
 	return t
 }
 
-// gather takes n tokens from the shards, what each holds, and gives them
-// back (Refund: to the shards that lack tokens, which include those it took
-// from) if they do not add up to n.
+// gather takes n tokens from the shards, from home on, what each holds,
+// and reports whether they added up to n; when not, every shard gets back
+// exactly what was taken from it. (Given to another shard, a token would
+// be there at an earlier now, at which its own shard still owed it: callers
+// whose clock reads arrive out of order could take it twice.)
 func (b *ShardedBucket) gather(home uint64, now, n int64) (Decision, bool) {
-	got := int64(0)
-	for i := uint64(0); i <= b.mask && got < n; i++ {
+	if !b.gatherFrom(home, 0, now, n) {
+		return Decision{}, false
+	}
+	return b.scaled(b.gcra(home).AllowN(&b.shards[home].s, now, 0)), true
+}
+
+// gatherChunk is how many shards one gatherFrom frame takes from, and
+// remembers what it took.
+const gatherChunk = 32
+
+// gatherFrom is gather over the shards home+from, home+from+1, ...: the
+// next gatherChunk of them in this frame, the others in a call of its own
+// (no allocation, whatever the shard count).
+func (b *ShardedBucket) gatherFrom(home, from uint64, now, n int64) bool {
+	var took [gatherChunk]int64
+	end := min(from+gatherChunk, b.mask+1)
+	for i := from; i < end && n > 0; i++ {
 		j := (home + i) & b.mask
 		g := b.gcra(j)
 		have := g.AllowN(&b.shards[j].s, now, 0).Remaining
-		if want := min(have, n-got); want > 0 && g.AllowN(&b.shards[j].s, now, want).Allowed() {
-			got += want
+		if want := min(have, n); want > 0 && g.AllowN(&b.shards[j].s, now, want).Allowed() {
+			took[i-from], n = want, n-want
 		}
 	}
-	if got == n {
-		return b.scaled(b.gcra(home).AllowN(&b.shards[home].s, now, 0)), true
+	if n == 0 || (end <= b.mask && b.gatherFrom(home, end, now, n)) {
+		return true
 	}
-	b.Refund(now, got)
-	return Decision{}, false
+	for i := from; i < end; i++ {
+		if took[i-from] > 0 {
+			j := (home + i) & b.mask
+			b.gcra(j).Refund(&b.shards[j].s, now, took[i-from])
+		}
+	}
+	return false
 }
 
 // Refund gives n tokens taken earlier back at now, as when a later limit
@@ -202,6 +237,13 @@ func (b *ShardedBucket) gather(home uint64, now, n int64) (Decision, bool) {
 // shard first, and what would overflow it to the next shards in turn,
 // never filling any beyond its burst (tokens beyond the whole burst are
 // dropped). Refund(0) does nothing; a negative n panics.
+//
+// Its limit: Refund cannot tell which shards the tokens came from, and a
+// token given to another shard than its own is there at earlier instants
+// too, at which its own shard still owed it. So with a clock that only
+// moves forwards the bound holds exactly; when callers' now values arrive
+// out of order, a caller with an earlier now than the refund's can take
+// up to the n refunded tokens once more than that bound allows.
 func (b *ShardedBucket) Refund(now, n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -209,7 +251,11 @@ func (b *ShardedBucket) Refund(now, n int64) {
 		}
 		return
 	}
-	home := pickShard(b.mask)
+	b.refundFrom(pickShard(b.mask), now, n)
+}
+
+// refundFrom is Refund for a caller whose shard is home; n > 0.
+func (b *ShardedBucket) refundFrom(home uint64, now, n int64) {
 	for i := uint64(0); i <= b.mask && n > 0; i++ {
 		j := (home + i) & b.mask
 		n -= b.refundShard(j, now, n)

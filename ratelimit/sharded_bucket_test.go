@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestNewShardedBucketRejectsBadInput(t *testing.T) {
@@ -208,4 +210,76 @@ func TestShardedBucketDoesNotAllocate(t *testing.T) {
 	}); a != 0 {
 		t.Fatalf("AllowN and Refund allocate %v per run", a)
 	}
+}
+
+// TestShardedBucketAdmitsOnlyWhatTheReferenceAdmits: under any sequence of
+// requests of any weight from any shard, refunds of what was just taken
+// (a later limit of an all-or-nothing decision rejected), and clock moves
+// forwards and standing still, an unsharded GCRA of the same rate and
+// burst, fed the same admissions and refunds, admits every admission of
+// the sharded bucket, and the shards never hold more tokens than it does:
+// sharding never admits more, and a refund gives back no more than was
+// taken. With the clock also going backwards (where the reference itself
+// is stricter than its promise), the admissions stay within burst + rate·T
+// in every span T; weighted requests that gather from several shards and
+// fail give each shard back what they took from it. Refunds are left out
+// there: see Refund.
+func TestShardedBucketAdmitsOnlyWhatTheReferenceAdmits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		shards := 1 << rapid.IntRange(0, 4).Draw(t, "log2 shards")
+		burst := rapid.Int64Range(int64(shards), 40).Draw(t, "burst")
+		interval := rapid.Int64Range(1, 1000).Draw(t, "interval")
+		backwards := rapid.Bool().Draw(t, "backwards")
+		rate := Per(1, time.Duration(interval))
+		b, err := NewShardedBucket(rate, burst, WithShardCount(shards))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := NewGCRA(rate, burst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs GCRAState
+		bound := rateImpl{name: "sharded_bucket", bound: func(burst, interval, a, b int64) (int64, bool) {
+			return burst + (b-a)/interval, true
+		}}
+		var log []rateAdmission
+		now := rapid.SampledFrom([]int64{0, 1, 1 << 40}).Draw(t, "start")
+		home := func(t *rapid.T) uint64 { return uint64(rapid.IntRange(0, b.Shards()-1).Draw(t, "home")) }
+		actions := map[string]func(*rapid.T){
+			"allow": func(t *rapid.T) {
+				n := rapid.Int64Range(1, burst).Draw(t, "n")
+				d := b.allowFrom(home(t), now, n)
+				if !d.Allowed() {
+					if d.RetryAfter <= 0 {
+						t.Fatalf("AllowN(%d, %d) rejected with RetryAfter %v", now, n, d.RetryAfter)
+					}
+					return
+				}
+				if rd := ref.AllowN(&rs, now, n); !rd.Allowed() && !backwards {
+					t.Fatalf("AllowN(%d, %d): the sharded bucket admitted, the reference rejects: %+v", now, n, rd)
+				}
+				if !backwards && rapid.Bool().Draw(t, "refund") { // a later limit rejected: give it back
+					b.refundFrom(home(t), now, n)
+					ref.Refund(&rs, now, n)
+					return
+				}
+				log = append(log, rateAdmission{now, n})
+			},
+			"advance": func(t *rapid.T) { now += rapid.Int64Range(1, 3*burst*interval).Draw(t, "dt") },
+			"still":   func(t *rapid.T) {},
+			"": func(t *rapid.T) {
+				if got, most := b.Available(now), ref.AllowN(&rs, now, 0).Remaining; got > most && !backwards {
+					t.Fatalf("at %d the shards hold %d tokens, the reference %d", now, got, most)
+				}
+				if err := checkRateBound(bound, burst, interval, log); err != "" {
+					t.Fatal(err)
+				}
+			},
+		}
+		if backwards {
+			actions["back"] = func(t *rapid.T) { now = max(0, now-rapid.Int64Range(1, burst*interval).Draw(t, "dt")) }
+		}
+		t.Repeat(actions)
+	})
 }

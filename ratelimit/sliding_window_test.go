@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -92,11 +91,10 @@ func (m *slidingModel) recovered(now int64) bool {
 }
 
 func TestSlidingWindowPacking(t *testing.T) {
-	for _, c := range []struct {
-		limit  int64
-		window time.Duration
-		ok     bool
-	}{
+	checkPacking(t, "NewSlidingWindow", func(limit int64, window time.Duration) error {
+		_, err := NewSlidingWindow(limit, window)
+		return err
+	}, []packing{
 		{1, MinWindow, true},         // 2 bits of counts, 62 of index
 		{1023, MinWindow, true},      // 20 bits of counts need only 2^19 ns
 		{1023, MinWindow - 1, false}, // below the minimum, whatever the packing
@@ -105,15 +103,7 @@ func TestSlidingWindowPacking(t *testing.T) {
 		{65535, 1 << 31, true},       // 32 bits of counts need 2^31 ns (~2.1 s)
 		{65535, time.Second, false},
 		{1 << 32, 1 << 59, false}, // 66 bits of counts: never
-	} {
-		_, err := NewSlidingWindow(c.limit, c.window)
-		if (err == nil) != c.ok {
-			t.Errorf("NewSlidingWindow(%d, %v): error %v, want ok=%v", c.limit, c.window, err, c.ok)
-		}
-		if err != nil && !strings.HasPrefix(err.Error(), "ratelimit: ") {
-			t.Errorf("error %q lacks the package prefix", err)
-		}
-	}
+	})
 }
 
 // TestSlidingWindowWorstCase shows the documented error bound is reached

@@ -309,3 +309,66 @@ func TestReloadBetweenLocalAndStoredSets(t *testing.T) {
 		t.Fatalf("store errors %d, inflight %d", s.StoreErrors, s.Inflight)
 	}
 }
+
+// TestLocalPlanOnAShardedCapIsAllOrNothing: a Global token bucket large
+// enough to shard (ratelimit.ShardedBucket) layered with Global rules that
+// reject often (a small concurrency limit, a small fixed window of one
+// category): under any sequence of attempts of any cost, completions and
+// clock moves, the bucket holds exactly its burst less what admitted
+// attempts took (the rate refills no whole token in the run), so a
+// rejected layered decision leaves no trace on it, and nothing is held
+// once every token is done.
+func TestLocalPlanOnAShardedCapIsAllOrNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		burst := rapid.Int64Range(128, 1024).Draw(t, "burst")
+		c, err := New([]Rule{
+			{Name: "cap", Algorithm: TokenBucket, Limit: burst, Rate: ratelimit.Per(1, time.Hour)},
+			{Name: "inflight", Algorithm: Concurrency, Limit: rapid.Int64Range(1, 4).Draw(t, "inflight")},
+			{Name: "narrow", Category: "x", Algorithm: FixedWindow, Limit: rapid.Int64Range(1, 5).Draw(t, "narrow"), Window: time.Hour},
+		}, WithClock(newFakeClock().now), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		mustBeLocal(t, c)
+		clk := newFakeClock()
+		capRate, ok := c.set.Load().rules[0].rate.(*shardedBucketRate)
+		if !ok || capRate.b.Shards() < 2 {
+			t.Fatalf("the cap of %d is not a sharded bucket: %T", burst, c.set.Load().rules[0].rate)
+		}
+		var live []Token
+		var taken int64
+		for range rapid.IntRange(1, 100).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0, 1:
+				a := Attempt{Now: clk.now(), Category: rapid.SampledFrom([]string{"", "x"}).Draw(t, "category"),
+					Cost: rapid.Int64Range(1, 3).Draw(t, "cost")}
+				d, tok, err := c.Decide(context.Background(), a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					taken += a.Cost
+					live = append(live, tok)
+				}
+			case 2:
+				if len(live) > 0 {
+					j := rapid.IntRange(0, len(live)-1).Draw(t, "token")
+					live[j].DoneAt(clk.now(), Success)
+					live = append(live[:j], live[j+1:]...)
+				}
+			default:
+				clk.add(time.Duration(rapid.IntRange(1, 1500).Draw(t, "ms")) * time.Millisecond)
+			}
+			if got := capRate.b.Available(clk.now()); got != burst-taken {
+				t.Fatalf("the cap holds %d, want %d less the %d admitted attempts took", got, burst, taken)
+			}
+		}
+		for _, tok := range live {
+			tok.DoneAt(clk.now(), Success)
+		}
+		if s := c.Stats(); s.Inflight != 0 || s.Rules[1].Inflight != 0 {
+			t.Fatalf("all done, inflight %d (rule %d)", s.Inflight, s.Rules[1].Inflight)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 var ctx = context.Background()
@@ -39,19 +40,6 @@ func decide(t testing.TB, m *store.Memory, now int64, hits ...store.Hit) store.R
 	return res
 }
 
-func specOf(alg store.Algorithm, name string, limit int64, period time.Duration) store.Spec {
-	s := store.Spec{Name: name, Algorithm: alg, Limit: limit}
-	switch alg {
-	case store.TokenBucket:
-		s.Rate = ratelimit.Per(limit, period)
-	case store.Concurrency:
-		s.LeaseTTL = period
-	default:
-		s.Window = period
-	}
-	return s
-}
-
 var allAlgorithms = []store.Algorithm{
 	store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.Concurrency,
 }
@@ -63,7 +51,7 @@ func TestMemoryOverflowReject(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			m := store.NewMemory()
-			spec := specOf(alg, "x", 2, time.Second)
+			spec := storetest.SpecOf(alg, "x", 2, time.Second)
 			spec.Capacity = 1
 			id := mustRegister(t, m, spec)
 			now := int64(1) << 40
@@ -98,10 +86,10 @@ func TestMemoryOverflowShare(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			m := store.NewMemory()
-			spec := specOf(alg, "x", 2, time.Hour)
+			spec := storetest.SpecOf(alg, "x", 2, time.Hour)
 			spec.Capacity, spec.Overflow = 1, concurrency.OverflowShare
 			id := mustRegister(t, m, spec)
-			tight := mustRegister(t, m, specOf(store.FixedWindow, "tight", 1, time.Hour))
+			tight := mustRegister(t, m, storetest.SpecOf(store.FixedWindow, "tight", 1, time.Hour))
 			now := int64(1) << 40
 			decide(t, m, now, store.Hit{Limit: id, Key: "a", Cost: 1})
 			b := decide(t, m, now, store.Hit{Limit: id, Key: "b", Cost: 1})
@@ -139,7 +127,7 @@ func TestMemoryOverflowShare(t *testing.T) {
 // TestMemoryRequestNow rejects a negative Now (the primitives' domain).
 func TestMemoryRequestNow(t *testing.T) {
 	m := store.NewMemory()
-	id := mustRegister(t, m, specOf(store.FixedWindow, "x", 1, time.Second))
+	id := mustRegister(t, m, storetest.SpecOf(store.FixedWindow, "x", 1, time.Second))
 	req := store.Request{Now: -1}
 	req.Add(id, "k", 1)
 	var res store.Result
@@ -155,8 +143,8 @@ func TestMemoryRequestNow(t *testing.T) {
 func TestMemoryLeaseChurn(t *testing.T) {
 	const limit, ttl = 4, int64(1000)
 	m := store.NewMemory()
-	id := mustRegister(t, m, specOf(store.Concurrency, "c", limit, time.Duration(ttl)))
-	gate := mustRegister(t, m, specOf(store.TokenBucket, "gate", 3, time.Duration(50)))
+	id := mustRegister(t, m, storetest.SpecOf(store.Concurrency, "c", limit, time.Duration(ttl)))
+	gate := mustRegister(t, m, storetest.SpecOf(store.TokenBucket, "gate", 3, time.Duration(50)))
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -212,7 +200,7 @@ func TestMemoryAllocs(t *testing.T) {
 	var steps []int64
 	for _, alg := range allAlgorithms {
 		// A rate so high that every request fits: the admit path is measured.
-		spec := specOf(alg, alg.String(), 1<<20, time.Hour)
+		spec := storetest.SpecOf(alg, alg.String(), 1<<20, time.Hour)
 		step := int64(1)
 		switch alg {
 		case store.Concurrency:
@@ -268,7 +256,7 @@ func TestMemoryAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, layered); a != 0 {
 		t.Errorf("layered: %v allocations per decision, want 0", a)
 	}
-	tight := mustRegister(t, m, specOf(store.FixedWindow, "tight", 1, time.Hour))
+	tight := mustRegister(t, m, storetest.SpecOf(store.FixedWindow, "tight", 1, time.Hour))
 	req.Add(tight, "warm", 2) // exceeds capacity: every request is undone
 	if a := testing.AllocsPerRun(1000, layered); a != 0 || res.Allowed {
 		t.Errorf("rejected layered: %v allocations per decision (allowed %v), want 0", a, res.Allowed)
@@ -279,7 +267,7 @@ func BenchmarkMemoryDecide(b *testing.B) {
 	for _, alg := range allAlgorithms {
 		b.Run(alg.String(), func(b *testing.B) {
 			m := store.NewMemory()
-			spec := specOf(alg, "x", 1<<20, time.Hour)
+			spec := storetest.SpecOf(alg, "x", 1<<20, time.Hour)
 			step := int64(1)
 			switch alg {
 			case store.Concurrency:
@@ -316,7 +304,7 @@ func BenchmarkMemoryDecide(b *testing.B) {
 // decide on an earlier one (run with -race).
 func TestMemoryRegisterWhileDeciding(t *testing.T) {
 	m := store.NewMemory()
-	first := mustRegister(t, m, specOf(store.FixedWindow, "first", 1000, time.Hour))
+	first := mustRegister(t, m, storetest.SpecOf(store.FixedWindow, "first", 1000, time.Hour))
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -333,7 +321,7 @@ func TestMemoryRegisterWhileDeciding(t *testing.T) {
 	}
 	var ids []store.LimitID
 	for i := range 20 {
-		spec := specOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i), 3, time.Second)
+		spec := storetest.SpecOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i), 3, time.Second)
 		spec.Capacity = 16
 		ids = append(ids, mustRegister(t, m, spec))
 	}
@@ -363,8 +351,8 @@ func TestMemoryUnregister(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			m := store.NewMemory()
 			const now = int64(1) << 40
-			keep := mustRegister(t, m, specOf(store.FixedWindow, "keep", 5, time.Hour))
-			spec := specOf(alg, "x", 2, time.Hour)
+			keep := mustRegister(t, m, storetest.SpecOf(store.FixedWindow, "keep", 5, time.Hour))
+			spec := storetest.SpecOf(alg, "x", 2, time.Hour)
 			id := mustRegister(t, m, spec)
 			var res store.Result
 			for _, k := range []string{"a", "b", "c"} {
@@ -422,7 +410,7 @@ func TestMemoryUnregisterWhileDeciding(t *testing.T) {
 		stop   atomic.Bool
 		wg     sync.WaitGroup
 	)
-	first := mustRegister(t, m, specOf(store.Concurrency, "l0", 1<<15, time.Hour))
+	first := mustRegister(t, m, storetest.SpecOf(store.Concurrency, "l0", 1<<15, time.Hour))
 	latest.Store(uint32(first))
 	for g := range 4 {
 		wg.Go(func() {
@@ -455,7 +443,7 @@ func TestMemoryUnregisterWhileDeciding(t *testing.T) {
 	for i := 1; i <= 300; i++ {
 		// Names cycle: the last holder of this one was dropped two
 		// rounds ago.
-		spec := specOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i%3), 1<<15, time.Hour)
+		spec := storetest.SpecOf(allAlgorithms[i%len(allAlgorithms)], fmt.Sprint("l", i%3), 1<<15, time.Hour)
 		spec.Capacity = 64
 		id := mustRegister(t, m, spec)
 		latest.Store(uint32(id))
@@ -476,9 +464,9 @@ func TestMemoryUnregisterWhileDeciding(t *testing.T) {
 // global concurrency lease, released after each request.
 func BenchmarkMemoryDecideLayered(b *testing.B) {
 	m := store.NewMemory()
-	perIP := mustRegister(b, m, specOf(store.TokenBucket, "ip", 1<<20, time.Hour))
-	global := mustRegister(b, m, specOf(store.FixedWindow, "global", 1<<40, time.Hour))
-	inflight := mustRegister(b, m, specOf(store.Concurrency, "inflight", 1<<16, time.Minute))
+	perIP := mustRegister(b, m, storetest.SpecOf(store.TokenBucket, "ip", 1<<20, time.Hour))
+	global := mustRegister(b, m, storetest.SpecOf(store.FixedWindow, "global", 1<<40, time.Hour))
+	inflight := mustRegister(b, m, storetest.SpecOf(store.Concurrency, "inflight", 1<<16, time.Minute))
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("ip:%016x", uint64(i)*0x9e3779b97f4a7c15)

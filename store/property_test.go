@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // propLimit is one limit under test with the admissions it granted.
@@ -39,18 +40,10 @@ func genSpec(t *rapid.T, name string) store.Spec {
 	}).Draw(t, name+"_alg")
 	limit := rapid.Int64Range(1, 6).Draw(t, name+"_limit")
 	period := time.Duration(rapid.Int64Range(1, 100).Draw(t, name+"_period")) * time.Millisecond
-	s := store.Spec{Name: name, Algorithm: alg, Limit: limit}
+	s := storetest.SpecOf(alg, name, limit, period)
 	// Small tables make keys overflow (two keys, room for one).
 	s.Capacity = rapid.SampledFrom([]int{0, 1}).Draw(t, name+"_capacity")
 	s.Overflow = rapid.SampledFrom([]concurrency.Overflow{concurrency.OverflowReject, concurrency.OverflowShare}).Draw(t, name+"_overflow")
-	switch alg {
-	case store.TokenBucket:
-		s.Rate = ratelimit.Per(limit, period)
-	case store.Concurrency:
-		s.LeaseTTL = period
-	default:
-		s.Window = period
-	}
 	return s
 }
 

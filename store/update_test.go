@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 var _ store.Updater = (*store.Memory)(nil)
@@ -51,7 +52,7 @@ func TestUpdateRaisingDailyQuotaKeepsUsage(t *testing.T) {
 	for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.TokenBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
 			m := store.NewMemory()
-			spec := specOf(alg, "daily", 3, 24*time.Hour)
+			spec := storetest.SpecOf(alg, "daily", 3, 24*time.Hour)
 			id := mustRegister(t, m, spec)
 			now := int64(100 * 24 * time.Hour) // a window boundary
 			if got := admitted(t, m, now, id, "tenant", 5); got != 3 {
@@ -82,7 +83,7 @@ func TestUpdateLoweringKeepsUsage(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			for _, c := range []struct{ lower, more int64 }{{5, 1}, {4, 0}, {3, 0}} {
 				m := store.NewMemory()
-				spec := specOf(alg, "x", 10, time.Hour)
+				spec := storetest.SpecOf(alg, "x", 10, time.Hour)
 				id := mustRegister(t, m, spec)
 				now := int64(1000 * time.Hour)
 				if r := decide(t, m, now, store.Hit{Limit: id, Key: "k", Cost: 4}); !r.Allowed {
@@ -285,7 +286,7 @@ func TestUpdateRacingDecideNeverOverAdmits(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			for round := range 20 {
 				m := store.NewMemory()
-				spec := specOf(alg, "x", 4, time.Hour)
+				spec := storetest.SpecOf(alg, "x", 4, time.Hour)
 				id := mustRegister(t, m, spec)
 				now := int64(1000 * time.Hour)
 				var (

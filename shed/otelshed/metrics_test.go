@@ -111,13 +111,10 @@ func TestMetricsAfterDecisions(t *testing.T) {
 	defer m.Unregister()
 
 	drive(t, c, func() {
-		got := render(gather(t, r), "sluice.inflight", "sluice.rule.inflight")
-		if w := want(`
+		expect(t, gather(t, r), "while one attempt runs", `
 			sluice.inflight{} 1
 			sluice.rule.inflight{sluice.rule.name=inflight} 1
-		`); got != w {
-			t.Errorf("while one attempt runs:\n%s\nwant:\n%s", got, w)
-		}
+		`, "sluice.inflight", "sluice.rule.inflight")
 	})
 
 	// A peek of a client the table holds is no decision.
@@ -212,7 +209,7 @@ func TestStoreHealthObservedOnlyWhenReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Unregister()
-	if got, w := render(gather(t, r), health...), want(`
+	expect(t, gather(t, r), "a degraded store", `
 		sluice.store.degraded{} 1
 		sluice.store.share{} 0.25
 		sluice.store.instances{} 4
@@ -220,9 +217,7 @@ func TestStoreHealthObservedOnlyWhenReported(t *testing.T) {
 		sluice.store.backend_errors{} 3
 		sluice.store.transitions{sluice.store.mode=degraded} 2
 		sluice.store.transitions{sluice.store.mode=shared} 1
-	`); got != w {
-		t.Errorf("a degraded store:\n%s\nwant:\n%s", got, w)
-	}
+	`, health...)
 
 	r2, mp2 := newReader(t)
 	m2, err := otelshed.New(mp2, newController(t, nil))
@@ -282,12 +277,10 @@ func TestUnregisterLeavesOtherMetrics(t *testing.T) {
 	if err := m1.Unregister(); err != nil {
 		t.Fatal(err)
 	}
-	if got, w := render(gather(t, r), "sluice.decisions"), want(`
+	expect(t, gather(t, r), "after unregistering the first", `
 		sluice.decisions{sluice.outcome=admitted} 1
 		sluice.decisions{sluice.outcome=over_limit} 0
 		sluice.decisions{sluice.outcome=shedding} 0
 		sluice.decisions{sluice.outcome=penalized} 0
-	`); got != w {
-		t.Errorf("after unregistering the first:\n%s\nwant:\n%s", got, w)
-	}
+	`, "sluice.decisions")
 }

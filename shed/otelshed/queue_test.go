@@ -42,14 +42,12 @@ func TestQueueWaitsInSeconds(t *testing.T) {
 			served <- d
 		}()
 		synctest.Wait() // the second is waiting
-		if got, w := render(gather(t, r), queue...), want(`
+		expect(t, gather(t, r), "while one waits", `
 			sluice.queue.waits{} 0
 			sluice.queue.wait.time{} 0
 			sluice.queue.shed{} 0
 			sluice.rule.queue.waiting{sluice.rule.name=workers} 1
-		`); got != w {
-			t.Errorf("while one waits:\n%s\nwant:\n%s", got, w)
-		}
+		`, queue...)
 		time.Sleep(3 * time.Second)
 		first.Done(shed.Success)
 		if d := <-served; !d.Allowed {
@@ -64,13 +62,11 @@ func TestQueueWaitsInSeconds(t *testing.T) {
 			t.Fatalf("an attempt that waits past MaxWait: %+v, %v", d, err)
 		}
 		held.Done(shed.Success)
-		if got, w := render(gather(t, r), queue...), want(`
+		expect(t, gather(t, r), "after both waits", `
 			sluice.queue.waits{} 2
 			sluice.queue.wait.time{} 13
 			sluice.queue.shed{} 1
 			sluice.rule.queue.waiting{sluice.rule.name=workers} 0
-		`); got != w {
-			t.Errorf("after both waits:\n%s\nwant:\n%s", got, w)
-		}
+		`, queue...)
 	})
 }

@@ -108,6 +108,15 @@ func render(samples []sample, names ...string) string {
 	return strings.Join(lines, "\n")
 }
 
+// expect fails t unless the samples of the named metrics (all when none
+// is named) render as w, written as for want; when names the moment.
+func expect(t *testing.T, samples []sample, when, w string, names ...string) {
+	t.Helper()
+	if got, w := render(samples, names...), want(w); got != w {
+		t.Errorf("%s:\n%s\nwant:\n%s", when, got, w)
+	}
+}
+
 // want is an expected rendering written as a raw string, one series a
 // line in any order: trimmed and sorted as render sorts.
 func want(s string) string {

@@ -87,10 +87,7 @@ sluice_rule_inflight{rule="inflight"} 1
 
 func TestCollectorAfterDecisions(t *testing.T) {
 	c := newController(t)
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	drive(t, c, col)
 
 	want := `
@@ -165,10 +162,7 @@ sluice_rule_queue_waiting{rule="inflight"} 0
 
 func TestCollectorLint(t *testing.T) {
 	c := newController(t)
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	drive(t, c, col)
 	problems, err := testutil.CollectAndLint(col)
 	if err != nil {
@@ -182,16 +176,9 @@ func TestCollectorLint(t *testing.T) {
 // Every metric name starts with sluice_, and each is described.
 func TestCollectorNamesAndDescriptions(t *testing.T) {
 	c := newController(t)
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	drive(t, c, col)
-	reg := prometheus.NewPedanticRegistry() // checks Collect against Describe
-	if err := reg.Register(col); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
+	mfs, err := pedantic(t, col).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,10 +198,7 @@ func TestCollectorNamesAndDescriptions(t *testing.T) {
 // Traffic from many clients adds no series: no label holds a client key.
 func TestCollectorCardinalityBounded(t *testing.T) {
 	c := newController(t)
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	drive(t, c, col)
 	before := testutil.CollectAndCount(col)
 	for i := range 500 {
@@ -249,10 +233,7 @@ func TestAdaptiveLimitGauge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	var toks []shed.Token
 	for range 3 {
 		d, tok, err := c.Decide(context.Background(), shed.Attempt{})
@@ -290,10 +271,7 @@ func TestDryRunCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	for range 3 {
 		d, tok, err := c.Decide(context.Background(), shed.Attempt{User: "u"})
 		if err != nil || !d.Allowed {
@@ -346,13 +324,5 @@ func TestRegistration(t *testing.T) {
 	if err != nil || col == nil {
 		t.Fatalf("New(nil, c) = %v, %v", col, err)
 	}
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "sluice_") {
-			t.Errorf("default registry holds %s", mf.GetName())
-		}
-	}
+	noDefaultSeries(t)
 }

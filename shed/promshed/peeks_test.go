@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
-	"github.com/sluicehq/sluice/shed/promshed"
 )
 
 // TestPeeksCounted: peeks are a counter of their own, and no decision.
@@ -21,10 +20,7 @@ func TestPeeksCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	for range 3 {
 		if _, err := c.Peek(context.Background(), shed.Attempt{User: "u"}); err != nil {
 			t.Fatal(err)

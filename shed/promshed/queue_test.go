@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
-	"github.com/sluicehq/sluice/shed/promshed"
 )
 
 // A request waiting for a permit shows in the waiting gauge, and its wait
@@ -23,22 +22,12 @@ func TestQueueMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		col, err := promshed.New(nil, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		col := newCollector(t, c)
 		_, first, err := c.Decide(context.Background(), shed.Attempt{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		served := make(chan shed.Decision)
-		go func() {
-			d, tok, err := c.Decide(context.Background(), shed.Attempt{})
-			if err == nil && d.Allowed {
-				tok.Done(shed.Success)
-			}
-			served <- d
-		}()
+		served := decideAside(c)
 		synctest.Wait() // the second is waiting
 		if err := testutil.CollectAndCompare(col, strings.NewReader(`
 # HELP sluice_rule_queue_waiting Attempts waiting for a permit of a Global concurrency or adaptive rule.
@@ -77,20 +66,10 @@ func TestRateWaitMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		col, err := promshed.New(nil, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		col := newCollector(t, c)
 		_, first, _ := c.Decide(context.Background(), shed.Attempt{})
 		first.Done(shed.Success)
-		served := make(chan shed.Decision)
-		go func() {
-			d, tok, err := c.Decide(context.Background(), shed.Attempt{})
-			if err == nil && d.Allowed {
-				tok.Done(shed.Success)
-			}
-			served <- d
-		}()
+		served := decideAside(c)
 		synctest.Wait() // waiting for its slot, a second on
 		if err := testutil.CollectAndCompare(col, strings.NewReader(`
 # HELP sluice_rule_rate_waiting Attempts waiting for the slot a token-bucket rule with a max wait reserved.
@@ -114,4 +93,19 @@ sluice_rule_rate_waits_total{outcome="waited",rule="calls"} 1
 			t.Error(err)
 		}
 	})
+}
+
+// decideAside decides an empty Attempt on c in a goroutine of its own,
+// finishing its token at once when admitted, and sends the decision on
+// the channel it returns.
+func decideAside(c *shed.Controller) <-chan shed.Decision {
+	served := make(chan shed.Decision)
+	go func() {
+		d, tok, err := c.Decide(context.Background(), shed.Attempt{})
+		if err == nil && d.Allowed {
+			tok.Done(shed.Success)
+		}
+		served <- d
+	}()
+	return served
 }

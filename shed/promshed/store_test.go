@@ -10,7 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/shed"
@@ -35,10 +34,7 @@ func TestStoreFailureMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	for _, cat := range []string{"read", "read", "auth"} {
 		d, tok, err := c.Decide(context.Background(), shed.Attempt{Category: cat, User: "u"})
 		if err != nil {
@@ -98,10 +94,7 @@ func TestStoreHealthMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	want := `
 # HELP sluice_store_degraded 1 while the shared store is bypassed and decisions are made locally on this instance's share, else 0.
 # TYPE sluice_store_degraded gauge
@@ -150,10 +143,7 @@ func TestOverflowAndUnknownPeerMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for i := range 40 {
 		r := httptest.NewRequest(http.MethodGet, "/?u=u"+strconv.Itoa(i), nil)
@@ -162,9 +152,7 @@ func TestOverflowAndUnknownPeerMetrics(t *testing.T) {
 		}
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
-	mfs, err := reg.Gather()
+	mfs, err := pedantic(t, col).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +184,7 @@ func TestRefundMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	for _, status := range []int{401, 200, 200} {
 		_, tok, err := c.Decide(context.Background(), shed.Attempt{User: "u"})
 		if err != nil {
@@ -299,19 +284,14 @@ func TestOverflowPrefixMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	h := c.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for i := range 40 {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = "198.51.100." + strconv.Itoa(i) + ":4000"
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
-	mfs, err := reg.Gather()
+	mfs, err := pedantic(t, col).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

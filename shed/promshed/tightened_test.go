@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
-	"github.com/sluicehq/sluice/shed/promshed"
 )
 
 // TestTightenedWouldRejectCounted: what tightening in dry-run would have
@@ -33,10 +32,7 @@ func TestTightenedWouldRejectCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := promshed.New(nil, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	col := newCollector(t, c)
 	for range 4 { // the tightened burst is 1: three would be rejected
 		d, tok, err := c.Decide(context.Background(), shed.Attempt{User: "u", Tightened: true})
 		if err != nil || !d.Allowed {

@@ -146,11 +146,7 @@ sluice_upstream_wait_seconds_total 1.15
 		for _, p := range problems {
 			t.Errorf("lint: %s: %s", p.Metric, p.Text)
 		}
-		reg := prometheus.NewPedanticRegistry()
-		if err := reg.Register(col); err != nil {
-			t.Fatal(err)
-		}
-		mfs, err := reg.Gather()
+		mfs, err := pedantic(t, col).Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,14 +200,6 @@ func TestUpstreamCollectorRegistration(t *testing.T) {
 		if after, err := testutil.GatherAndCount(reg); err != nil || after != before {
 			t.Errorf("series after 20 upstream keys: %d (%v), before: %d", after, err, before)
 		}
-		mfs, err := prometheus.DefaultGatherer.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if strings.HasPrefix(mf.GetName(), "sluice_") {
-				t.Errorf("default registry holds %s", mf.GetName())
-			}
-		}
+		noDefaultSeries(t)
 	})
 }

@@ -35,9 +35,16 @@ func serve(t *testing.T, p http.Handler, method, path string) (*http.Response, s
 	return res, string(body)
 }
 
-func newPage(t *testing.T, c *shed.Controller, clk *fakeClock) *statuspage.Page {
+// fataler is what newPage needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// newPage returns a Page of c on clk's time, with opts.
+func newPage(t fataler, c *shed.Controller, clk *fakeClock, opts ...statuspage.Option) *statuspage.Page {
 	t.Helper()
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
+	p, err := statuspage.New(c, append([]statuspage.Option{statuspage.WithClock(clk.now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

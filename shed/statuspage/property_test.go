@@ -31,10 +31,7 @@ func TestReportInvariants(t *testing.T) {
 		}
 		history := rapid.IntRange(2, 8).Draw(t, "history")
 		interval := time.Duration(rapid.Int64Range(1, 4).Draw(t, "interval")) * 250 * time.Millisecond
-		p, err := statuspage.New(c, statuspage.WithClock(clk.now), statuspage.WithHistory(history), statuspage.WithInterval(interval))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newPage(t, c, clk, statuspage.WithHistory(history), statuspage.WithInterval(interval))
 		var held []shed.Token
 		defer func() {
 			for _, tok := range held {

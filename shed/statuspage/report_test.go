@@ -91,10 +91,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 func TestRatesAreUnknownUntilTwoSamples(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk)
 	requests(t, c, "198.51.100.1", 2)
 	rep := p.ReportAt(clk.now())
 	if rep.Samples != 1 || rep.Rates.Admitted != nil || rep.Rules[0].AllowedRate != nil {
@@ -112,10 +109,7 @@ func TestRatesAreUnknownUntilTwoSamples(t *testing.T) {
 func TestRatesAreTheChangeBetweenTheTwoNewestSamples(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk)
 	p.SampleAt(clk.now())
 	clk.advance(2 * time.Second)
 	// 3 admitted, the 4th over the per-IP limit (a strike and a timeout),
@@ -156,10 +150,7 @@ func TestRatesAreTheChangeBetweenTheTwoNewestSamples(t *testing.T) {
 func TestARequestWithinHalfAnIntervalRecordsNoSample(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now), statuspage.WithInterval(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk, statuspage.WithInterval(time.Second))
 	p.SampleAt(clk.now())
 	clk.advance(499 * time.Millisecond)
 	if n := p.ReportAt(clk.now()).Samples; n != 1 {
@@ -179,10 +170,7 @@ func TestARequestWithinHalfAnIntervalRecordsNoSample(t *testing.T) {
 func TestHistoryIsBoundedAndTimedFromTheNewest(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now), statuspage.WithHistory(3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk, statuspage.WithHistory(3))
 	for range 10 {
 		p.SampleAt(clk.now())
 		clk.advance(time.Second)
@@ -209,10 +197,7 @@ func TestHistoryIsBoundedAndTimedFromTheNewest(t *testing.T) {
 func TestChartPlacesTheNewestAtTheRightEdge(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now), statuspage.WithHistory(4))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk, statuspage.WithHistory(4))
 	p.SampleAt(clk.now())
 	clk.advance(2 * time.Second)
 	d, tok, err := c.Decide(context.Background(), shed.Attempt{IP: netip.MustParseAddr("198.51.100.9")})
@@ -266,14 +251,11 @@ func TestRunSamplesEveryIntervalUntilCancelled(t *testing.T) {
 func TestReloadedRulesHaveTheirOwnHistory(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk)
 	p.SampleAt(clk.now())
 	clk.advance(time.Second)
 	p.SampleAt(clk.now())
-	err = c.Reload(shed.Config{Rules: []shed.Rule{
+	err := c.Reload(shed.Config{Rules: []shed.Rule{
 		{Name: "wide", Algorithm: shed.Concurrency, Limit: 9},
 		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: 3, Rate: ratelimit.Per(1, time.Minute), Capacity: 64},
 	}})
@@ -361,17 +343,14 @@ func TestReportReadsThePagesClock(t *testing.T) {
 func TestReplacedRuleRateIsUnknownUntilItsSecondSample(t *testing.T) {
 	clk := newFakeClock()
 	c := newController(t, clk)
-	p, err := statuspage.New(c, statuspage.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t, c, clk)
 	p.SampleAt(clk.now())
 	requests(t, c, "198.51.100.1", 2)
 	clk.advance(time.Second)
 	if r := p.Report().Rules[0].AllowedRate; r == nil || *r != 2 {
 		t.Fatalf("per-ip allowed rate %v before the reload, want 2", r)
 	}
-	err = c.Reload(shed.Config{Rules: []shed.Rule{
+	err := c.Reload(shed.Config{Rules: []shed.Rule{
 		{Name: "per-ip", Identity: shed.IP, Algorithm: shed.FixedWindow, Limit: 3, Window: time.Minute},
 	}})
 	if err != nil {

@@ -2,7 +2,6 @@ package memcachestore_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/memcachestore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestFallbackDecidesOnTheShareWhileTheServerIsPaused: with a fixed N of
@@ -24,17 +24,9 @@ import (
 // the deadline.
 func TestFallbackDecidesOnTheShareWhileTheServerIsPaused(t *testing.T) {
 	srv := startServer(t)
-	timeout := 100 * time.Millisecond
-	for try := 1; ; try, timeout = try+1, 2*timeout {
-		why := fallbackWhilePaused(t, srv, timeout)
-		if why == "" {
-			return
-		}
-		if try == faultTries {
-			t.Fatalf("%d tries, the last with a deadline of %v: %s", faultTries, timeout, why)
-		}
-		t.Logf("with a deadline of %v: %s; trying again with twice that", timeout, why)
-	}
+	storetest.RetryDoubling(t, faultTries, 100*time.Millisecond, func(_ int, timeout time.Duration) string {
+		return fallbackWhilePaused(t, srv, timeout)
+	})
 }
 
 // fallbackWhilePaused is one try of
@@ -56,55 +48,6 @@ func fallbackWhilePaused(t *testing.T, srv *server, timeout time.Duration) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	decideOn := func() (bool, time.Duration) {
-		t.Helper()
-		req := store.Request{Now: time.Now().UnixNano()}
-		req.Add(id, "tenant", 1)
-		var res store.Result
-		start := time.Now()
-		if err := f.Decide(ctx, &req, &res); err != nil {
-			t.Fatalf("a fallback's Decide failed: %v", err)
-		}
-		return res.Allowed, time.Since(start)
-	}
-	if ok, _ := decideOn(); !ok {
-		t.Fatal("rejected on a live server")
-	}
-	before := f.Stats()
-	if before.Degraded || before.FallbackDecisions != 0 {
-		return fmt.Sprintf("the breaker tripped on the live server: %+v", before)
-	}
-	srv.Pause()
-	admitted := 0
-	for range 20 {
-		ok, took := decideOn()
-		if took > timeout+faultSlack {
-			srv.Resume()
-			return fmt.Sprintf("a decision took %v on a paused server, past the deadline and %v of slack", took, faultSlack)
-		}
-		if ok {
-			admitted++
-		}
-	}
-	st := f.Stats()
-	srv.Resume()
-	if st.Trips-before.Trips > 1 {
-		return fmt.Sprintf("%d trips around the pause, the live server's deadline missed: %+v", st.Trips-before.Trips, st)
-	}
-	if !st.Degraded || st.FallbackDecisions != 20 || admitted != 5 {
-		t.Fatalf("paused: admitted %d locally (want 5, half of 10), %+v", admitted, st)
-	}
-	for deadline := time.Now().Add(5 * time.Second); f.Stats().Degraded; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Sprintf("the breaker did not close within 5s of the server resuming: %+v", f.Stats())
-		}
-	}
-	ok, _ := decideOn()
-	if after := f.Stats(); after.Degraded || after.FallbackDecisions != st.FallbackDecisions {
-		return fmt.Sprintf("after recovery the breaker tripped again, the live server's deadline missed: %+v", after)
-	}
-	if !ok {
-		t.Fatal("after recovery: rejected on memcached, which counted 1 of 10")
-	}
-	return ""
+	return storetest.FallbackPause{Fallback: f, Limit: id, Backend: "memcached", Share: 5,
+		Timeout: timeout, Slack: faultSlack, Pause: srv.Pause, Resume: srv.Resume}.Try(t)
 }

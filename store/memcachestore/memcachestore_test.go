@@ -303,17 +303,9 @@ const faultTries = 4
 // deadline.
 func TestPausedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 	srv := startServer(t)
-	timeout := 100 * time.Millisecond
-	for try := 1; ; try, timeout = try+1, 2*timeout {
-		why := pausedIsUnavailable(t, srv, timeout)
-		if why == "" {
-			return
-		}
-		if try == faultTries {
-			t.Fatalf("%d tries, the last with a deadline of %v: %s", faultTries, timeout, why)
-		}
-		t.Logf("with a deadline of %v: %s; trying again with twice that", timeout, why)
-	}
+	storetest.RetryDoubling(t, faultTries, 100*time.Millisecond, func(_ int, timeout time.Duration) string {
+		return pausedIsUnavailable(t, srv, timeout)
+	})
 }
 
 // pausedIsUnavailable is one try of

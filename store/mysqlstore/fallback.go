@@ -22,28 +22,11 @@ func NewFallback(s *Store, opts ...fallback.Option) (*fallback.Store, error) {
 	if s == nil {
 		return nil, errors.New("mysqlstore: nil store")
 	}
-	opts = append([]fallback.Option{fallback.WithBackendName("MariaDB")}, opts...)
-	return s.fallbacks.New(s, opts...)
+	return s.fallbacks.Fallback(s, opts)
 }
 
-// members is the Store's instance in the heartbeats, which its Fallbacks
-// share through s.fallbacks.
-type members struct{ s *Store }
-
-var _ fallback.Membership = (*members)(nil)
-
-// Beat joins (or refreshes) this instance and counts the live ones.
-func (m *members) Beat(ctx context.Context, memory time.Duration) (int64, error) {
-	return m.s.beat(ctx, memory, true)
-}
-
-// Leave leaves; s.fallbacks calls it when the last Fallback Closes.
-func (m *members) Leave(ctx context.Context) error {
-	_, err := m.s.beat(ctx, 0, false)
-	return err
-}
-
-// beat calls the beat procedure within the per-call deadline.
+// beat calls the beat procedure within the per-call deadline: the
+// membership.Beat of s.fallbacks.
 func (s *Store) beat(ctx context.Context, memory time.Duration, join bool) (int64, error) {
 	q := s.set + "CALL " + object(s.prefix, "beat") + "('" + s.instance + "', " +
 		strconv.FormatInt(int64(memory), 10) + ", " + strconv.FormatBool(join) + ")"

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/mysqlstore"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestFallbackDecidesOnTheShareWhileTheServerIsPaused: two instances on a
@@ -28,17 +29,9 @@ import (
 func TestFallbackDecidesOnTheShareWhileTheServerIsPaused(t *testing.T) {
 	srv := startServer(t)
 	db := openDB(t, srv.dsn())
-	timeout := 100 * time.Millisecond
-	for try := 1; ; try, timeout = try+1, 2*timeout {
-		why := fallbackWhilePaused(t, srv, db, "fb"+strconv.Itoa(try), timeout)
-		if why == "" {
-			return
-		}
-		if try == faultTries {
-			t.Fatalf("%d tries, the last with a deadline of %v: %s", faultTries, timeout, why)
-		}
-		t.Logf("with a deadline of %v: %s; trying again with twice that", timeout, why)
-	}
+	storetest.RetryDoubling(t, faultTries, 100*time.Millisecond, func(n int, timeout time.Duration) string {
+		return fallbackWhilePaused(t, srv, db, "fb"+strconv.Itoa(n), timeout)
+	})
 }
 
 // fallbackWhilePaused is one try of
@@ -72,75 +65,14 @@ func fallbackWhilePaused(t *testing.T, srv *server, db *sql.DB, prefix string, t
 		}
 	}
 	f := fbs[0]
-	decideOn := func() (bool, time.Duration) {
-		t.Helper()
-		req := store.Request{Now: time.Now().UnixNano()}
-		req.Add(ids[0], "tenant", 1)
-		var res store.Result
-		start := time.Now()
-		if err := f.Decide(ctx, &req, &res); err != nil {
-			t.Fatalf("a fallback's Decide failed: %v", err)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st := f.Stats(); st.Instances == 2 && !st.Degraded {
+			break
 		}
-		return res.Allowed, time.Since(start)
-	}
-	waitFor := func(within time.Duration, cond func() bool) bool {
-		for deadline := time.Now().Add(within); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				return false
-			}
-		}
-		return true
-	}
-	if !waitFor(5*time.Second, func() bool { st := f.Stats(); return st.Instances == 2 && !st.Degraded }) {
-		return fmt.Sprintf("waited 5s for both instances counted on the live server: %+v", f.Stats())
-	}
-	if ok, _ := decideOn(); !ok || f.Stats().Degraded {
-		return fmt.Sprintf("on the live server: admitted %v, %+v", ok, f.Stats())
-	}
-
-	before := f.Stats()
-	if before.Degraded {
-		return fmt.Sprintf("the breaker tripped on the live server: %+v", before)
-	}
-	srv.Pause()
-	admitted := 0
-	for range 20 {
-		ok, took := decideOn()
-		if took > timeout+faultSlack {
-			srv.Resume()
-			return fmt.Sprintf("a decision took %v on a paused server, past the deadline and %v of slack", took, faultSlack)
-		}
-		if ok {
-			admitted++
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("waited 5s for both instances counted on the live server: %+v", f.Stats())
 		}
 	}
-	st := f.Stats()
-	srv.Resume()
-	// A trip and a recovery of the live server's just before the pause (a
-	// heartbeat that missed the deadline) make one more.
-	trips, local := st.Trips-before.Trips, st.FallbackDecisions-before.FallbackDecisions
-	if !st.Degraded || trips < 1 || local != 20 {
-		t.Fatalf("after 20 decisions on a paused server: %+v, was %+v: want degraded, a trip, 20 local decisions", st, before)
-	}
-	if trips > 1 {
-		return fmt.Sprintf("%d trips around the pause, the live server's deadline missed: %+v", trips, st)
-	}
-	if admitted != 5 {
-		t.Fatalf("admitted %d locally, want 5 (the limit of 10 shared by 2 instances)", admitted)
-	}
-
-	if !waitFor(10*time.Second, func() bool { return !f.Stats().Degraded }) {
-		return fmt.Sprintf("waited 10s for the breaker to close once the server resumed: %+v", f.Stats())
-	}
-	ok, _ := decideOn()
-	if after := f.Stats(); after.Degraded || after.FallbackDecisions != st.FallbackDecisions {
-		return fmt.Sprintf("after recovery the breaker tripped again, the live server's deadline missed: %+v", after)
-	}
-	if !ok {
-		t.Fatal("after recovery: rejected on MariaDB, which counted 1 of 10")
-	}
-	if d := f.Stats(); d.Recoveries-before.Recoveries != 1 {
-		t.Fatalf("after recovery: %+v, was %+v", d, before)
-	}
-	return ""
+	return storetest.FallbackPause{Fallback: f, Limit: ids[0], Backend: "MariaDB", Share: 5,
+		Timeout: timeout, Slack: faultSlack, Pause: srv.Pause, Resume: srv.Resume}.Try(t)
 }

@@ -36,33 +36,28 @@ const faultTries = 5
 func TestPausedAndStoppedServerIsUnavailableWithinTheDeadline(t *testing.T) {
 	srv := startServer(t)
 	db := openDB(t, srv.dsn())
-	timeout := 100 * time.Millisecond
-	for try := 1; ; try, timeout = try+1, 2*timeout {
-		s, why := pausedIsUnavailable(t, srv, db, "fault"+strconv.Itoa(try), timeout)
-		if why == "" {
-			// The last: a killed server fails at once, with the deadline
-			// of the try that showed the rest (the least of three calls).
-			srv.Kill()
-			var req store.Request
-			req.Add(s.id, "k", 1)
-			least := time.Duration(math.MaxInt64)
-			for range 3 {
-				start := time.Now()
-				err := s.Decide(context.Background(), &req, new(store.Result))
-				if !errors.Is(err, store.ErrUnavailable) {
-					t.Fatalf("killed server: %v, want ErrUnavailable", err)
-				}
-				least = min(least, time.Since(start))
-			}
-			if least > timeout+faultSlack {
-				t.Fatalf("killed server: ErrUnavailable after %v at the least, want at once", least)
-			}
-			return
+	var s limitedStore
+	timeout := storetest.RetryDoubling(t, faultTries, 100*time.Millisecond, func(n int, timeout time.Duration) string {
+		var why string
+		s, why = pausedIsUnavailable(t, srv, db, "fault"+strconv.Itoa(n), timeout)
+		return why
+	})
+	// The last: a killed server fails at once, with the deadline of the
+	// try that showed the rest (the least of three calls).
+	srv.Kill()
+	var req store.Request
+	req.Add(s.id, "k", 1)
+	least := time.Duration(math.MaxInt64)
+	for range 3 {
+		start := time.Now()
+		err := s.Decide(context.Background(), &req, new(store.Result))
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("killed server: %v, want ErrUnavailable", err)
 		}
-		if try == faultTries {
-			t.Fatalf("%d tries, the last with a deadline of %v: %s", faultTries, timeout, why)
-		}
-		t.Logf("with a deadline of %v: %s; trying again with twice that", timeout, why)
+		least = min(least, time.Since(start))
+	}
+	if least > timeout+faultSlack {
+		t.Fatalf("killed server: ErrUnavailable after %v at the least, want at once", least)
 	}
 }
 

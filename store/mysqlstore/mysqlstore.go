@@ -14,7 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/fallback"
+	"github.com/sluicehq/sluice/store/internal/membership"
 	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
@@ -62,12 +62,12 @@ type Store struct {
 	decideSQL, refundSQL, stateTable, cleanupSQL string
 
 	// instance identifies this Store among the instances of its prefix
-	// (fallback.Membership); fallbacks is the one Membership of the
-	// Fallbacks around it.
+	// (fallback.Membership); fallbacks is the one instance that the
+	// Fallbacks around it count as.
 	instance  string
-	fallbacks *fallback.Shared
+	fallbacks *membership.Instance
 
-	limits store.Registry[sqlquota.Limit] // by LimitID, with the names in use
+	limits sqlquota.Limits // by LimitID, with the names in use
 }
 
 var (
@@ -104,8 +104,9 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		stateTable: object(cfg.prefix, "state"),
 		cleanupSQL: "CALL " + object(cfg.prefix, "cleanup") + "(",
 		instance:   rand.Text(),
+		limits:     sqlquota.Limits{Backend: "MySQL", Package: "mysqlstore", MaxName: MaxNameLen, MaxKey: MaxKeyLen},
 	}
-	s.fallbacks = fallback.NewShared(&members{s: s})
+	s.fallbacks = membership.New("MariaDB", s.beat)
 	return s, nil
 }
 
@@ -123,22 +124,7 @@ func (s *Store) Prefix() string { return s.prefix }
 // Errors start with "store: ". Limits of the same Name in Stores of the
 // same prefix share their state: register the same spec everywhere.
 func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, error) {
-	l, err := newLimit(spec)
-	if err != nil {
-		return 0, err
-	}
-	return s.limits.Add(spec.Name, l)
-}
-
-// newLimit validates spec for the decide procedure.
-func newLimit(spec store.Spec) (*sqlquota.Limit, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if len(spec.Name) > MaxNameLen {
-		return nil, fmt.Errorf("store: limit %q: the MySQL store keeps names of at most %d bytes, got %d", spec.Name, MaxNameLen, len(spec.Name))
-	}
-	return sqlquota.NewLimit(spec, "MySQL", false)
+	return s.limits.Register(spec)
 }
 
 // Update changes limit id's Limit in place (store.Updater), without I/O:
@@ -151,11 +137,7 @@ func newLimit(spec store.Spec) (*sqlquota.Limit, error) {
 // Window, Calendar, Capacity or Overflow. Other Stores of the prefix that
 // share the name keep their own parameters until they are updated too.
 func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) error {
-	l, err := newLimit(spec)
-	if err != nil {
-		return err
-	}
-	return s.limits.Replace(id, l, func(old *sqlquota.Limit) error { return store.CheckInPlace(old.Spec, spec, "MySQL") })
+	return s.limits.Update(id, spec)
 }
 
 // Unregister drops limit id from this Store, without I/O (see
@@ -165,7 +147,7 @@ func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) err
 // returns an error matching store.ErrUnknownLimit when id is not
 // registered.
 func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
-	return s.limits.Remove(id, (*sqlquota.Limit).Name)
+	return s.limits.Unregister(id)
 }
 
 // Decide charges req's hits, all or nothing, in one statement on the
@@ -184,17 +166,8 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 // at once but the server may still finish the decision within that
 // deadline. It blocks for one round trip (one more per deadlock).
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return errors.New("store: Decide needs a request and a result")
-	}
-	if err := req.Check(); err != nil {
-		return err
-	}
-	if err := store.RefuseReserve(req, "mysqlstore"); err != nil {
-		return err // its SQL decides at once
-	}
 	var lim [store.MaxHits]*sqlquota.Limit
-	if err := s.hitLimits(req, &lim); err != nil {
+	if err := s.limits.Decision(req, res, &lim); err != nil {
 		return err
 	}
 	q := s.hitsQuery(s.decideSQL, req, &lim)
@@ -206,23 +179,6 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	}
 	if err := parseReply(reply, req, res, &lim); err != nil {
 		return store.Unavailable(err)
-	}
-	return nil
-}
-
-// hitLimits fills lim with the limits req's hits name, or returns the
-// error of a limit this store does not hold or a key too long.
-func (s *Store) hitLimits(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) error {
-	ls := s.limits.All()
-	for i := range req.Hits[:req.N] {
-		h := &req.Hits[i]
-		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
-			return fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
-		}
-		if len(h.Key) > MaxKeyLen {
-			return fmt.Errorf("store: hit %d: the MySQL store keeps keys of at most %d bytes, got %d", i, MaxKeyLen, len(h.Key))
-		}
-		lim[i] = ls[h.Limit-1]
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 		return err
 	}
 	var lim [store.MaxHits]*sqlquota.Limit
-	if err := s.hitLimits(req, &lim); err != nil {
+	if err := s.limits.Hits(req, &lim); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)

@@ -1,6 +1,8 @@
 package mysqlstore
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,9 +11,9 @@ import (
 )
 
 // FuzzParseReply: whatever the database sends back, parseReply never
-// panics, and a reply it accepts describes a well-formed Result: N hits
-// evaluated, Allowed exactly when every one was admitted, and a rejection
-// only as the last one evaluated.
+// panics and accepts exactly the replies of comma-separated decimal
+// int64s that sqlquota.Decode accepts, filling the Result Decode fills
+// from those numbers.
 func FuzzParseReply(f *testing.F) {
 	f.Add("1796156033614806000,1,1,0,4,0,3600000000000")
 	f.Add("1796156033614806000,2,1,0,4,0,3600000000000,0,1,0,5000,3600000000000")
@@ -19,7 +21,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add("1,,")
 	f.Fuzz(func(t *testing.T, reply string) {
 		spec := store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour}
-		l, err := newLimit(spec)
+		l, err := sqlquota.NewLimit(spec, "MySQL", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,24 +29,24 @@ func FuzzParseReply(f *testing.F) {
 		req.Add(1, "a", 1)
 		req.Add(1, "b", 1)
 		lim := [store.MaxHits]*sqlquota.Limit{l, l}
-		var res store.Result
-		if parseReply(reply, &req, &res, &lim) != nil {
-			return
-		}
-		if res.N < 1 || res.N > req.N {
-			t.Fatalf("accepted %q with N %d", reply, res.N)
-		}
-		all := true
-		for i := range res.N {
-			if !res.Hits[i].Decision.Allowed() {
-				all = false
-				if i != res.N-1 {
-					t.Fatalf("accepted %q with a rejection before the last hit", reply)
-				}
+		var res, want store.Result
+		got := parseReply(reply, &req, &res, &lim) == nil
+		var vals []int64
+		numbers := true
+		for _, field := range strings.Split(reply, ",") {
+			v, err := strconv.ParseInt(field, 10, 64)
+			if err != nil {
+				numbers = false
+				break
 			}
+			vals = append(vals, v)
 		}
-		if all != res.Allowed || (res.Allowed && res.N != req.N) {
-			t.Fatalf("accepted %q: Allowed %v, hits %+v", reply, res.Allowed, res.Hits[:res.N])
+		ok := numbers && sqlquota.Decode(vals, &req, &want, &lim)
+		if got != ok {
+			t.Fatalf("parseReply accepted %q: %v; as numbers Decode accepted it: %v", reply, got, ok)
+		}
+		if ok && res != want {
+			t.Fatalf("%q: parseReply filled %+v, Decode %+v", reply, res, want)
 		}
 	})
 }

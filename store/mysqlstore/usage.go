@@ -29,9 +29,9 @@ func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (store.
 // first, and an error matching store.ErrUnavailable when the database
 // fails.
 func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
-	l := s.limits.Lookup(id)
-	if l == nil {
-		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	l, err := s.limits.Known(id)
+	if err != nil {
+		return err
 	}
 	// Hex literals: any bytes, no quoting.
 	q := s.set + "DELETE FROM " + s.stateTable + " WHERE name = X'" + hex.EncodeToString([]byte(l.Spec.Name)) +
@@ -55,8 +55,8 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 // ctx.Err() when ctx ends, and an error matching store.ErrUnavailable when
 // the database fails.
 func (s *Store) Cleanup(ctx context.Context, limit int) (int64, error) {
-	if limit <= 0 || limit > 1<<31-1 {
-		return 0, fmt.Errorf("mysqlstore: cleanup limit must be from 1 to 2^31-1, got %d", limit)
+	if err := s.limits.CheckCleanup(limit); err != nil {
+		return 0, err
 	}
 	v, err := s.queryString(ctx, s.cleanupSQL+strconv.Itoa(limit)+")")
 	if err != nil {

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,55 +11,14 @@ import (
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
-// calCase is a window limit on a calendar.
-type calCase struct {
-	alg store.Algorithm
-	w   time.Duration
-	cal store.Calendar
-}
-
 // TestWindowsOnTheCalendarAsMemory: a window limit on PostgreSQL (deciding
 // on the database's clock) places its windows where Memory places them at
 // the same instant, for every kind of calendar: the wait to the window's
-// end agrees to the microsecond (clock_timestamp()'s resolution).
+// end agrees to the microsecond, clock_timestamp()'s resolution
+// (storetest.WindowsAsMemory).
 func TestWindowsOnTheCalendarAsMemory(t *testing.T) {
 	p := sharedPool(t)
-	cases := []calCase{
-		{store.FixedWindow, 24 * time.Hour, store.Calendar{}},
-		{store.FixedWindow, 7 * 24 * time.Hour, store.Calendar{}},
-		{store.FixedWindow, 24 * time.Hour, store.Calendar{Offset: -5 * time.Hour}},
-		{store.FixedWindow, time.Hour, store.Calendar{Offset: 5*time.Hour + 30*time.Minute}},
-		{store.FixedWindow, 0, store.Calendar{Months: 1}},
-		{store.FixedWindow, 0, store.Calendar{Months: 3, Offset: 9 * time.Hour}},
-		{store.FixedWindow, 0, store.Calendar{Months: 12, Offset: -14 * time.Hour}},
-		{store.SlidingWindow, 24 * time.Hour, store.Calendar{Offset: -8 * time.Hour}},
-		{store.SlidingWindow, 0, store.Calendar{Months: 1}},
-	}
-	for i, tc := range cases {
-		t.Run(fmt.Sprintf("%v/%v/%+v", tc.alg, tc.w, tc.cal), func(t *testing.T) {
-			ctx := context.Background()
-			spec := store.Spec{Name: fmt.Sprint("cal", i), Algorithm: tc.alg, Limit: 5, Window: tc.w, Calendar: tc.cal}
-			pg := newStore(t, p)
-			pid := storetest.MustRegister(t, pg, spec)
-			m := store.NewMemory()
-			mid := storetest.MustRegister(t, m, spec)
-			pres := storetest.Decide(t, pg, pid, "k", 1)
-			req := store.Request{Now: pres.Now}
-			req.Add(mid, "k", 1)
-			var mres store.Result
-			if err := m.Decide(ctx, &req, &mres); err != nil {
-				t.Fatal(err)
-			}
-			pd, md := pres.Hits[0].Decision, mres.Hits[0].Decision
-			if !pd.Allowed() || !md.Allowed() || pd.Remaining != md.Remaining {
-				t.Fatalf("PostgreSQL %+v, Memory %+v", pd, md)
-			}
-			if pd.ResetAfter != md.ResetAfter {
-				t.Fatalf("window ends in %v on PostgreSQL, %v on Memory (at %v)", pd.ResetAfter, md.ResetAfter,
-					time.Unix(0, pres.Now).UTC())
-			}
-		})
-	}
+	storetest.WindowsAsMemory(t, "PostgreSQL", func(t *testing.T) store.Store { return newStore(t, p) }, 0)
 }
 
 // TestWindowClockInSQLIsWindowClock: the schema's window_at and real_at

@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +15,8 @@ const conformanceWait = 400 * time.Millisecond
 // unsupported are the harness's subtests that need an algorithm the
 // PostgreSQL store refuses at Register (sliding logs,
 // concurrency leases), or that register every algorithm.
-var unsupported = []string{"sliding_log", "concurrency", "/max_hits", "/lease/", "/unregister", "/update/lease_ttl"}
+var unsupported = storetest.WithSkip("pgstore keeps token buckets, fixed and sliding windows only",
+	"sliding_log", "concurrency", "/max_hits", "/lease/", "/unregister", "/update/lease_ttl")
 
 // TestConformance runs the store conformance harness on the shared
 // PostgreSQL, each subtest in a schema of its own. Subtests that need an
@@ -24,12 +24,6 @@ var unsupported = []string{"sliding_log", "concurrency", "/max_hits", "/lease/",
 // covers Unregister on the algorithms it keeps).
 func TestConformance(t *testing.T) {
 	p := sharedPool(t)
-	storetest.Run(t, func(t *testing.T) store.Store {
-		for _, u := range unsupported {
-			if strings.Contains(t.Name(), u) {
-				t.Skipf("pgstore keeps token buckets and fixed windows only (%s)", u)
-			}
-		}
-		return newStore(t, p)
-	}, storetest.WithServerTime(conformanceWait))
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, p) },
+		storetest.WithServerTime(conformanceWait), unsupported)
 }

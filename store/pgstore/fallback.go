@@ -21,34 +21,24 @@ func NewFallback(s *Store, opts ...fallback.Option) (*fallback.Store, error) {
 	if s == nil {
 		return nil, errors.New("pgstore: nil store")
 	}
-	opts = append([]fallback.Option{fallback.WithBackendName("PostgreSQL")}, opts...)
-	return s.fallbacks.New(s, opts...)
+	return s.fallbacks.Fallback(s, opts)
 }
 
-// members is the Store's instance in the instances table, which its
-// Fallbacks share through s.fallbacks.
-type members struct{ s *Store }
-
-var _ fallback.Membership = (*members)(nil)
-
-// Beat records this instance's heartbeat and counts the live ones.
-func (m *members) Beat(ctx context.Context, memory time.Duration) (int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, m.s.timeout)
+// beat records this instance's heartbeat and counts the live ones, or
+// deletes its row (join false), in one statement within the per-call
+// deadline: the membership.Beat of s.fallbacks.
+func (s *Store) beat(ctx context.Context, memory time.Duration, join bool) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var n int64
-	if err := m.s.pool.QueryRow(cctx, m.s.beatSQL, m.s.instance, int64(memory)).Scan(&n); err != nil {
-		return 0, m.s.failed(ctx, err)
+	var err error
+	if join {
+		err = s.pool.QueryRow(cctx, s.beatSQL, s.instance, int64(memory)).Scan(&n)
+	} else {
+		_, err = s.pool.Exec(cctx, s.leaveSQL, s.instance)
+	}
+	if err != nil {
+		return 0, s.failed(ctx, err)
 	}
 	return n, nil
-}
-
-// Leave deletes this instance's row; s.fallbacks calls it when the last
-// Fallback Closes.
-func (m *members) Leave(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, m.s.timeout)
-	defer cancel()
-	if _, err := m.s.pool.Exec(cctx, m.s.leaveSQL, m.s.instance); err != nil {
-		return m.s.failed(ctx, err)
-	}
-	return nil
 }

@@ -133,14 +133,8 @@ func i0(b bool) int {
 func TestFallbackLostReplyIsChargedOnce(t *testing.T) {
 	admin := sharedPool(t)
 	p, pid := onePool(t)
-	s, err := pgstore.New(p, pgstore.WithSchema(testSchema(t, admin)), pgstore.WithTimeout(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStoreOn(t, p, admin, pgstore.WithTimeout(30*time.Second))
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	f, err := pgstore.NewFallback(s, fallback.WithInstances(1), fallback.WithProbeInterval(time.Hour),
 		fallback.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -202,18 +196,13 @@ func TestFallbackLostReplyIsChargedOnce(t *testing.T) {
 func TestFallbackConformance(t *testing.T) {
 	p := sharedPool(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		for _, u := range unsupported {
-			if strings.Contains(t.Name(), u) {
-				t.Skipf("pgstore keeps token buckets and fixed windows only (%s)", u)
-			}
-		}
 		f, err := pgstore.NewFallback(newStore(t, p), fallback.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = f.Close() })
 		return f
-	}, storetest.WithServerTime(conformanceWait))
+	}, storetest.WithServerTime(conformanceWait), unsupported)
 }
 
 func TestNewFallbackValidates(t *testing.T) {

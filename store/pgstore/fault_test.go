@@ -163,14 +163,8 @@ func onePool(t *testing.T) (*pgxpool.Pool, uint32) {
 func TestKilledSessionIsUnavailableAndChargesNothing(t *testing.T) {
 	admin := sharedPool(t)
 	p, pid := onePool(t)
-	s, err := pgstore.New(p, pgstore.WithSchema(testSchema(t, admin)), pgstore.WithTimeout(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStoreOn(t, p, admin, pgstore.WithTimeout(30*time.Second))
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	id := storetest.MustRegister(t, s, store.Spec{Name: "q", Algorithm: store.FixedWindow, Limit: 5, Window: 24 * time.Hour})
 	storetest.Decide(t, s, id, "k", 1)
 	b := blockedDecision(t, admin, s, id, pid)

@@ -75,7 +75,15 @@ func testSchema(t testing.TB, p *pgxpool.Pool) string {
 // newStore returns a migrated Store on p in a schema of its own.
 func newStore(t testing.TB, p *pgxpool.Pool, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.New(p, append([]pgstore.Option{pgstore.WithSchema(testSchema(t, p)), pgstore.WithTimeout(5 * time.Second)}, opts...)...)
+	return newStoreOn(t, p, p, opts...)
+}
+
+// newStoreOn returns a migrated Store on p in a schema of its own, which
+// admin drops when the test ends (p's sessions may be gone by then): a
+// deadline of 5s unless opts say otherwise.
+func newStoreOn(t testing.TB, p, admin *pgxpool.Pool, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.New(p, append([]pgstore.Option{pgstore.WithSchema(testSchema(t, admin)), pgstore.WithTimeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

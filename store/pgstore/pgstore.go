@@ -9,13 +9,12 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/fallback"
+	"github.com/sluicehq/sluice/store/internal/membership"
 	"github.com/sluicehq/sluice/store/internal/sqlquota"
 )
 
@@ -58,11 +57,11 @@ type Store struct {
 
 	// instance is this Store's id in the instances table: the Fallbacks
 	// around one Store are one instance, which leaves the table when the
-	// last of them Closes (fallbacks, their one Membership).
+	// last of them Closes (fallbacks, that one instance).
 	instance  string
-	fallbacks *fallback.Shared
+	fallbacks *membership.Instance
 
-	limits store.Registry[sqlquota.Limit] // by LimitID, with the names in use
+	limits sqlquota.Limits // by LimitID, with the names in use
 }
 
 var (
@@ -103,8 +102,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		beatSQL:    "SELECT " + q + ".beat($1, $2)",
 		leaveSQL:   "DELETE FROM " + q + ".instances WHERE id = $1",
 		cleanupSQL: "SELECT " + q + ".cleanup($1)",
+		limits:     sqlquota.Limits{Backend: "PostgreSQL", Package: "pgstore", Sliding: true, Text: true},
 	}
-	s.fallbacks = fallback.NewShared(&members{s: s})
+	s.fallbacks = membership.New("PostgreSQL", s.beat)
 	return s, nil
 }
 
@@ -116,22 +116,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 // Errors start with "store: ". Limits of the same Name in stores of the
 // same schema share their state: register the same spec everywhere.
 func (s *Store) Register(_ context.Context, spec store.Spec) (store.LimitID, error) {
-	l, err := newLimit(spec)
-	if err != nil {
-		return 0, err
-	}
-	return s.limits.Add(spec.Name, l)
-}
-
-// newLimit validates spec for the decide function.
-func newLimit(spec store.Spec) (*sqlquota.Limit, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if !utf8.ValidString(spec.Name) || strings.IndexByte(spec.Name, 0) >= 0 {
-		return nil, fmt.Errorf("store: limit %q: the PostgreSQL store needs a name of valid UTF-8 without NUL bytes", spec.Name)
-	}
-	return sqlquota.NewLimit(spec, "PostgreSQL", true)
+	return s.limits.Register(spec)
 }
 
 // Update changes limit id's Limit in place (store.Updater), without I/O:
@@ -146,11 +131,7 @@ func newLimit(spec store.Spec) (*sqlquota.Limit, error) {
 // Capacity or Overflow. Other Stores of the schema that share the name
 // keep their own parameters until they are updated too.
 func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) error {
-	l, err := newLimit(spec)
-	if err != nil {
-		return err
-	}
-	return s.limits.Replace(id, l, func(old *sqlquota.Limit) error { return store.CheckInPlace(old.Spec, spec, "PostgreSQL") })
+	return s.limits.Update(id, spec)
 }
 
 // Unregister drops limit id from this Store, without I/O (see
@@ -161,7 +142,7 @@ func (s *Store) Update(_ context.Context, id store.LimitID, spec store.Spec) err
 // algorithm) meets that state until it expires. It returns an error
 // matching store.ErrUnknownLimit when id is not registered.
 func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
-	return s.limits.Remove(id, (*sqlquota.Limit).Name)
+	return s.limits.Unregister(id)
 }
 
 // Decide charges req's hits, all or nothing, in one statement on the
@@ -175,17 +156,11 @@ func (s *Store) Unregister(_ context.Context, id store.LimitID) error {
 // so the request may or may not have been charged). It blocks for one round
 // trip.
 func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
-	if req == nil || res == nil {
-		return errors.New("store: Decide needs a request and a result")
-	}
-	if err := req.Check(); err != nil {
-		return err
-	}
 	var lim [store.MaxHits]*sqlquota.Limit
-	args, err := s.args(req, &lim)
-	if err != nil {
+	if err := s.limits.Decision(req, res, &lim); err != nil {
 		return err
 	}
+	args := s.args(req, &lim)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var vals []int64
@@ -199,32 +174,19 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 }
 
 // args returns the arguments of the decide and refund functions for req's
-// hits (names, kinds, keys, costs, limits, params, shifts, months and the
-// lock timeout) and fills lim with their limits. It returns an error
-// matching store.ErrUnknownLimit when a hit names a limit not held here.
-func (s *Store) args(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) ([]any, error) {
-	// Its SQL function decides at once; a reservation would need the slot
-	// and the state it left in the reply, which it has no room for yet.
-	if err := store.RefuseReserve(req, "pgstore"); err != nil {
-		return nil, err
-	}
-	ls := s.limits.All()
+// hits, whose limits are lim (names, kinds, keys, costs, limits, params,
+// shifts, months and the lock timeout).
+func (s *Store) args(req *store.Request, lim *[store.MaxHits]*sqlquota.Limit) []any {
 	n := req.N
 	names, keys := make([]string, n), make([][]byte, n)
 	kinds, months := make([]int16, n), make([]int32, n)
 	costs, limits, params, shifts := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	for i := range req.Hits[:n] {
-		h := &req.Hits[i]
-		if int(h.Limit) > len(ls) || ls[h.Limit-1] == nil {
-			return nil, fmt.Errorf("%w: hit %d names limit %d", store.ErrUnknownLimit, i, h.Limit)
-		}
-		l := ls[h.Limit-1]
-		lim[i] = l
-		names[i], keys[i], kinds[i], costs[i] = l.Spec.Name, []byte(h.Key), l.Kind, h.Cost
+	for i, l := range lim[:n] {
+		names[i], keys[i], kinds[i], costs[i] = l.Spec.Name, []byte(req.Hits[i].Key), l.Kind, req.Hits[i].Cost
 		limits[i], params[i] = l.Spec.Limit, l.Param
 		shifts[i], months[i] = int64(l.Clock.Shift()), int32(l.Clock.Months())
 	}
-	return []any{names, kinds, keys, costs, limits, params, shifts, months, s.waitMS}, nil
+	return []any{names, kinds, keys, costs, limits, params, shifts, months, s.waitMS}
 }
 
 var errReply = errors.New("pgstore: malformed reply of the decide function")

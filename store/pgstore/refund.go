@@ -24,11 +24,16 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 	if err := store.CheckRefund(req, res); err != nil {
 		return err
 	}
-	var lim [store.MaxHits]*sqlquota.Limit
-	args, err := s.args(req, &lim)
-	if err != nil {
+	// Its SQL function decides at once; a reservation would need the slot
+	// and the state it left in the reply, which it has no room for yet.
+	if err := store.RefuseReserve(req, "pgstore"); err != nil {
 		return err
 	}
+	var lim [store.MaxHits]*sqlquota.Limit
+	if err := s.limits.Hits(req, &lim); err != nil {
+		return err
+	}
+	args := s.args(req, &lim)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var n int64

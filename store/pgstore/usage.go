@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/internal/sqlquota"
@@ -26,9 +25,9 @@ func (s *Store) Usage(ctx context.Context, id store.LimitID, key string) (store.
 // caller's ctx.Err() when ctx ends first, and an error matching
 // store.ErrUnavailable when the database fails.
 func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
-	l := s.limits.Lookup(id)
-	if l == nil {
-		return fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+	l, err := s.limits.Known(id)
+	if err != nil {
+		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -49,8 +48,8 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 // caller's ctx.Err() when ctx ends, and an error matching
 // store.ErrUnavailable when the database fails.
 func (s *Store) Cleanup(ctx context.Context, limit int) (int64, error) {
-	if limit <= 0 || limit > 1<<31-1 {
-		return 0, fmt.Errorf("pgstore: cleanup limit must be from 1 to 2^31-1, got %d", limit)
+	if err := s.limits.CheckCleanup(limit); err != nil {
+		return 0, err
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, s.cleanupSQL, int32(limit)).Scan(&n); err != nil {

@@ -28,29 +28,11 @@ func NewFallback(s *Store, opts ...fallback.Option) (*Fallback, error) {
 	if s == nil {
 		return nil, errors.New("redisstore: nil store")
 	}
-	opts = append([]fallback.Option{fallback.WithBackendName("Redis")}, opts...)
-	return s.fallbacks.New(s, opts...)
+	return s.fallbacks.Fallback(s, opts)
 }
 
-// members is the Store's instance in the heartbeat set, which its
-// Fallbacks share through s.fallbacks.
-type members struct{ s *Store }
-
-var _ fallback.Membership = (*members)(nil)
-
-// Beat runs the heartbeat script: join (or refresh) and count.
-func (m *members) Beat(ctx context.Context, memory time.Duration) (int64, error) {
-	return m.s.beat(ctx, memory, true)
-}
-
-// Leave leaves the set; s.fallbacks calls it when the last Fallback
-// Closes.
-func (m *members) Leave(ctx context.Context) error {
-	_, err := m.s.beat(ctx, 0, false)
-	return err
-}
-
-// beat runs the heartbeat script: join (or refresh) and count, or leave.
+// beat runs the heartbeat script: join (or refresh) and count, or leave
+// the set; the membership.Beat of s.fallbacks.
 func (s *Store) beat(ctx context.Context, memory time.Duration, join bool) (int64, error) {
 	flag := "1"
 	if !join {

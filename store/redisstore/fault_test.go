@@ -226,17 +226,9 @@ const faultTries = 4
 // times at most.
 func faultTried(t *testing.T, try func(prefix string, timeout time.Duration) string) {
 	t.Helper()
-	timeout := faultTimeout
-	for n := 1; ; n, timeout = n+1, 2*timeout {
-		why := try("-"+strconv.Itoa(n), timeout)
-		if why == "" {
-			return
-		}
-		if n == faultTries {
-			t.Fatalf("%d tries, the last with a deadline of %v: %s", faultTries, timeout, why)
-		}
-		t.Logf("with a deadline of %v: %s; trying again with twice that", timeout, why)
-	}
+	storetest.RetryDoubling(t, faultTries, faultTimeout, func(n int, timeout time.Duration) string {
+		return try("-"+strconv.Itoa(n), timeout)
+	})
 }
 
 // degradesAndRecovers is one try of a fault test: instances under prefix

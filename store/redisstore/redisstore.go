@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/fallback"
+	"github.com/sluicehq/sluice/store/internal/membership"
 )
 
 // Store is a store.Store on Redis, a Redis Sentinel setup or Redis
@@ -51,9 +51,9 @@ type Store struct {
 
 	// instance is this Store's id in the heartbeat set: the Fallbacks
 	// around one Store are one instance, which leaves the set when the
-	// last of them Closes (fallbacks, their one Membership).
+	// last of them Closes (fallbacks, that one instance).
 	instance  string
-	fallbacks *fallback.Shared
+	fallbacks *membership.Instance
 
 	limits store.Registry[limit] // by LimitID, with the names in use
 }
@@ -130,7 +130,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		heartbeat: newScript(heartbeatSrc),
 		exchange:  newScript(exchangeSrc),
 	}
-	s.fallbacks = fallback.NewShared(&members{s: s})
+	s.fallbacks = membership.New("Redis", s.beat)
 	return s, nil
 }
 

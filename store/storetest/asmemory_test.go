@@ -1,6 +1,7 @@
 package storetest_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -58,4 +59,46 @@ func TestDecideAsMemoryFailsOnAnyDifference(t *testing.T) {
 	if msg := decideAsMemory(other, &req, m, &mreq); !strings.Contains(msg, "the remote") {
 		t.Fatalf("a store with another limit passed (%q)", msg)
 	}
+}
+
+// clocked is a Memory that decides on a clock of its own, as a network
+// store decides on its server's: every call is 3ms after the last, from
+// the start of 2026, whatever the request's Now.
+type clocked struct {
+	*store.Memory
+	now int64
+}
+
+func (c *clocked) tick(req *store.Request) {
+	if c.now == 0 {
+		c.now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	}
+	c.now += int64(3 * time.Millisecond)
+	req.Now = c.now
+}
+
+func (c *clocked) Decide(ctx context.Context, req *store.Request, res *store.Result) error {
+	c.tick(req)
+	return c.Memory.Decide(ctx, req, res)
+}
+
+func (c *clocked) Refund(ctx context.Context, req *store.Request, res *store.Result) error {
+	c.tick(req)
+	return c.Memory.Refund(ctx, req, res)
+}
+
+// TestMemoryOnItsOwnClockDecidesAsMemory: store.Memory deciding and
+// refunding on a clock of its own passes DecidesAsMemory and
+// HugeDecideAsMemory, sliding windows included: the instants it reports
+// are the ones the helpers decide Memory at.
+func TestMemoryOnItsOwnClockDecidesAsMemory(t *testing.T) {
+	s := &clocked{Memory: store.NewMemory()}
+	storetest.DecidesAsMemory(t, "clocked", s, true)
+	storetest.HugeDecideAsMemory(t, "clocked", s, true)
+}
+
+// TestMemoryOnItsOwnClockPlacesWindowsAsMemory: store.Memory on a clock of
+// its own passes WindowsAsMemory without tolerance.
+func TestMemoryOnItsOwnClockPlacesWindowsAsMemory(t *testing.T) {
+	storetest.WindowsAsMemory(t, "clocked", func(*testing.T) store.Store { return &clocked{Memory: store.NewMemory()} }, 0)
 }

@@ -2,7 +2,6 @@ package sqlquota
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/store"
@@ -14,10 +13,10 @@ import (
 // matching store.ErrUnknownLimit for an id not in limits. A fixed window's
 // Start and End are those of the window holding the reading's instant on
 // the limit's calendar.
-func Usage(ctx context.Context, s store.Store, limits *store.Registry[Limit], id store.LimitID, key string) (store.Usage, error) {
-	l := limits.Lookup(id)
-	if l == nil {
-		return store.Usage{}, fmt.Errorf("%w: limit %d is not registered", store.ErrUnknownLimit, id)
+func Usage(ctx context.Context, s store.Store, limits *Limits, id store.LimitID, key string) (store.Usage, error) {
+	l, err := limits.Known(id)
+	if err != nil {
+		return store.Usage{}, err
 	}
 	var req store.Request
 	req.Add(id, key, 0)

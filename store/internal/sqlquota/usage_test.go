@@ -22,12 +22,8 @@ func TestUsageIsDecideAtCostZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var limits store.Registry[Limit]
-	l, err := NewLimit(spec, "test", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lid, err := limits.Add(spec.Name, l); err != nil || lid != id {
+	limits := Limits{Backend: "test"}
+	if lid, err := limits.Register(spec); err != nil || lid != id {
 		t.Fatalf("registry id %d, memory's %d: %v", lid, id, err)
 	}
 	var req store.Request
