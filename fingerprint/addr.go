@@ -5,10 +5,6 @@ import (
 	"strings"
 )
 
-// cgnatPrefix is the shared address space of RFC 6598 that carrier-grade NAT
-// puts many subscribers behind.
-var cgnatPrefix = netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64, 0, 0}), 10)
-
 // NormalizeAddr returns a with an IPv4-mapped IPv6 address (::ffff:a.b.c.d)
 // folded to IPv4 and any IPv6 zone removed, so that one host has one
 // spelling. An invalid a is returned unchanged.
@@ -40,37 +36,55 @@ func normalizePrefix(p netip.Prefix) netip.Prefix {
 func parseNode(s string) (netip.Addr, bool) {
 	// The common case first: a.b.c.d:port, as net/http fills RemoteAddr for
 	// an IPv4 peer. Anything else takes the general path, which accepts the
-	// same strings the same way (FuzzParseNode checks both agree).
-	if a, rest, ok := parseIPv4(s); ok && (rest == "" || rest[0] == ':' && isPort(rest[1:])) {
+	// same strings the same way (FuzzParseNode and
+	// TestParseNodeAgreesWithTheGeneralParser check both agree).
+	if a, ok := parseIPv4Port(s); ok {
 		return a, true
 	}
 	return parseNodeGeneral(s)
 }
 
-// parseIPv4 parses the dotted quad at the start of s as netip.ParseAddr
-// does (four decimal fields of 0..255, no leading zeros) and returns the
-// address and what follows it.
-func parseIPv4(s string) (netip.Addr, string, bool) {
+// parseIPv4Port parses s when it is a dotted quad as netip.ParseAddr
+// accepts one (four decimal fields of 0..255, no leading zeros), alone or
+// followed by ':' and a port of one to five digits. For anything else it
+// reports false, and the general path decides. One pass, no call: it is
+// the parse of every request from an IPv4 peer.
+func parseIPv4Port(s string) (netip.Addr, bool) {
 	var ip [4]byte
 	i := 0
 	for f := range ip {
 		if f > 0 {
-			if i == len(s) || s[i] != '.' {
-				return netip.Addr{}, "", false
+			if i >= len(s) || s[i] != '.' {
+				return netip.Addr{}, false
 			}
 			i++
 		}
-		start, v := i, 0
-		for i < len(s) && i-start < 4 && s[i] >= '0' && s[i] <= '9' {
-			v = v*10 + int(s[i]-'0')
-			i++
+		if i >= len(s) {
+			return netip.Addr{}, false
 		}
-		if n := i - start; n == 0 || n > 3 || v > 255 || n > 1 && s[start] == '0' {
-			return netip.Addr{}, "", false
+		v := uint(s[i] - '0') // a byte below '0' wraps past 9
+		if v > 9 {
+			return netip.Addr{}, false
+		}
+		i++
+		if v != 0 { // a field that starts with 0 is "0": no leading zeros
+			for end := min(i+2, len(s)); i < end; i++ {
+				d := uint(s[i] - '0')
+				if d > 9 {
+					break
+				}
+				v = v*10 + d
+			}
+			if v > 255 {
+				return netip.Addr{}, false
+			}
 		}
 		ip[f] = byte(v)
 	}
-	return netip.AddrFrom4(ip), s[i:], true
+	if i < len(s) && (s[i] != ':' || !isPort(s[i+1:])) {
+		return netip.Addr{}, false // a fourth digit, a fifth field, junk: the general path says no
+	}
+	return netip.AddrFrom4(ip), true
 }
 
 // parseNodeGeneral is parseNode for every form.

@@ -45,7 +45,7 @@ type ClientIP struct {
 // zero value is not usable.
 type Resolver struct {
 	trusted  []netip.Prefix
-	cgnat    []netip.Prefix
+	cgnat    []netip.Prefix // WithCGNAT's, besides cgnatPrefix
 	headers  []Header
 	v4Bits   int
 	v6Bits   int
@@ -156,7 +156,6 @@ func WithMaxHeaderBytes(n int) ResolverOption {
 // option value.
 func NewResolver(opts ...ResolverOption) (*Resolver, error) {
 	r := &Resolver{
-		cgnat:    []netip.Prefix{cgnatPrefix},
 		headers:  []Header{HeaderXForwardedFor},
 		v4Bits:   32,
 		v6Bits:   DefaultIPv6PrefixBits,
@@ -232,12 +231,30 @@ var singleSources = [...]Source{
 
 // result fills in the grouping and CGNAT detection for a.
 func (r *Resolver) result(a netip.Addr, src Source) ClientIP {
-	bits := r.v6Bits
-	if a.Is4() {
-		bits = r.v4Bits
+	var g netip.Prefix
+	if a.Is4() && r.v4Bits == 32 {
+		g = netip.PrefixFrom(a, 32) // the default: the address is its group, nothing to mask
+	} else {
+		bits := r.v6Bits
+		if a.Is4() {
+			bits = r.v4Bits
+		}
+		g, _ = a.Prefix(bits) // bits are validated against the family
 	}
-	g, _ := a.Prefix(bits) // bits are validated against the family
-	return ClientIP{Addr: a, Group: g, Source: src, CGNAT: containsAny(r.cgnat, a)}
+	return ClientIP{Addr: a, Group: g, Source: src, CGNAT: r.inCGNAT(a)}
+}
+
+// inCGNAT reports whether a lies in 100.64.0.0/10, the shared address
+// space of RFC 6598 that carrier-grade NAT puts many subscribers behind
+// (tested on its octets: every request from an IPv4 peer asks), or in a
+// range of WithCGNAT.
+func (r *Resolver) inCGNAT(a netip.Addr) bool {
+	if a.Is4() {
+		if o := a.As4(); o[0] == 100 && o[1]&0xc0 == 64 {
+			return true
+		}
+	}
+	return containsAny(r.cgnat, a)
 }
 
 // single reads a one-address header (X-Real-IP, True-Client-IP): the last

@@ -24,7 +24,15 @@ const shedHint = time.Second
 // With peek, it peeks instead (see peek): nothing is charged or held.
 func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision, peek bool) error {
 	if c.answer.obs != nil && !peek {
-		a.began = c.now()
+		switch {
+		case r != nil: // the middleware's askOf has just read the clock
+			a.began = a.ask.Now
+		case a.ask.Now == 0: // begin would read it: one reading for both
+			a.ask.Now = c.now()
+			a.began = a.ask.Now
+		default: // the caller's instant, maybe on a clock of its own
+			a.began = c.now()
+		}
 	}
 	if c.load(a) {
 		defer c.leave(a) // also when the categorizer or the decision hook panics

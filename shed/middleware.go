@@ -65,7 +65,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gen := a.gen.Load()
-	a.w = statusWriter{ResponseWriter: w}
+	a.w.ResponseWriter, a.w.status = w, 0 // field by field: see clearAsk
 	m.serve(a, gen, r)
 	if c.reading.actual != nil {
 		if n, ok := c.reading.actual(w.Header()); ok && n >= 0 {

@@ -1,12 +1,15 @@
 package shed
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,5 +402,59 @@ func TestHeadersLongName(t *testing.T) {
 		if (w.Header().Get("Retry-After") != "") != (i == 2) {
 			t.Fatalf("request %d: Retry-After %q", i, w.Header().Get("Retry-After"))
 		}
+	}
+}
+
+// latencies is an Observer that keeps the decisions' latencies.
+type latencies struct{ got []time.Duration }
+
+func (l *latencies) ObserveQueueWait(string, time.Duration, bool) {}
+func (l *latencies) ObserveDecision(_ Kind, d time.Duration)      { l.got = append(l.got, d) }
+
+// TestMiddlewareReadsTheClockOnceToDecide: a request through the
+// middleware, or an Attempt without Now given to Decide, reads the clock
+// once to be decided, and once more, with an Observer, to end the
+// decision's latency, which runs from that first reading (on a clock that
+// moves 1 ms a reading: 1 ms).
+func TestMiddlewareReadsTheClockOnceToDecide(t *testing.T) {
+	rules := []Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 10, Rate: ratelimit.Per(10, time.Second)}}
+	for _, tc := range []struct {
+		name  string
+		obs   *latencies
+		reads int64
+	}{{"no observer", nil, 1}, {"observer", &latencies{}, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads atomic.Int64
+			clk := func() int64 { return int64(1)<<40 + reads.Add(1)*int64(time.Millisecond) }
+			opts := []Option{WithClock(clk), quiet()}
+			if tc.obs != nil {
+				opts = append(opts, WithObserver(tc.obs))
+			}
+			c, err := New(rules, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			h := c.Middleware(http.HandlerFunc(ok))
+			before := reads.Load()
+			if w := send(h, "192.0.2.1"); w.Code != http.StatusOK {
+				t.Fatalf("status %d", w.Code)
+			}
+			if n := reads.Load() - before; n != tc.reads {
+				t.Errorf("%d clock readings for one request, want %d", n, tc.reads)
+			}
+			before = reads.Load()
+			d, tok, err := c.Decide(context.Background(), Attempt{IP: netip.MustParseAddr("192.0.2.2")})
+			if err != nil || !d.Allowed {
+				t.Fatalf("Decide: %+v, %v", d, err)
+			}
+			if n := reads.Load() - before; n != tc.reads {
+				t.Errorf("%d clock readings for one Decide, want %d", n, tc.reads)
+			}
+			tok.Done(Success)
+			if tc.obs != nil && (len(tc.obs.got) != 2 || tc.obs.got[0] != time.Millisecond || tc.obs.got[1] != time.Millisecond) {
+				t.Errorf("latencies %v, want [1ms 1ms]", tc.obs.got)
+			}
+		})
 	}
 }

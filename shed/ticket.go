@@ -102,7 +102,7 @@ const maxPooledBuf = 4 << 10
 
 // put returns a to the pool; it holds nothing.
 func (c *Controller) put(a *ticket) {
-	a.ask = Attempt{}
+	a.clearAsk()
 	a.set = nil
 	if len(a.buf) > 0 { // some key was built: every key's span is in buf
 		a.buf = a.buf[:0]
@@ -114,8 +114,33 @@ func (c *Controller) put(a *ticket) {
 	if a.reqParts != nil { // readParts ran: forget the request's values
 		a.reqParts, a.route, a.hasRoute, a.hasJA4, a.ja4, a.headers = nil, span{}, false, false, "", [maxRequestHeaders]string{}
 	}
-	a.w = statusWriter{}
+	a.w.ResponseWriter, a.w.status = nil, 0
 	c.pool.Put(a)
+}
+
+// clearAsk zeroes a.ask for the ticket's next attempt. Assigning a whole
+// Attempt{} would make the runtime pass each of its reference words (the
+// strings, the slice, the address) through the write barrier while the GC
+// marks, set or not: most are never set (a middleware without WithClient
+// sets the address alone), so here a reference is cleared only when it is
+// set, and the other fields are plain stores.
+// TestPutForgetsTheWholeAttempt holds it to every field.
+func (a *ticket) clearAsk() {
+	at := &a.ask
+	if at.Category != "" {
+		at.Category = ""
+	}
+	if at.IP != (netip.Addr{}) {
+		at.IP = netip.Addr{}
+	}
+	if at.User != "" || at.APIKey != "" || at.Tenant != "" || at.Tier != "" {
+		at.User, at.APIKey, at.Tenant, at.Tier = "", "", "", ""
+	}
+	if at.Attributes != nil {
+		at.Attributes = nil
+	}
+	at.Cost, at.CGNAT, at.Tightened, at.reasons = 0, false, false, 0
+	at.Priority, at.Weight, at.Now = 0, 0, 0
 }
 
 // buildKey builds the store key of identity id in buf, once, and reports
@@ -173,21 +198,33 @@ func (c *Controller) appendID(dst []byte, id string) []byte {
 }
 
 // appendIPKey appends the store key of client address ip: "ip:" and the
-// address as netip.Addr.AppendTo writes it (IPv4 formatted here, faster).
+// address as netip.Addr.AppendTo writes it (IPv4 formatted here, octet by
+// octet: the key of every request from an IPv4 client).
 func appendIPKey(dst []byte, ip netip.Addr) []byte {
-	dst = append(dst, "ip:"...)
 	if !ip.Is4() {
+		dst = append(dst, "ip:"...)
 		if !ip.IsValid() {
 			return append(dst, "unknown"...) // no address: one shared key, named
 		}
 		return ip.AppendTo(dst)
 	}
 	o := ip.As4()
-	dst = appendDecimal(dst, int64(o[0]))
-	for _, x := range o[1:] {
-		dst = appendDecimal(append(dst, '.'), int64(x))
+	dst = appendOctet(append(dst, "ip:"...), o[0])
+	dst = appendOctet(append(dst, '.'), o[1])
+	dst = appendOctet(append(dst, '.'), o[2])
+	return appendOctet(append(dst, '.'), o[3])
+}
+
+// appendOctet appends x in decimal.
+func appendOctet(dst []byte, x byte) []byte {
+	switch {
+	case x >= 100:
+		r := x % 100 * 2
+		return append(dst, '0'+x/100, decimalPairs[r], decimalPairs[r+1])
+	case x >= 10:
+		return append(dst, decimalPairs[2*x], decimalPairs[2*x+1])
 	}
-	return dst
+	return append(dst, '0'+x)
 }
 
 // keyString returns the built key of id as a string sharing buf's memory
