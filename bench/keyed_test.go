@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,6 +137,26 @@ func heapInUse() int64 {
 	return int64(m.HeapAlloc)
 }
 
+// anonHugeBytes returns the bytes of this process's memory that
+// transparent huge pages back (AnonHugePages of /proc/self/smaps_rollup),
+// or -1 where the system does not say (not Linux, or no smaps_rollup).
+func anonHugeBytes() int64 {
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return kb << 10
+		}
+	}
+	return -1
+}
+
 // shared is the maker of decision functions safe for concurrent use: it
 // hands out f itself.
 func shared(f func(string) bool) func() func(string) bool {
@@ -154,7 +176,7 @@ func BenchmarkKeyed1e6Allow(b *testing.B) {
 				name = impl.name + "/parallel"
 			}
 			b.Run(name, func(b *testing.B) {
-				heap0 := heapInUse()
+				heap0, huge0 := heapInUse(), anonHugeBytes()
 				allower, held, done := impl.new(b)
 				defer done()
 				allow := allower()
@@ -167,6 +189,10 @@ func BenchmarkKeyed1e6Allow(b *testing.B) {
 				// strings, built beforehand, not counted); reported after
 				// the run, since ResetTimer drops metrics reported before.
 				perKey := float64(heapInUse()-heap0) / keyedKeys
+				// And how much of it huge pages back (a table advises them;
+				// the Go heap otherwise gets them only where THP is
+				// "always"), the TLB misses a random key then avoids.
+				huge1 := anonHugeBytes()
 				if n := held(); n != -1 && n != keyedKeys {
 					b.Fatalf("holds %d keys after warm-up, want %d", n, keyedKeys)
 				}
@@ -208,6 +234,9 @@ func BenchmarkKeyed1e6Allow(b *testing.B) {
 					b.Fatalf("holds %d keys after the run, want %d", n, keyedKeys)
 				}
 				b.ReportMetric(perKey, "heap-B/key")
+				if huge0 >= 0 && huge1 >= 0 {
+					b.ReportMetric(float64(huge1-huge0)/keyedKeys, "huge-B/key")
+				}
 			})
 		}
 	}
