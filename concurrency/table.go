@@ -137,9 +137,10 @@ type tableShard[V any] struct {
 // TLB: a capacity of 2·10^6 entries of 8 bytes, 60 MB, spans about 15,000
 // pages of 4 KiB, far more than a TLB holds, and 30 huge ones. The bytes
 // are the same, but the kernel makes them resident 2 MiB at a time (a
-// large table holding few keys is resident sooner), and memory the Go
-// heap reuses, touched before, turns huge only when the kernel's
-// khugepaged gets to it.
+// large table holding few keys is resident sooner). Buckets in memory the
+// Go heap reuses, resident already, are collapsed into huge pages by
+// NewTable (a copy of the buckets, on Linux 6.1 and later; before, the
+// kernel's khugepaged does it in time).
 //
 // Get, GetBytes, Lookup, LookupHash, Peek, Range, Delete, Len and Stats
 // are safe for concurrent use and take no lock: a reader pins an entry
