@@ -8,7 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // TestEveryAdmitContenderAdmitsAndWritesItsHeaders: each admission-cost
@@ -110,6 +114,9 @@ func TestRunAdmitSetServesEveryContenderOverLoopback(t *testing.T) {
 		if c.Scenario != admitScenario || c.Err != "" || c.Load.Good == 0 || c.Load.Shed+c.Load.Errors+c.Load.Timeouts != 0 || c.Server.UserUS+c.Server.SysUS <= 0 {
 			t.Errorf("cell %s: %+v, want every request answered 200 and server CPU measured\n%s", c.Contender, c, log.String())
 		}
+		if c.Load.WindowS != 0.2 {
+			t.Errorf("cell %s counted answers over %v s, want the last two thirds of its 0.3 s", c.Contender, c.Load.WindowS)
+		}
 		if c.Rate != 200 {
 			t.Errorf("cell %s ran at %v req/s, want 200", c.Contender, c.Rate)
 		}
@@ -160,4 +167,59 @@ func TestAdmitTableGivesOverheadsOverTheFloorOfTheSameRound(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that the phase's timer goroutines may
+// write while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPhaseCountsOnlyWhatFollowsItsFrom: a phase measured from 400 ms on
+// counts the requests and connections of that part alone, so that what the
+// start of a cell costs (its dials) stays out of the admission cost.
+func TestPhaseCountsOnlyWhatFollowsItsFrom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var inflight, requests, conns atomic.Int64
+		ep, err := newEndpoint(0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out lockedBuffer
+		after := func(d time.Duration) { <-time.NewTimer(d).C }
+		requests.Add(7) // before the phase
+		phase(serverConfig{sample: 50 * time.Millisecond}, time.Second, 400*time.Millisecond, ep, &protection{}, &inflight, &requests, &conns, &out)
+		after(300 * time.Millisecond)
+		requests.Add(5) // before from
+		conns.Add(2)
+		after(300 * time.Millisecond)
+		requests.Add(11)
+		conns.Add(3)
+		after(500 * time.Millisecond)
+		synctest.Wait()
+		line, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "stats ")
+		if !ok {
+			t.Fatalf("no stats line: %q", out.String())
+		}
+		var st serverStats
+		if err := json.Unmarshal([]byte(line), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Requests != 11 || st.Conns != 3 {
+			t.Errorf("%d requests and %d connections counted, want the 11 and 3 after from", st.Requests, st.Conns)
+		}
+	})
 }

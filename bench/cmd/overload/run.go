@@ -118,6 +118,9 @@ type cellSpec struct {
 	dropAt    time.Duration
 	seed      uint64
 	fresh     bool // a new connection per request
+	// serverFrom, when positive, leaves the phase's start out of the
+	// server's CPU time and counts too (from is the generator's).
+	serverFrom time.Duration
 	// thenRate from thenAt on, and buckets of bucket (see loadConfig).
 	thenRate float64
 	thenAt   time.Duration
@@ -184,7 +187,11 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	if _, err := ld.expect("start", 20*time.Second); err != nil {
 		return loadResult{}, st, err
 	}
-	if _, err := fmt.Fprintf(srv.stdin, "begin %d\n", int64(spec.duration)); err != nil {
+	begin := fmt.Sprintf("begin %d\n", int64(spec.duration))
+	if spec.serverFrom > 0 {
+		begin = fmt.Sprintf("begin %d %d\n", int64(spec.duration), int64(spec.serverFrom))
+	}
+	if _, err := io.WriteString(srv.stdin, begin); err != nil {
 		return loadResult{}, st, err
 	}
 	res, err := ld.expect("result ", spec.duration+r.cfg.deadline+20*time.Second)
