@@ -15,6 +15,7 @@
 //	go run ./cmd/overload                 # the full matrix, a few minutes
 //	go run ./cmd/overload -quick          # a smoke run, under a minute
 //	go run ./cmd/overload -scenarios cpu -http h2c -out results
+//	go run ./cmd/overload -scenarios admit -reject=false   # what admitting a request costs, sluice beside its peers
 package main
 
 import (
