@@ -273,6 +273,9 @@ func newProtection(name string, pc protectionConfig) (*protection, error) {
 		}
 		return p, p.holdOne()
 	}
+	if p, ok, err := admitProtection(name); ok {
+		return p, err
+	}
 	return nil, fmt.Errorf("overload: unknown contender %q", name)
 }
 

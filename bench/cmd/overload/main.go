@@ -15,6 +15,7 @@
 //	go run ./cmd/overload                 # the full matrix, a few minutes
 //	go run ./cmd/overload -quick          # a smoke run, under a minute
 //	go run ./cmd/overload -scenarios cpu -http h2c -out results
+//	go run ./cmd/overload -scenarios admit -reject=false   # what admitting a request costs, sluice beside its peers
 package main
 
 import (
@@ -59,7 +60,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	fs.SetOutput(log)
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
-	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu")
+	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu, admit (what each rate-limit middleware costs a request it admits)")
 	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop)")
 	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders, of "+strings.Join(contenderNames, ","))
 	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
@@ -77,6 +78,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	calib := fs.Duration("calibrate", time.Second, "length of each capacity measurement")
 	reject := fs.Bool("reject", true, "also measure the server CPU per rejection")
 	rejectLoad := fs.Float64("reject-load", 1, "load of the rejection-cost cells, a multiple of the CPU endpoint's capacity (at 5x on one core the dial storm of the start collapses the server in some runs, and the figure is that of the collapse)")
+	admitRate := fs.Float64("admit-rate", 1000, "arrivals per second of the admission-cost cells (-scenarios admit): one fixed rate for every contender and run")
 	seed := fs.Uint64("seed", 1, "seed of the arrivals")
 	profileDir := fs.String("profile", "", "directory for the server's CPU profile of every open-loop cell (for go tool pprof)")
 	outDir := fs.String("out", "", "directory for cells.json and one SVG per scenario")
@@ -125,7 +127,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
-		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir,
+		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, admitRate: *admitRate, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -173,7 +175,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	rep.Warnings = warnings
 	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
-		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "guard-conns": strconv.Itoa(cfg.guardConns), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
+		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "guard-conns": strconv.Itoa(cfg.guardConns), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "admit-rate": strconv.FormatFloat(cfg.admitRate, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)
 	if *outDir != "" {
 		return writeFiles(*outDir, rep)
@@ -189,6 +191,8 @@ func (cfg runConfig) validate() error {
 		return errors.New("overload: want a positive deadline and calibration, and 1 to 100 rounds")
 	case !(cfg.rejectLoad > 0) || cfg.rejectLoad > 1000:
 		return errors.New("overload: want a reject-load in (0, 1000]")
+	case !(cfg.admitRate > 0) || cfg.admitRate > 100_000:
+		return errors.New("overload: want an admit-rate in (0, 100000] requests per second")
 	case cfg.guardConns < 1:
 		return errors.New("overload: want a guard-conns of at least 1")
 	case cfg.h2Streams < 0 || cfg.h2Streams > 1<<20:

@@ -204,6 +204,10 @@ func writeTables(out io.Writer, rep *report) {
 			writeRecoveryTable(out, rep, sc)
 			continue
 		}
+		if sc.admit {
+			writeAdmitTable(out, rep)
+			continue
+		}
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
 		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent | srv core |")
 		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -278,8 +282,8 @@ func writeFiles(dir string, rep *report) error {
 		return err
 	}
 	for _, sc := range rep.scenarios {
-		if sc.recovery {
-			continue // its figures are times, in its table
+		if sc.recovery || sc.admit {
+			continue // its figures are times or costs, in its table
 		}
 		if err := os.WriteFile(filepath.Join(dir, sc.name+".svg"), []byte(plot(rep, sc)), 0o644); err != nil {
 			return err

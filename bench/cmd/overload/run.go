@@ -31,6 +31,7 @@ type runConfig struct {
 	calibrate  time.Duration // of each closed-loop capacity measurement
 	reject     bool          // also measure the server CPU per rejection
 	rejectLoad float64       // at this multiple of the CPU endpoint's capacity
+	admitRate  float64       // arrivals per second of the admission-cost cells
 	seed       uint64
 	h2Streams  int
 	guardConns int // the sluice-guard contender's connection bound
@@ -57,6 +58,9 @@ type scenario struct {
 	recovery bool
 	after    float64
 	unloaded float64 // recovery only: the unloaded p99 after the drop, µs
+	// admit marks the admission-cost set (admit.go): its own contenders at
+	// a fixed rate, no capacity, no multiples.
+	admit bool
 }
 
 // cell is one contender at one multiple in one round.
@@ -114,6 +118,9 @@ type cellSpec struct {
 	dropAt    time.Duration
 	seed      uint64
 	fresh     bool // a new connection per request
+	// serverFrom, when positive, leaves the phase's start out of the
+	// server's CPU time and counts too (from is the generator's).
+	serverFrom time.Duration
 	// thenRate from thenAt on, and buckets of bucket (see loadConfig).
 	thenRate float64
 	thenAt   time.Duration
@@ -180,7 +187,11 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	if _, err := ld.expect("start", 20*time.Second); err != nil {
 		return loadResult{}, st, err
 	}
-	if _, err := fmt.Fprintf(srv.stdin, "begin %d\n", int64(spec.duration)); err != nil {
+	begin := fmt.Sprintf("begin %d\n", int64(spec.duration))
+	if spec.serverFrom > 0 {
+		begin = fmt.Sprintf("begin %d %d\n", int64(spec.duration), int64(spec.serverFrom))
+	}
+	if _, err := io.WriteString(srv.stdin, begin); err != nil {
 		return loadResult{}, st, err
 	}
 	res, err := ld.expect("result ", spec.duration+r.cfg.deadline+20*time.Second)
@@ -225,8 +236,11 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, recovery: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: []float64{5}}
 		case "recovery-cpu":
 			sc = scenario{name: name, rounds: rounds, recovery: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{5}}
+		case admitScenario:
+			out = append(out, scenario{name: name, static: 1, admit: true})
+			continue
 		default:
-			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu)", name)
+			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu, admit)", name)
 		}
 		if cfg.multiples != nil {
 			sc.multiples = cfg.multiples
@@ -294,6 +308,9 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 	}
 	for i := range scs {
 		sc := &scs[i]
+		if sc.admit {
+			continue // a fixed rate: no capacity to measure
+		}
 		c, err := r.capacityOf(ctx, *sc)
 		if err != nil {
 			return nil, err
@@ -332,12 +349,24 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 
 	var total int
 	for _, sc := range scs {
+		if sc.admit {
+			total += len(admitContenders)
+			continue
+		}
 		total += len(sc.multiples) * len(cfg.contenders)
 	}
 	total *= cfg.rounds
 	started, done := time.Now(), 0
 	for round := range cfg.rounds {
 		for _, sc := range scs {
+			if sc.admit {
+				for _, c := range r.measureAdmit(ctx, round) {
+					rep.Cells = append(rep.Cells, c)
+					done++
+					fmt.Fprintf(r.log, "[%d/%d] [admit] %s\n", done, total, c.costLine())
+				}
+				continue
+			}
 			for _, m := range sc.multiples {
 				for _, name := range rotated(cfg.contenders, round) {
 					if err := ctx.Err(); err != nil {
@@ -358,7 +387,7 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 			}
 			for _, c := range r.measureReject(ctx, capCPU, rounds, round) {
 				rep.Cells = append(rep.Cells, c)
-				fmt.Fprintf(r.log, "[reject] %s\n", c.rejectLine())
+				fmt.Fprintf(r.log, "[reject] %s\n", c.costLine())
 			}
 		}
 	}
@@ -445,11 +474,21 @@ func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: pauseRefuseName, fresh: true},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none", fresh: true},
 	}
+	for i := range specs {
+		specs[i].rate = r.cfg.rejectLoad * capCPU
+	}
+	return r.measureSet(ctx, rejectScenario, r.cfg.rejectLoad, specs, func(s cellSpec) string { return rejectLabel(s.contender, s.fresh) }, round)
+}
+
+// measureSet runs each of specs once for cfg.duration at its rate, in an
+// order rotated by round, as cells of scenario at multiple named by label;
+// a cell that fails says so in its Err.
+func (r *runner) measureSet(ctx context.Context, scenario string, multiple float64, specs []cellSpec, label func(cellSpec) string, round int) []cell {
 	var out []cell
 	for i := range specs {
 		spec := specs[(i+round)%len(specs)]
-		spec.rate, spec.duration, spec.seed = r.cfg.rejectLoad*capCPU, r.cfg.duration, r.cfg.seed+uint64(round)
-		c := cell{Scenario: rejectScenario, Contender: rejectLabel(spec.contender, spec.fresh), Multiple: r.cfg.rejectLoad, Round: round, Rate: spec.rate}
+		spec.duration, spec.seed = r.cfg.duration, r.cfg.seed+uint64(round)
+		c := cell{Scenario: scenario, Contender: label(spec), Multiple: multiple, Round: round, Rate: spec.rate}
 		lr, st, err := r.runCell(ctx, spec)
 		c.Load, c.Server = lr, st
 		if err != nil {
@@ -492,7 +531,8 @@ func (c cell) cpuPerAnswer() float64 {
 	return float64(c.Server.UserUS+c.Server.SysUS) / float64(n)
 }
 
-func (c cell) rejectLine() string {
+// costLine is the log line of a rejection- or admission-cost cell.
+func (c cell) costLine() string {
 	if c.Err != "" {
 		return fmt.Sprintf("%s: error: %s", c.Contender, c.Err)
 	}

@@ -89,8 +89,8 @@ func protocols(proto string) (*http.Protocols, error) {
 }
 
 // serve runs the server role: it prints "ready ADDR", and on a "begin D"
-// line from in measures the phase of length D and prints "stats JSON".
-// It returns when in ends.
+// or "begin D F" line from in measures the phase of length D (from F ns on
+// when F is given) and prints "stats JSON". It returns when in ends.
 func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 	if cfg.calibrateCPU > 0 {
 		_, err := fmt.Fprintf(out, "rounds %d\n", calibrateRounds(cfg.calibrateCPU))
@@ -123,23 +123,29 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		d, ok := strings.CutPrefix(sc.Text(), "begin ")
+		rest, ok := strings.CutPrefix(sc.Text(), "begin ")
 		if !ok {
 			continue
 		}
+		d, f, _ := strings.Cut(rest, " ")
 		ns, err := strconv.ParseInt(d, 10, 64)
-		if err != nil || ns <= 0 {
+		var from int64
+		if err == nil && f != "" {
+			from, err = strconv.ParseInt(f, 10, 64)
+		}
+		if err != nil || ns <= 0 || from < 0 || from >= ns {
 			return fmt.Errorf("overload: bad begin line %q", sc.Text())
 		}
-		phase(cfg, time.Duration(ns), ep, prot, &inflight, &requests, &conns, out)
+		phase(cfg, time.Duration(ns), time.Duration(from), ep, prot, &inflight, &requests, &conns, out)
 	}
 	return sc.Err()
 }
 
 // phase measures one phase of length d: the limit and inflight every
-// cfg.sample, the process's CPU time and the connections accepted, and
-// prints them as one "stats" line when d has passed. It does not block.
-func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, inflight, requests, conns *atomic.Int64, out io.Writer) {
+// cfg.sample, and from from on (zero: from its start) the process's CPU
+// time, the requests and the connections accepted, and prints them as one
+// "stats" line when d has passed. It does not block.
+func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protection, inflight, requests, conns *atomic.Int64, out io.Writer) {
 	t0 := time.Now()
 	var prof *os.File
 	if cfg.cpuProfile != "" {
@@ -148,11 +154,24 @@ func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, in
 			prof = f
 		}
 	}
-	u0, s0 := cpuNow()
-	r0, c0 := requests.Load(), conns.Load()
-	var g0 connguard.Stats
-	if prot.guard != nil {
-		g0 = prot.guard.Stats()
+	// What the counters read at from; the end reads them after marked.
+	var (
+		u0, s0, r0, c0 int64
+		g0             connguard.Stats
+		marked         = make(chan struct{})
+	)
+	mark := func() {
+		u0, s0 = cpuNow()
+		r0, c0 = requests.Load(), conns.Load()
+		if prot.guard != nil {
+			g0 = prot.guard.Stats()
+		}
+		close(marked)
+	}
+	if from > 0 {
+		time.AfterFunc(from, mark)
+	} else {
+		mark()
 	}
 	if cfg.dropAt > 0 {
 		time.AfterFunc(cfg.dropAt, ep.double)
@@ -181,6 +200,7 @@ func phase(cfg serverConfig, d time.Duration, ep *endpoint, prot *protection, in
 		}
 	}()
 	time.AfterFunc(d, func() {
+		<-marked
 		u1, s1 := cpuNow()
 		if prof != nil {
 			pprof.StopCPUProfile()
