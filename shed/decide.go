@@ -87,15 +87,15 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	}
 
 	// 2. Global rate rules, in this process.
-	if !c.decideRates(ctx, a, p, d) {
+	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
 		return nil
 	}
 
 	// 3. Global concurrency and adaptive limits, in this process; for an
 	// attempt that waits for a reserved rate slot, after the wait, so that
 	// it holds no permit while it waits.
-	late := a.wait > 0 || storeMayWait(a, p)
-	if !late {
+	late := a.wait > 0 || p.storeWaits
+	if !late && len(p.concs) > 0 {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
@@ -122,7 +122,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		// wait less away.
 		d.Reset, d.wall = max(0, d.Reset-a.wait), d.wall+int64(a.wait)
 	}
-	if late {
+	if late && len(p.concs) > 0 {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
@@ -196,7 +196,7 @@ func (c *Controller) dryReject(a *ticket, d *Decision, r *rule, k Kind) {
 // their permits; when one rejects, what the earlier ones took is given
 // back.
 func (c *Controller) decideLocal(ctx context.Context, a *ticket, p *plan, d *Decision) {
-	if !c.decideRates(ctx, a, p, d) {
+	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
 		return
 	}
 	cost, rules := a.cost, a.set.rules

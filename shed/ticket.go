@@ -27,6 +27,7 @@ type ticket struct {
 	// given back to that set's rules even if the Controller's moved on.
 	set *ruleSet
 	// gen tells a live Token from a stale copy: Done moves it on once.
+	// The middleware's attempts, which have no Token, leave it (see end).
 	gen atomic.Uint64
 	// epoch is the counter the decision entered (see Controller.enter).
 	epoch int
