@@ -354,22 +354,23 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			continue
 		}
 		a.stored, a.wait = true, max(a.wait, a.res.Wait)
+		rules := a.set.rules // once: each hit's rule is looked up once
 		for j := range a.res.N {
 			i := a.hitRule[j]
-			hr := &a.res.Hits[j]
-			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
-			prefix := a.onPrefix(&a.set.rules[i], j)
+			r, hr := &rules[i], &a.res.Hits[j]
+			r.ctr.add(a.shard, rAllowed, 1)
+			prefix := a.onPrefix(r, j)
 			if hr.Overflow && !prefix { // a prefix hit was counted when it moved there
-				a.set.rules[i].ctr.add(a.shard, rOverflowed, 1)
+				r.ctr.add(a.shard, rOverflowed, 1)
 			}
 			if hr.Lease.Held() {
 				a.leases = append(a.leases, hr.Lease)
 			}
 			// A prefix's figures are its network's, not the client's: they
 			// make no headers or early warnings.
-			if a.set.rules[i].Algorithm.rate() && !prefix {
+			if r.Algorithm.rate() && !prefix {
 				c.consider(d, i, hr.Decision)
-				if r := &a.set.rules[i]; r.early > 0 {
+				if r.early > 0 {
 					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
 				}
 			}
