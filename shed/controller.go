@@ -76,6 +76,10 @@ type plan struct {
 	// that reserve no slot, Concurrency rules without a queue): no key to
 	// build, no store call, no wait (decideLocal).
 	local bool
+	// storeWaits says that some per-key rule may wait for its slot
+	// (Rule.MaxWait): then the concurrency permits are taken after the
+	// store call and the wait, so that a waiter holds none.
+	storeWaits bool
 }
 
 // Controller decides admission for attempts against its rules, and is the

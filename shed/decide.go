@@ -87,15 +87,15 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	}
 
 	// 2. Global rate rules, in this process.
-	if !c.decideRates(ctx, a, p, d) {
+	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
 		return nil
 	}
 
 	// 3. Global concurrency and adaptive limits, in this process; for an
 	// attempt that waits for a reserved rate slot, after the wait, so that
 	// it holds no permit while it waits.
-	late := a.wait > 0 || storeMayWait(a, p)
-	if !late {
+	late := a.wait > 0 || p.storeWaits
+	if !late && len(p.concs) > 0 {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
@@ -122,7 +122,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		// wait less away.
 		d.Reset, d.wall = max(0, d.Reset-a.wait), d.wall+int64(a.wait)
 	}
-	if late {
+	if late && len(p.concs) > 0 {
 		if ok, err := c.decideConcs(ctx, a, p, d); !ok {
 			return err
 		}
@@ -196,7 +196,7 @@ func (c *Controller) dryReject(a *ticket, d *Decision, r *rule, k Kind) {
 // their permits; when one rejects, what the earlier ones took is given
 // back.
 func (c *Controller) decideLocal(ctx context.Context, a *ticket, p *plan, d *Decision) {
-	if !c.decideRates(ctx, a, p, d) {
+	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
 		return
 	}
 	cost, rules := a.cost, a.set.rules
@@ -354,22 +354,23 @@ func (c *Controller) decideStore(ctx context.Context, a *ticket, p *plan, d *Dec
 			continue
 		}
 		a.stored, a.wait = true, max(a.wait, a.res.Wait)
+		rules := a.set.rules // once: each hit's rule is looked up once
 		for j := range a.res.N {
 			i := a.hitRule[j]
-			hr := &a.res.Hits[j]
-			a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
-			prefix := a.onPrefix(&a.set.rules[i], j)
+			r, hr := &rules[i], &a.res.Hits[j]
+			r.ctr.add(a.shard, rAllowed, 1)
+			prefix := a.onPrefix(r, j)
 			if hr.Overflow && !prefix { // a prefix hit was counted when it moved there
-				a.set.rules[i].ctr.add(a.shard, rOverflowed, 1)
+				r.ctr.add(a.shard, rOverflowed, 1)
 			}
 			if hr.Lease.Held() {
 				a.leases = append(a.leases, hr.Lease)
 			}
 			// A prefix's figures are its network's, not the client's: they
 			// make no headers or early warnings.
-			if a.set.rules[i].Algorithm.rate() && !prefix {
+			if r.Algorithm.rate() && !prefix {
 				c.consider(d, i, hr.Decision)
-				if r := &a.set.rules[i]; r.early > 0 {
+				if r.early > 0 {
 					c.earlyCheck(a, r, a.req.Hits[j].Key, hr.Decision)
 				}
 			}

@@ -145,30 +145,24 @@ func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
 	a.rated = a.rated[:0]
 }
 
-// finish ends an admitted attempt once: it reports o, gives back the
-// charges of rules that do not count status (Rule.Count; a negative status
-// is unknown: every charge stands) and returns every permit. It reports
-// false when the attempt was finished already.
-func (c *Controller) finish(a *ticket, gen uint64, o Outcome, status int) bool {
-	return c.finishAt(a, gen, 0, o, status)
-}
-
-// finishAt is finish at now (0: the Controller's clock).
-func (c *Controller) finishAt(a *ticket, gen uint64, now int64, o Outcome, status int) bool {
-	if !a.gen.CompareAndSwap(gen, gen+1) {
-		c.ctr.add(a.shard, cDoubleDone, 1)
-		return false
+// end ends an admitted attempt that its caller alone holds: it reports o,
+// gives back the charges of rules that do not count status (Rule.Count; a
+// negative status is unknown: every charge stands) and returns every
+// permit, at now (0: the Controller's clock). Token.Done calls it once it
+// has moved a.gen on; the middleware, which hands out no Token for its
+// attempts and ends each once, calls it directly: a.gen stays, and a Token
+// of an earlier use of the ticket was made stale by its own Done.
+func (c *Controller) end(a *ticket, now int64, o Outcome, status int) {
+	if !a.active {
+		return
 	}
-	if a.active {
-		if status >= 0 && a.set.counting {
-			if now == 0 {
-				now = c.now()
-			}
-			c.refundUncounted(a, now, status)
+	if status >= 0 && a.set.counting {
+		if now == 0 {
+			now = c.now()
 		}
-		c.releaseAt(a, now, o)
-		a.active = false
-		c.ctr.add(a.shard, cFinished, 1)
+		c.refundUncounted(a, now, status)
 	}
-	return true
+	c.releaseAt(a, now, o)
+	a.active = false
+	c.ctr.add(a.shard, cFinished, 1)
 }

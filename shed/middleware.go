@@ -64,9 +64,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.answer.reject(w, r, d)
 		return
 	}
-	gen := a.gen.Load()
 	a.w.ResponseWriter, a.w.status = w, 0 // field by field: see clearAsk
-	m.serve(a, gen, r)
+	m.serve(a, r)
 	if c.reading.actual != nil {
 		if n, ok := c.reading.actual(w.Header()); ok && n >= 0 {
 			c.recost(a, c.now(), n)
@@ -76,7 +75,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK // a handler that wrote nothing answered 200
 	}
-	c.finish(a, gen, outcomeOfStatus(a.w.status, ctx), status)
+	c.end(a, 0, outcomeOfStatus(a.w.status, ctx), status) // no Token: no gen to move on (see end)
 	c.put(a)
 }
 
@@ -116,14 +115,14 @@ func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, 
 // attempt's permits are returned (neither says anything about capacity)
 // before the panic or the exit goes on, and the attempt is not recycled
 // (the handler may still hold its writer).
-func (m *middleware) serve(a *ticket, gen uint64, r *http.Request) {
+func (m *middleware) serve(a *ticket, r *http.Request) {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
 		p := recover() // nil for Goexit, which recover does not stop
-		m.c.finish(a, gen, Ignore, -1)
+		m.c.end(a, 0, Ignore, -1)
 		m.c.ctr.add(a.shard, cPanics, 1)
 		if p != nil {
 			panic(p)

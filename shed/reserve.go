@@ -208,18 +208,6 @@ func (a *ticket) deadlineLeft(ctx context.Context) time.Duration {
 	return a.deadline
 }
 
-// storeMayWait reports whether a per-key rule of p may make a wait for its
-// slot: then a's concurrency permits are taken after the store call (and
-// the wait), so that a waiter holds none.
-func storeMayWait(a *ticket, p *plan) bool {
-	for _, i := range p.stored {
-		if a.set.rules[i].waits != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // storeMaxWait lets the hit just added for per-key rule r reserve (within
 // MaxWait and the deadline) when a waiter's place is free.
 func (c *Controller) storeMaxWait(ctx context.Context, a *ticket, r *rule) {

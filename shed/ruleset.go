@@ -455,6 +455,9 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 		}
 	}
 	p.local = len(p.stored) == 0
+	for _, i := range p.stored {
+		p.storeWaits = p.storeWaits || s.rules[i].waits != nil
+	}
 	for _, i := range p.rates {
 		p.local = p.local && s.rules[i].waits == nil
 	}

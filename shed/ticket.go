@@ -27,6 +27,7 @@ type ticket struct {
 	// given back to that set's rules even if the Controller's moved on.
 	set *ruleSet
 	// gen tells a live Token from a stale copy: Done moves it on once.
+	// The middleware's attempts, which have no Token, leave it (see end).
 	gen atomic.Uint64
 	// epoch is the counter the decision entered (see Controller.enter).
 	epoch int
@@ -144,36 +145,42 @@ func (a *ticket) clearAsk() {
 }
 
 // buildKey builds the store key of identity id in buf, once, and reports
-// whether the attempt has that identity. keyString reads it.
+// whether the attempt has that identity. keyString reads it. Small enough
+// to inline: a key built already costs its callers no call.
 func (a *ticket) buildKey(id Identity) bool {
-	k := &a.keys[id]
-	if k.end == 0 {
-		start := len(a.buf)
-		switch id {
-		case IP:
-			a.buf = appendIPKey(a.buf, a.ask.IP)
-		case User:
-			if a.ask.User == "" {
-				return false
-			}
-			a.buf = a.c.appendID(append(a.buf, "user:"...), a.ask.User)
-		case APIKey:
-			if a.ask.APIKey == "" {
-				return false
-			}
-			a.buf = a.c.reading.hasher.AppendSumString(append(a.buf, "key:"...), a.ask.APIKey)
-		case Tenant:
-			if a.ask.Tenant == "" {
-				return false
-			}
-			a.buf = a.c.appendID(append(a.buf, "tenant:"...), a.ask.Tenant)
-		default:
+	if id <= Tenant && a.keys[id].end != 0 {
+		return true
+	}
+	return a.appendKey(id)
+}
+
+// appendKey is buildKey for a key not built yet.
+func (a *ticket) appendKey(id Identity) bool {
+	start := len(a.buf)
+	switch id {
+	case IP:
+		a.buf = appendIPKey(a.buf, a.ask.IP)
+	case User:
+		if a.ask.User == "" {
 			return false
 		}
-		// buf may have moved: earlier keys are re-derived by keyString from
-		// the offsets, never kept across an append.
-		k.start, k.end = start, len(a.buf)
+		a.buf = a.c.appendID(append(a.buf, "user:"...), a.ask.User)
+	case APIKey:
+		if a.ask.APIKey == "" {
+			return false
+		}
+		a.buf = a.c.reading.hasher.AppendSumString(append(a.buf, "key:"...), a.ask.APIKey)
+	case Tenant:
+		if a.ask.Tenant == "" {
+			return false
+		}
+		a.buf = a.c.appendID(append(a.buf, "tenant:"...), a.ask.Tenant)
+	default:
+		return false
 	}
+	// buf may have moved: earlier keys are re-derived by keyString from
+	// the offsets, never kept across an append.
+	a.keys[id].start, a.keys[id].end = start, len(a.buf)
 	return true
 }
 

@@ -41,14 +41,20 @@ func (t Token) DoneStatus(status int) {
 	t.done(0, o, status)
 }
 
+// done ends t's attempt once: moving a.gen on makes every copy of t
+// stale, so that a copy done again, maybe at the same time, releases
+// nothing (counted in Stats.DoubleDone).
 func (t Token) done(now int64, o Outcome, status int) {
 	if t.a == nil {
 		return
 	}
 	a := t.a
-	if a.c.finishAt(a, t.gen, now, o, status) {
-		a.c.put(a)
+	if !a.gen.CompareAndSwap(t.gen, t.gen+1) {
+		a.c.ctr.add(a.shard, cDoubleDone, 1)
+		return
 	}
+	a.c.end(a, now, o, status)
+	a.c.put(a)
 }
 
 // outcomeOfStatus maps a handler's response status and its request's

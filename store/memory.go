@@ -52,7 +52,9 @@ func NewMemory() *Memory { return &Memory{} }
 // memLimit is one registered limit of a Memory store.
 type memLimit interface {
 	// decide charges h at now, at an instant no earlier than now+wait if
-	// it reserves, and writes its outcome to out (zeroed).
+	// it reserves, and writes its outcome to out: its Decision on every
+	// path, the other fields (zeroed, see HitResult.forget) when they
+	// apply.
 	decide(h *Hit, now int64, wait time.Duration, out *HitResult)
 	// undo gives back what decide charged for h (out is decide's outcome).
 	undo(h *Hit, now int64, out *HitResult)
@@ -252,7 +254,7 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]
-		*out = HitResult{}
+		out.forget()
 		ls[h.Limit-1].decide(h, now, max(req.Wait, res.Wait), out)
 		res.Wait = max(res.Wait, out.Wait)
 		if !out.Decision.Allowed() {

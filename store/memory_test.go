@@ -494,3 +494,35 @@ func BenchmarkMemoryDecideLayered(b *testing.B) {
 		}
 	})
 }
+
+// TestMemoryDecideForgetsAnEarlierResult reuses one Result, as a pooled
+// caller does, with every field of every hit outcome left set by an
+// earlier call: what a hit does not set this time (a lease, an overflow, a
+// reserved wait) must read zero, never the earlier call's.
+func TestMemoryDecideForgetsAnEarlierResult(t *testing.T) {
+	m := store.NewMemory()
+	rate := mustRegister(t, m, storetest.SpecOf(store.TokenBucket, "rate", 10, time.Second))
+	conc := mustRegister(t, m, storetest.SpecOf(store.Concurrency, "conc", 10, time.Second))
+	var res store.Result
+	for i := range res.Hits {
+		res.Hits[i] = store.HitResult{
+			Decision: ratelimit.Decision{Limit: 7, Remaining: 7, RetryAfter: 7, ResetAfter: 7},
+			Lease:    store.Lease{Limit: conc, Key: "earlier", ID: 7, Cost: 7, Expires: 7},
+			Overflow: true, Wait: 7, Reserved: 7,
+		}
+	}
+	req := store.Request{Now: int64(time.Hour)}
+	req.Add(rate, "k", 1)
+	req.Add(conc, "k", 0) // a peek: no lease
+	if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed || res.N != 2 {
+		t.Fatalf("Decide: %v, allowed %v, n %d", err, res.Allowed, res.N)
+	}
+	for i, h := range res.Hits[:res.N] {
+		if h.Lease != (store.Lease{}) || h.Overflow || h.Wait != 0 || h.Reserved != 0 {
+			t.Errorf("hit %d keeps an earlier outcome: %+v", i, h)
+		}
+		if want := (ratelimit.Decision{Limit: 10, Remaining: 10 - int64(1-i), ResetAfter: h.Decision.ResetAfter}); h.Decision != want {
+			t.Errorf("hit %d decision %+v, want %+v", i, h.Decision, want)
+		}
+	}
+}

@@ -110,7 +110,11 @@ type Request struct {
 // past MaxHits and Decide returns an error.
 func (r *Request) Add(limit LimitID, key string, cost int64) {
 	if r.N >= 0 && r.N < MaxHits {
-		r.Hits[r.N] = Hit{Limit: limit, Key: key, Cost: cost}
+		// Field by field: a Hit literal stored whole passes the whole
+		// hit through the write barrier (runtime.wbZero) while the GC
+		// marks; this way only the key does.
+		h := &r.Hits[r.N]
+		h.Limit, h.Key, h.Cost, h.MaxWait = limit, key, cost, 0
 	}
 	r.N++
 }
@@ -187,6 +191,18 @@ type HitResult struct {
 	// Refund cancels exactly this reservation; zero when Wait is.
 	Wait     time.Duration
 	Reserved int64
+}
+
+// forget zeroes r for a store's next decision of its hit, but for its
+// Decision, which every decision writes. Assigning a whole HitResult{}
+// would pass the lease's key through the write barrier while the GC
+// marks, set or not: it is cleared only when a lease was held.
+func (r *HitResult) forget() {
+	if r.Lease.Key != "" {
+		r.Lease.Key = ""
+	}
+	r.Lease.Limit, r.Lease.ID, r.Lease.Cost, r.Lease.Expires = 0, 0, 0, 0
+	r.Overflow, r.Wait, r.Reserved = false, 0, 0
 }
 
 // Result is the outcome of a Request.
