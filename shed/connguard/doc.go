@@ -106,17 +106,16 @@
 // the sender's CPU: what the server does not accept costs its process
 // nothing.
 //
-// Measured in bench/cmd/overload on a loaded machine (a 2-core VM whose
-// other tenants left the server 0.14 to 0.34 of its core; a quiet re-run
-// is owed): a server whose pacing listener accepted nothing spent 5 to 10
-// ms of CPU a second in all while 160 to 584 connections a second were
-// dialled at it (9 to 64 µs per connection), where a refusal at accept
-// cost 124 to 238 µs and the middleware's 503 on a new connection 229 to
-// 367 µs each. At 5x and 10x the CPU endpoint's capacity no variant
-// (WithIdleShed, all requests CriticalPlus to the middleware so that the
-// share is shed once, Connection: close on the 503s) reached goodput
-// 0.80 with p99 under 250 ms there, nor did any other contender; the
-// figures of that machine do not rank them (bench/README.md).
+// Measured in bench/cmd/overload on a quiet 2-core VM (server on one
+// core, 1 ms of CPU per request, bench/README.md): a server whose pacing
+// listener accepted nothing spent 8 µs of CPU per connection dialled at
+// it, where a refusal at accept cost 112 µs and the middleware's 503 on a
+// new connection 192 µs. At 10x the endpoint's capacity the pacing
+// listener kept goodput 0.33-0.48 where every answering contender
+// collapsed (0.01-0.08), but the p99 of what it served stayed near the 1 s
+// deadline; at 5x it did no better than the refusing Guard (goodput 0.69
+// against 0.70, p99 668 against 172 ms). Pausing is therefore an option,
+// not the default: it suits clients that retry elsewhere.
 //
 // With WithIdleShed the Guard also closes the shed share of its
 // connections as they go idle (through ConnState): a kept-alive client
