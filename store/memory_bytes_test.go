@@ -68,13 +68,27 @@ func TestMemoryBytesBoundsWhatAMemoryStoreHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Nine keys in ten are admitted: a table may overflow a little
+		// before it is full (a key whose candidate buckets are both taken,
+		// which depends on the table's random seed: about one run in 150
+		// met one before 90%), so such a key is passed over for the next
+		// one, and every other answer must admit.
 		var keyBuf [16]byte
-		for i := range keys * 9 / 10 { // a table may overflow a little before it is full
+		admitted, overflowed := 0, 0
+		for i := 0; admitted < keys*9/10; i++ {
+			if overflowed > keys/20 {
+				t.Fatalf("%d of %d new keys overflowed a table of %d", overflowed, i, keys)
+			}
 			key := string(concurrencyKey(keyBuf[:0], i))
 			req := store.Request{Now: int64(time.Second)}
 			req.Add(id, key, 1)
 			var res store.Result
-			if err := m.Decide(t.Context(), &req, &res); err != nil || !res.Allowed {
+			switch err := m.Decide(t.Context(), &req, &res); {
+			case err == nil && res.Allowed:
+				admitted++
+			case err == nil && res.Hits[0].Overflow:
+				overflowed++
+			default:
 				t.Fatalf("key %d: %+v %v", i, res, err)
 			}
 		}
