@@ -372,3 +372,38 @@ func TestLocalPlanOnAShardedCapIsAllOrNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestDecideErrsExactlyOnAnAttemptOutOfRange: Decide refuses an attempt
+// whose cost or now is negative, whose priority is none of the four classes
+// or whose weight is outside [0, MaxWeight], naming the first of those (in
+// that order: weight, priority, now, cost), and decides every other one.
+func TestDecideErrsExactlyOnAnAttemptOutOfRange(t *testing.T) {
+	c, _, _ := newTest(t, []Rule{{Name: "global", Algorithm: TokenBucket, Limit: 1 << 40, Rate: ratelimit.Per(1_000_000_000, time.Second)}})
+	rapid.Check(t, func(t *rapid.T) {
+		a := Attempt{
+			Cost:     rapid.Int64Range(-2, 2).Draw(t, "cost"),
+			Now:      rapid.Int64Range(-2, 2).Draw(t, "now"),
+			Priority: Priority(rapid.IntRange(int(Sheddable)-2, int(CriticalPlus)+2).Draw(t, "priority")),
+			Weight:   rapid.IntRange(-2, MaxWeight+2).Draw(t, "weight"),
+		}
+		var want string
+		switch {
+		case a.Weight < 0 || a.Weight > MaxWeight:
+			want = "shed: weight must be"
+		case a.Priority < Sheddable || a.Priority > CriticalPlus:
+			want = "shed: unknown priority"
+		case a.Now < 0:
+			want = "shed: negative now"
+		case a.Cost < 0:
+			want = "shed: negative cost"
+		}
+		d, tok, err := c.Decide(context.Background(), a)
+		defer tok.Done(Ignore)
+		switch {
+		case want == "" && (err != nil || !d.Allowed):
+			t.Fatalf("%+v: %v, allowed %v; want an admission", a, err, d.Allowed)
+		case want != "" && (err == nil || len(err.Error()) < len(want) || err.Error()[:len(want)] != want):
+			t.Fatalf("%+v: error %v, want %q", a, err, want)
+		}
+	})
+}
