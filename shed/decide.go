@@ -23,7 +23,7 @@ const shedHint = time.Second
 //
 // With peek, it peeks instead (see peek): nothing is charged or held.
 func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision, peek bool) error {
-	if c.answer.obs != nil && !peek {
+	if !peek && c.answer.obs != nil {
 		switch {
 		case r != nil: // the middleware's askOf has just read the clock
 			a.began = a.ask.Now
@@ -199,16 +199,15 @@ func (c *Controller) decideLocal(ctx context.Context, a *ticket, p *plan, d *Dec
 	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
 		return
 	}
-	cost, rules := a.cost, a.set.rules
 	for _, i := range p.concs {
-		r := &rules[i]
-		if !r.sem.TryAcquire(a.semShard, cost) {
+		r := &a.set.rules[i]
+		if !r.sem.TryAcquire(a.semShard, a.cost) {
 			if r.dry {
 				c.dryReject(a, d, r, r.kind)
 				continue
 			}
 			c.rollback(a, d)
-			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, cost), 1)}) // > 0: a rejection
+			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, a.cost), 1)}) // > 0: a rejection
 			return
 		}
 		a.sems = append(a.sems, i)
@@ -231,7 +230,10 @@ func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
+	// One test for the four bounds: a negative cost or now sets the sign
+	// bit of their or; a priority below Sheddable wraps past the range as
+	// unsigned (TestDecideErrsExactlyOnAnAttemptOutOfRange).
+	if cost|now < 0 || uint(a.ask.Priority-Sheddable) > uint(CriticalPlus-Sheddable) || uint(a.ask.Weight) > MaxWeight {
 		if uint(a.ask.Weight) > MaxWeight {
 			return nil, fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
 		}
