@@ -162,7 +162,10 @@ func (c *Controller) end(a *ticket, now int64, o Outcome, status int) {
 		}
 		c.refundUncounted(a, now, status)
 	}
-	c.releaseAt(a, now, o)
+	if len(a.sems)|len(a.tokens)|len(a.leases) != 0 { // what releaseAt returns: often nothing
+		c.releaseAt(a, now, o)
+	}
+	a.rated = a.rated[:0]
 	a.active = false
 	c.ctr.add(a.shard, cFinished, 1)
 }

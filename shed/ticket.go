@@ -115,7 +115,9 @@ func (c *Controller) put(a *ticket) {
 	if a.reqParts != nil { // readParts ran: forget the request's values
 		a.reqParts, a.route, a.hasRoute, a.hasJA4, a.ja4, a.headers = nil, span{}, false, false, "", [maxRequestHeaders]string{}
 	}
-	a.w.ResponseWriter, a.w.status = nil, 0
+	if a.w.ResponseWriter != nil { // the middleware's: a store of nil costs a write barrier check
+		a.w.ResponseWriter, a.w.status = nil, 0
+	}
 	c.pool.Put(a)
 }
 
