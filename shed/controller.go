@@ -228,7 +228,8 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	set.weights = cfg.tierWeights
 	c.publish(set)
 	c.pool.New = func() any {
-		return &ticket{c: c, shard: rand.IntN(len(c.ctr.shards)), semShard: c.nTick.Add(1), buf: make([]byte, 0, 256)}
+		shard := rand.IntN(len(c.ctr.shards))
+		return &ticket{c: c, shard: shard, ctr: (*[nGlobal]atomic.Int64)(c.ctr.shards[shard]), semShard: c.nTick.Add(1), buf: make([]byte, 0, 256)}
 	}
 	return c, nil
 }

@@ -63,7 +63,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
 	a.req.N, a.res.N = 0, 0 // no store hits, until storeHits: none of an earlier attempt of the ticket
 	if a.ask.Tightened && c.suspicion != nil {
-		c.ctr.add(a.shard, cTightened, 1)
+		a.ctr[cTightened].Add(1)
 	}
 	if p.local && c.pen == nil {
 		c.decideLocal(ctx, a, p, d)
@@ -442,7 +442,7 @@ func (c *Controller) storeHits(ctx context.Context, a *ticket, p *plan, cost int
 // (the client gave up, maybe causing the failure) there is nobody to admit:
 // it gives back what the attempt held and returns ctx's error.
 func (c *Controller) storeFailed(ctx context.Context, a *ticket, d *Decision, err error) (bool, error) {
-	c.ctr.add(a.shard, cStoreErrors, 1)
+	a.ctr[cStoreErrors].Add(1)
 	if cerr := ctx.Err(); cerr != nil {
 		c.rollback(a, d)
 		*d = Decision{rule: -1}
@@ -467,7 +467,7 @@ func (c *Controller) storeFailed(ctx context.Context, a *ticket, d *Decision, er
 		a.set.rules[i].ctr.add(a.shard, rFailOpen, 1)
 	}
 	d.FailedOpen = true
-	c.ctr.add(a.shard, cFailedOpen, 1)
+	a.ctr[cFailedOpen].Add(1)
 	c.logFailOpen(a.now, a.set.rules[hits[0]].Name, err)
 	return true, nil
 }
@@ -501,7 +501,7 @@ func (c *Controller) consider(d *Decision, i int, rd ratelimit.Decision) {
 func (c *Controller) markDry(a *ticket, d *Decision, name string, k Kind) {
 	if !d.DryRun {
 		d.DryRun, d.DryRunRule, d.DryRunKind = true, name, k
-		c.ctr.add(a.shard, cDryRun, 1)
+		a.ctr[cDryRun].Add(1)
 	}
 	c.logDryRun(a.now, name, k)
 }
@@ -515,7 +515,7 @@ func (c *Controller) rejectBy(a *ticket, d *Decision, i int, rd ratelimit.Decisi
 	if d.Kind == OverLimit && c.pen != nil {
 		if a.buildKey(c.penID) {
 			c.pen.Strike(a.keyString(c.penID), a.now)
-			c.ctr.add(a.shard, cStrikes, 1)
+			a.ctr[cStrikes].Add(1)
 		}
 	}
 	c.done(a, d)
@@ -546,9 +546,9 @@ func rejection(d *Decision, r *rule, i int, rd ratelimit.Decision) {
 // done counts d and hands it to the hook.
 func (c *Controller) done(a *ticket, d *Decision) {
 	if d.Allowed {
-		c.ctr.add(a.shard, cAdmitted, 1)
+		a.ctr[cAdmitted].Add(1)
 	} else {
-		c.ctr.add(a.shard, [...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind], 1)
+		a.ctr[[...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind]].Add(1)
 	}
 	if c.answer.hook != nil {
 		c.answer.hook(*d)

@@ -407,3 +407,29 @@ func TestDecideErrsExactlyOnAnAttemptOutOfRange(t *testing.T) {
 		}
 	})
 }
+
+// TestStatsCountEveryTicketOnItsShard: attempts held at once are on
+// tickets of their own, each counting on its own shard of the
+// Controller's counters; Stats sums them all, whatever shard each drew.
+func TestStatsCountEveryTicketOnItsShard(t *testing.T) {
+	c, _, _ := newTest(t, []Rule{{Name: "global", Algorithm: TokenBucket, Limit: 1 << 40, Rate: ratelimit.Per(1_000_000_000, time.Second)}})
+	const n = 300
+	toks := make([]Token, 0, n)
+	for range n {
+		d, tok, err := c.Decide(context.Background(), Attempt{})
+		if err != nil || !d.Allowed {
+			t.Fatalf("%v, allowed %v", err, d.Allowed)
+		}
+		toks = append(toks, tok)
+	}
+	if s := c.Stats(); s.Admitted != n || s.Inflight != n || s.Rules[0].Allowed != n {
+		t.Fatalf("admitted %d, inflight %d, rule allowed %d; want %d each", s.Admitted, s.Inflight, s.Rules[0].Allowed, n)
+	}
+	for _, tok := range toks {
+		tok.Done(Success)
+		tok.Done(Success) // a second Done: counted, releases nothing
+	}
+	if s := c.Stats(); s.Admitted != n || s.Inflight != 0 || s.DoubleDone != n {
+		t.Fatalf("admitted %d, inflight %d, double done %d; want %d, 0, %d", s.Admitted, s.Inflight, s.DoubleDone, n, n)
+	}
+}

@@ -47,9 +47,9 @@ func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd ratelimit.Dec
 		return
 	}
 	r.ctr.add(a.shard, rEarly, 1)
-	c.ctr.add(a.shard, cEarly, 1)
+	a.ctr[cEarly].Add(1)
 	if ok, _ := c.answer.earlyG.Allow(a.now); !ok {
-		c.ctr.add(a.shard, cEarlyHeld, 1)
+		a.ctr[cEarlyHeld].Add(1)
 		return
 	}
 	w := EarlyWarning{Rule: r.Name, Key: strings.Clone(key), Used: used, Limit: rd.Limit,

@@ -47,8 +47,8 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 	start := c.now()
 	err := lane.Acquire(ctx, a.cost)
 	waited := max(0, c.now()-start)
-	c.ctr.add(a.shard, cQueueWaits, 1)
-	c.ctr.add(a.shard, cQueueWaitNs, waited)
+	a.ctr[cQueueWaits].Add(1)
+	a.ctr[cQueueWaitNs].Add(waited)
 	if c.answer.obs != nil {
 		c.answer.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
 	}
@@ -59,7 +59,7 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 	case ctx.Err() != nil:
 		return false, 0, ctx.Err()
 	}
-	c.ctr.add(a.shard, cQueueShed, 1)
+	a.ctr[cQueueShed].Add(1)
 	return false, c.semHint(r, a.cost), nil
 }
 
@@ -79,13 +79,13 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req a
 	start := c.now()
 	tok, err := r.lim.Acquire(wctx, req)
 	waited := max(0, c.now()-start)
-	c.ctr.add(a.shard, cQueueWaits, 1)
-	c.ctr.add(a.shard, cQueueWaitNs, waited)
+	a.ctr[cQueueWaits].Add(1)
+	a.ctr[cQueueWaitNs].Add(waited)
 	if c.answer.obs != nil {
 		c.answer.obs.ObserveQueueWait(r.Name, time.Duration(waited), err == nil)
 	}
 	if err != nil && ctx.Err() == nil {
-		c.ctr.add(a.shard, cQueueShed, 1)
+		a.ctr[cQueueShed].Add(1)
 	}
 	return tok, err
 }
@@ -127,7 +127,7 @@ func (c *Controller) releaseAt(a *ticket, now int64, o Outcome) {
 			if err := c.storage.store.Release(context.Background(), l, now); err != nil {
 				// Expired (its permits came back by themselves) or a
 				// store that failed: the lease lapses at its TTL.
-				c.ctr.add(a.shard, cLeaseLost, 1)
+				a.ctr[cLeaseLost].Add(1)
 			}
 		}
 		clear(a.tokens)
@@ -167,5 +167,5 @@ func (c *Controller) end(a *ticket, now int64, o Outcome, status int) {
 	}
 	a.rated = a.rated[:0]
 	a.active = false
-	c.ctr.add(a.shard, cFinished, 1)
+	a.ctr[cFinished].Add(1)
 }

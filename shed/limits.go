@@ -57,10 +57,10 @@ type retiredLimits struct {
 // line the attempt writes anyway.
 func (c *Controller) enter(a *ticket) {
 	a.epoch = cDeciding + int(c.epoch.Load()&1)
-	c.ctr.add(a.shard, a.epoch, 1)
+	a.ctr[a.epoch].Add(1)
 }
 
-func (c *Controller) leave(a *ticket) { c.ctr.add(a.shard, a.epoch, -1) }
+func (c *Controller) leave(a *ticket) { a.ctr[a.epoch].Add(-1) }
 
 // load sets a.set to the rule set in force. A set with per-key rules is
 // loaded after a entered its epoch, and load reports true: leave is due

@@ -30,7 +30,7 @@ func (c *Controller) logOverflow(now int64, rule string) {
 // parse, and logs it once per second with the address (at most 64 bytes of
 // it: it came off the connection, not from the client's headers).
 func (c *Controller) unknownPeer(a *ticket, remoteAddr string) {
-	c.ctr.add(a.shard, cUnknownPeer, 1)
+	a.ctr[cUnknownPeer].Add(1)
 	if ok, n := c.logs.peer.Allow(a.ask.Now); ok {
 		c.log.Warn("shed: peer address not understood, per-IP rules count it as ip:unknown",
 			slog.String("remote_addr", remoteAddr[:min(len(remoteAddr), 64)]), slog.Int64("suppressed", n))
@@ -41,7 +41,7 @@ func (c *Controller) unknownPeer(a *ticket, remoteAddr string) {
 // resolver's configured headers (keyed on the proxy: every client behind
 // it shares one key), and logs it once per second.
 func (c *Controller) proxyPeer(a *ticket) {
-	c.ctr.add(a.shard, cProxyPeer, 1)
+	a.ctr[cProxyPeer].Add(1)
 	if ok, n := c.logs.proxy.Allow(a.ask.Now); ok {
 		c.log.Warn("shed: a trusted proxy sent no client address header; the request is keyed on the proxy",
 			slog.String("ip", a.ask.IP.String()), slog.Int64("suppressed", n))
@@ -51,7 +51,7 @@ func (c *Controller) proxyPeer(a *ticket) {
 // cgnat counts a per-IP rule's CGNAT choice for a (raised, or skipped for
 // a stronger identity) and logs it for audit, once per second.
 func (c *Controller) cgnat(a *ticket, r *rule, what string) {
-	c.ctr.add(a.shard, cCGNAT, 1)
+	a.ctr[cCGNAT].Add(1)
 	if ok, n := c.logs.cgnat.Allow(a.now); ok {
 		c.log.Info("shed: carrier-grade NAT client: per-IP "+what, slog.String("rule", r.Name),
 			slog.String("ip", a.ask.IP.String()), slog.Int64("suppressed", n))

@@ -123,7 +123,7 @@ func (m *middleware) serve(a *ticket, r *http.Request) {
 		}
 		p := recover() // nil for Goexit, which recover does not stop
 		m.c.end(a, 0, Ignore, -1)
-		m.c.ctr.add(a.shard, cPanics, 1)
+		a.ctr[cPanics].Add(1)
 		if p != nil {
 			panic(p)
 		}

@@ -92,7 +92,7 @@ func (c *Controller) peek(ctx context.Context, a *ticket, d *Decision) error {
 	if err != nil {
 		return err
 	}
-	c.ctr.add(a.shard, cPeeks, 1)
+	a.ctr[cPeeks].Add(1)
 	a.wait = 0
 	checkPenalty := c.buildKeys(a, p)
 
@@ -148,7 +148,7 @@ func (c *Controller) peek(ctx context.Context, a *ticket, d *Decision) error {
 func (c *Controller) peekStore(ctx context.Context, a *ticket, d *Decision) (bool, error) {
 	for a.req.N > 0 {
 		if err := c.storage.store.Decide(ctx, &a.req, &a.res); err != nil {
-			c.ctr.add(a.shard, cStoreErrors, 1)
+			a.ctr[cStoreErrors].Add(1)
 			if cerr := ctx.Err(); cerr != nil {
 				return false, cerr
 			}

@@ -170,10 +170,10 @@ func (c *Controller) shadowTightened(ctx context.Context, a *ticket, d *Decision
 	i := rules[a.adjRes.Decider]
 	r := &a.set.rules[i]
 	r.ctr.add(a.shard, rTightenedWouldReject, 1)
-	c.ctr.add(a.shard, cTightenedWouldReject, 1)
+	a.ctr[cTightenedWouldReject].Add(1)
 	if !d.DryRun {
 		d.DryRun, d.DryRunRule, d.DryRunKind = true, r.Name, OverLimit
-		c.ctr.add(a.shard, cDryRun, 1)
+		a.ctr[cDryRun].Add(1)
 	}
 	if ok, n := c.logs.tightenDry.Allow(a.now); ok {
 		c.log.Info("shed: dry run, tightening would reject", slog.String("rule", r.Name),

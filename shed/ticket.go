@@ -15,8 +15,12 @@ import (
 // until its Token is done. (Decisions in decide.go; what is held and given
 // back in hold.go; the public Token in token.go.)
 type ticket struct {
-	c     *Controller
+	c *Controller
+	// shard is the attempt's shard of every counter set, and ctr that
+	// shard of the Controller's counters: one load and an add with no
+	// bounds check count an attempt (the shards are laid out in newCounters).
 	shard int
+	ctr   *[nGlobal]atomic.Int64
 	// semShard is the shard of the sharded semaphores the attempt takes
 	// its permits from and gives them back to: one for both, whatever the
 	// stack depth of Decide and Done (see permits). Tickets are numbered

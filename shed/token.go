@@ -50,7 +50,7 @@ func (t Token) done(now int64, o Outcome, status int) {
 	}
 	a := t.a
 	if !a.gen.CompareAndSwap(t.gen, t.gen+1) {
-		a.c.ctr.add(a.shard, cDoubleDone, 1)
+		a.ctr[cDoubleDone].Add(1)
 		return
 	}
 	a.c.end(a, now, o, status)
