@@ -23,7 +23,7 @@ const shedHint = time.Second
 //
 // With peek, it peeks instead (see peek): nothing is charged or held.
 func (c *Controller) decideIn(ctx context.Context, a *ticket, r *http.Request, d *Decision, peek bool) error {
-	if !peek && c.answer.obs != nil {
+	if c.answer.obs != nil && !peek {
 		switch {
 		case r != nil: // the middleware's askOf has just read the clock
 			a.began = a.ask.Now
@@ -230,10 +230,7 @@ func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
 	if cost == 0 {
 		cost = 1
 	}
-	// One test for the four bounds: a negative cost or now sets the sign
-	// bit of their or; a priority below Sheddable wraps past the range as
-	// unsigned (TestDecideErrsExactlyOnAnAttemptOutOfRange).
-	if cost|now < 0 || uint(a.ask.Priority-Sheddable) > uint(CriticalPlus-Sheddable) || uint(a.ask.Weight) > MaxWeight {
+	if cost < 0 || now < 0 || a.ask.Priority < Sheddable || a.ask.Priority > CriticalPlus || uint(a.ask.Weight) > MaxWeight {
 		if uint(a.ask.Weight) > MaxWeight {
 			return nil, fmt.Errorf("shed: weight must be in [0, %d], got %d", MaxWeight, a.ask.Weight)
 		}
