@@ -112,7 +112,8 @@ func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, wait time.Duration, out *
 	}
 	if ok {
 		// Not deferred: a deferred call costs a closure call on every
-		// decision, and the algorithms do not panic.
+		// decision. The algorithms do not panic on the hits Decide lets
+		// through (a panic would leave the entry pinned, never evicted).
 		ref.Release()
 	}
 	if r.b.clock.Months() != 0 {
@@ -138,8 +139,8 @@ func (r *rateLimit[S, P, A]) reserveN(st *S, h *Hit, now int64, wait time.Durati
 // allowN is r.algo.AllowN called directly for the algorithms of a Memory
 // store: through the type parameter, every pointer algorithm shares one
 // instance of rateLimit's methods and the call goes through its dictionary.
-// newMemLimit pairs each algorithm with its own state, so the assertions on
-// s hold whenever the one on the algorithm does.
+// newMemLimit and Update pair each algorithm with its own state, so the
+// assertion on s holds whenever the one on the algorithm does.
 func (r *rateLimit[S, P, A]) allowN(s *S, now, n int64) ratelimit.Decision {
 	switch a := any(r.algo).(type) {
 	case *ratelimit.GCRA:
