@@ -129,6 +129,11 @@ func (k WindowClock) At(now int64) int64 {
 	if k.months == 0 {
 		return now + k.shift
 	}
+	return k.monthAt(now)
+}
+
+// monthAt is At for windows of calendar months, apart so that At inlines.
+func (k WindowClock) monthAt(now int64) int64 {
 	// Window -1 is the one before January 1970 (UTC-14:00 sees 1969 until
 	// 14:00 UTC): numbering from it keeps the window clock non-negative.
 	p, start, end := k.period(now + k.shift)
@@ -155,6 +160,12 @@ func (k WindowClock) Decision(now, at int64, d ratelimit.Decision) ratelimit.Dec
 	if k.months == 0 {
 		return d // a shift: the waits are the same
 	}
+	return k.monthDecision(now, at, d)
+}
+
+// monthDecision is Decision for windows of calendar months, apart so that
+// Decision inlines.
+func (k WindowClock) monthDecision(now, at int64, d ratelimit.Decision) ratelimit.Decision {
 	if d.RetryAfter > 0 && d.RetryAfter != ratelimit.Never {
 		d.RetryAfter = time.Duration(max(1, k.Real(at+int64(d.RetryAfter))-now))
 	}

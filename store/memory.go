@@ -250,12 +250,12 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 			}
 		}
 	}
-	now := req.Now
+	now, wait := req.Now, req.Wait
 	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]
 		out.forget()
-		ls[h.Limit-1].decide(h, now, max(req.Wait, res.Wait), out)
+		ls[h.Limit-1].decide(h, now, max(wait, res.Wait), out)
 		res.Wait = max(res.Wait, out.Wait)
 		if !out.Decision.Allowed() {
 			// All or nothing: give back what the earlier hits took, latest
@@ -266,7 +266,7 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 			res.Allowed, res.Decider, res.N, res.Wait = false, i, i+1, 0
 			return nil
 		}
-		if out.Decision.Remaining < res.Hits[res.Decider].Decision.Remaining {
+		if i > 0 && out.Decision.Remaining < res.Hits[res.Decider].Decision.Remaining {
 			res.Decider = i
 		}
 	}

@@ -29,10 +29,12 @@ type rateLimit[S any, P interface {
 	algo  A
 	table *concurrency.Table[S, P] // keys.table
 	share bool
-	limit int64
-	b     built
-	spec  Spec
-	keys  *rateKeys[S, P]
+	// reserve is CheckReserve(spec) == nil: a hit may wait.
+	reserve bool
+	limit   int64
+	b       built
+	spec    Spec
+	keys    *rateKeys[S, P]
 }
 
 // rateKeys is the state of a rate limit that survives Update: the table of
@@ -81,7 +83,7 @@ func withAlgo[S any, P interface {
 	rec := algo.Recovered
 	k.recovered.Store(&rec)
 	return &rateLimit[S, P, A]{algo: algo, table: k.table, share: spec.Overflow == concurrency.OverflowShare,
-		limit: spec.Limit, b: b, spec: spec, keys: k}
+		reserve: CheckReserve(spec) == nil, limit: spec.Limit, b: b, spec: spec, keys: k}
 }
 
 // reserveAlgo is a rate configuration that can reserve (a token bucket,
@@ -93,36 +95,66 @@ type reserveAlgo[S any] interface {
 
 func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, wait time.Duration, out *HitResult) {
 	at := r.b.clock.At(now) // a window limit runs on its calendar's window clock
-	r.decideAt(h, at, wait, out)
-	out.Decision = r.b.clock.Decision(now, at, out.Decision)
+	ref, ok := r.table.Get(h.Key, at)
+	st := &r.keys.shared
+	if ok {
+		st = ref.Value()
+	} else {
+		out.Overflow = true
+	}
+	switch {
+	case !ok && !r.share:
+		out.Decision = overflowed(r.limit, h.Cost, r.b)
+	case h.Cost > 0 && (h.MaxWait > 0 || wait > 0) && r.reserve:
+		r.reserveN(st, h, at, wait, out)
+	default:
+		out.Decision = r.allowN(st, at, h.Cost)
+	}
+	if ok {
+		// Not deferred: a deferred call costs a closure call on every
+		// decision. The algorithms do not panic on the hits Decide lets
+		// through (a panic would leave the entry pinned, never evicted).
+		ref.Release()
+	}
+	if r.b.clock.Months() != 0 {
+		// Only calendar months run at another pace than the time: the
+		// waits of the others are the same on both clocks.
+		out.Decision = r.b.clock.Decision(now, at, out.Decision)
+	}
 }
 
-func (r *rateLimit[S, P, A]) decideAt(h *Hit, now int64, wait time.Duration, out *HitResult) {
-	ref, ok := r.table.Get(h.Key, now)
-	st := &r.keys.shared
-	switch {
-	case ok:
-		st = ref.Value()
-		defer ref.Release()
-	case r.share:
-		out.Overflow = true
-	default:
-		out.Overflow, out.Decision = true, overflowed(r.limit, h.Cost, r.b)
-		return
+// reserveN decides h on st at now, on the window clock, reserving the
+// instant it fits. The limit is a token bucket, or a fixed window of a
+// fixed length, whose window clock is a shift of the time, so that waits on
+// it are real ones: reserved from wait on, within the hit's own max wait,
+// or exactly at wait when that is shorter (the request starts then anyway).
+func (r *rateLimit[S, P, A]) reserveN(st *S, h *Hit, now int64, wait time.Duration, out *HitResult) {
+	rv := any(r.algo).(reserveAlgo[S]).ReserveN(st, now, h.Cost, wait, max(wait, h.MaxWait))
+	out.Decision = rv.Decision
+	if rv.Allowed() && rv.Wait > 0 {
+		out.Wait, out.Reserved = rv.Wait, rv.End
 	}
-	if h.Cost > 0 && (h.MaxWait > 0 || wait > 0) && CheckReserve(r.spec) == nil {
-		// A token bucket, or a fixed window of a fixed length, whose window
-		// clock is a shift of the time, so that waits on it are real ones:
-		// reserved from wait on, within its own max wait, or exactly at
-		// wait when that is shorter (the request starts then anyway).
-		rv := any(r.algo).(reserveAlgo[S]).ReserveN(st, now, h.Cost, wait, max(wait, h.MaxWait))
-		out.Decision = rv.Decision
-		if rv.Allowed() && rv.Wait > 0 {
-			out.Wait, out.Reserved = rv.Wait, rv.End
-		}
-		return
+}
+
+// allowN is r.algo.AllowN called directly for the algorithms of a Memory
+// store: through the type parameter, every pointer algorithm shares one
+// instance of rateLimit's methods and the call goes through its dictionary.
+// newMemLimit and Update pair each algorithm with its own state, so the
+// assertion on s holds whenever the one on the algorithm does.
+func (r *rateLimit[S, P, A]) allowN(s *S, now, n int64) ratelimit.Decision {
+	switch a := any(r.algo).(type) {
+	case *ratelimit.GCRA:
+		return a.AllowN(any(s).(*ratelimit.GCRAState), now, n)
+	case *warpedBucket:
+		return a.AllowN(any(s).(*ratelimit.GCRAState), now, n)
+	case *ratelimit.FixedWindow:
+		return a.AllowN(any(s).(*ratelimit.FixedWindowState), now, n)
+	case *ratelimit.SlidingWindow:
+		return a.AllowN(any(s).(*ratelimit.SlidingWindowState), now, n)
+	case *ratelimit.SlidingLog:
+		return a.AllowN(any(s).(*ratelimit.SlidingLogState), now, n)
 	}
-	out.Decision = r.algo.AllowN(st, now, h.Cost)
+	return r.algo.AllowN(s, now, n)
 }
 
 func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
