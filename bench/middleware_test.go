@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -12,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/httprate"
-	"github.com/sethvargo/go-limiter/httplimit"
-	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/sluicehq/sluice/bench/peers"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
-	"github.com/throttled/throttled/v2"
-	"github.com/throttled/throttled/v2/store/memstore"
 )
 
 // middlewareClients is how many client addresses the pre-built requests
@@ -36,13 +30,9 @@ func middlewareRequests() []*http.Request {
 	return reqs
 }
 
-// The rule every implementation enforces: a per-IP limit high enough that
-// no request of the benchmark is ever limited, so that each measures its
-// admit path (and the benchmark checks that every response was a 200).
-const (
-	perIPRate  = 1_000_000 // per second
-	perIPBurst = 1 << 30
-)
+// The rule every implementation enforces is peers' (a per-IP limit no
+// request of the benchmark reaches), and the benchmark checks that every
+// response was a 200.
 
 type middlewareImpl struct {
 	name string
@@ -104,8 +94,7 @@ func middlewareImpls() []middlewareImpl {
 		}},
 		{"sluice", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
 			c, err := shed.New([]shed.Rule{
-				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+				peers.SluiceIPRule(2 * middlewareClients),
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -116,9 +105,8 @@ func middlewareImpls() []middlewareImpl {
 			// One IP limit + one global cap + one concurrency limit: the
 			// rule set of the hot-path budget.
 			c, err := shed.New([]shed.Rule{
-				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
-				{Name: "global", Algorithm: shed.TokenBucket, Limit: perIPBurst,
+				peers.SluiceIPRule(2 * middlewareClients),
+				{Name: "global", Algorithm: shed.TokenBucket, Limit: peers.PerIPBurst,
 					Rate: ratelimit.Per(1_000_000_000, time.Second)},
 				{Name: "inflight", Algorithm: shed.Concurrency, Limit: 1 << 20},
 			})
@@ -161,8 +149,7 @@ func middlewareImpls() []middlewareImpl {
 			// The header fields the peers write (X-RateLimit-Limit,
 			// -Remaining, -Reset) and no others: the like-for-like figure.
 			c, err := shed.New([]shed.Rule{
-				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+				peers.SluiceIPRule(2 * middlewareClients),
 			}, shed.WithHeaderFields(shed.LegacyFields))
 			if err != nil {
 				b.Fatal(err)
@@ -174,8 +161,7 @@ func middlewareImpls() []middlewareImpl {
 			// decision path alone, to show what the five header fields
 			// cost (and what ResponseRecorder's header snapshot adds).
 			c, err := shed.New([]shed.Rule{
-				{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-					Rate: ratelimit.Per(perIPRate, time.Second), Capacity: 2 * middlewareClients},
+				peers.SluiceIPRule(2 * middlewareClients),
 			}, shed.WithHeaders(func(http.Header, shed.Decision) {}))
 			if err != nil {
 				b.Fatal(err)
@@ -183,43 +169,25 @@ func middlewareImpls() []middlewareImpl {
 			return c.Middleware, sluiceDone(b, c)
 		}},
 		{"httprate", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
-			byIP := func(r *http.Request) (string, error) {
-				host, _, err := net.SplitHostPort(r.RemoteAddr)
-				if err != nil {
-					return "", err
-				}
-				return httprate.CanonicalizeIP(host), nil
-			}
-			return httprate.LimitBy(perIPBurst, time.Second, byIP), func() {}
+			return peerMiddleware(b, peers.HTTPRate(), nil)
 		}},
 		{"throttled", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
-			st, err := memstore.NewCtx(0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
-				MaxRate: throttled.PerSec(perIPRate), MaxBurst: perIPBurst})
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := &throttled.HTTPRateLimiterCtx{RateLimiter: rl, VaryBy: &throttled.VaryBy{RemoteAddr: true}}
-			return h.RateLimit, func() {}
+			m, err := peers.Throttled()
+			return peerMiddleware(b, m, err)
 		}},
 		{"go-limiter", func(b *testing.B) (func(http.Handler) http.Handler, func()) {
-			// A one-hour interval: go-limiter refills interval/tokens per
-			// tick, which rounds to nothing for a count this large, so a
-			// shorter interval would start rejecting once a tick passes.
-			st, err := memorystore.New(&memorystore.Config{Tokens: perIPBurst, Interval: time.Hour})
-			if err != nil {
-				b.Fatal(err)
-			}
-			mw, err := httplimit.NewMiddleware(st, httplimit.IPKeyFunc())
-			if err != nil {
-				b.Fatal(err)
-			}
-			return mw.Handle, func() { _ = st.Close(context.Background()) }
+			m, err := peers.GoLimiter()
+			return peerMiddleware(b, m, err)
 		}},
 	}
+}
+
+// peerMiddleware is the case of a peer's middleware.
+func peerMiddleware(b *testing.B, m peers.Middleware, err error) (func(http.Handler) http.Handler, func()) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m.Wrap, func() { _ = m.Close() }
 }
 
 // BenchmarkMiddleware measures what each middleware adds to a handler

@@ -5,18 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/go-chi/httprate"
-	"github.com/sethvargo/go-limiter/httplimit"
-	"github.com/sethvargo/go-limiter/memorystore"
-	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/bench/peers"
 	"github.com/sluicehq/sluice/shed"
-	"github.com/throttled/throttled/v2"
-	"github.com/throttled/throttled/v2/store/memstore"
 )
 
 // admitScenario is the scenario of the admission-cost cells: what each
@@ -44,25 +37,13 @@ const (
 // table: the floor, sluice, the peers.
 var admitContenders = []string{"none", sluiceIPName, sluiceIPLegacyName, sluiceIPBareName, httprateName, goLimiterName, throttledName}
 
-// The rule every admission contender enforces, BenchmarkMiddleware's: per
-// client IP, with a limit no request of a cell reaches, so that each
-// measures its admit path. perIPKeys is sluice's table capacity, as there.
-const (
-	perIPRate  = 1_000_000 // per second
-	perIPBurst = 1 << 30
-	perIPKeys  = 2 * 4096
-)
-
-// sluiceIPRule is the per-IP rule of the sluice admission contenders.
-func sluiceIPRule() shed.Rule {
-	return shed.Rule{Name: "ip", Identity: shed.IP, Algorithm: shed.TokenBucket, Limit: perIPBurst,
-		Rate: ratelimit.Per(perIPRate, time.Second), Capacity: perIPKeys}
-}
+// perIPKeys is the table capacity of the sluice admission contenders, as
+// in BenchmarkMiddleware; the rule is peers.SluiceIPRule.
+const perIPKeys = 2 * 4096
 
 // admitProtection builds the admission contender called name (other than
 // the floor); ok is false for a name that is none of them.
 func admitProtection(name string) (p *protection, ok bool, err error) {
-	nop := func() error { return nil }
 	var opts []shed.Option
 	switch name {
 	case sluiceIPName:
@@ -71,49 +52,27 @@ func admitProtection(name string) (p *protection, ok bool, err error) {
 	case sluiceIPBareName:
 		opts = append(opts, shed.WithHeaders(func(http.Header, shed.Decision) {}))
 	case httprateName:
-		// Keyed by the connection's address, as sluice's IP identity with
-		// no trusted proxy (httprate.KeyByIP would read forwarding headers).
-		byIP := func(r *http.Request) (string, error) {
-			host, _, err := net.SplitHostPort(r.RemoteAddr)
-			if err != nil {
-				return "", err
-			}
-			return httprate.CanonicalizeIP(host), nil
-		}
-		return &protection{wrap: httprate.LimitBy(perIPBurst, time.Second, byIP), close: nop}, true, nil
+		return peerProtection(peers.HTTPRate(), nil)
 	case goLimiterName:
-		// A one-hour interval: go-limiter refills interval/tokens per tick,
-		// which rounds to nothing for a count this large, so a shorter
-		// interval would start rejecting once a tick passes.
-		st, err := memorystore.New(&memorystore.Config{Tokens: perIPBurst, Interval: time.Hour})
-		if err != nil {
-			return nil, true, err
-		}
-		mw, err := httplimit.NewMiddleware(st, httplimit.IPKeyFunc())
-		if err != nil {
-			_ = st.Close(context.Background())
-			return nil, true, err
-		}
-		return &protection{wrap: mw.Handle, close: func() error { return st.Close(context.Background()) }}, true, nil
+		return peerProtection(peers.GoLimiter())
 	case throttledName:
-		st, err := memstore.NewCtx(0)
-		if err != nil {
-			return nil, true, err
-		}
-		rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerSec(perIPRate), MaxBurst: perIPBurst})
-		if err != nil {
-			return nil, true, err
-		}
-		h := &throttled.HTTPRateLimiterCtx{RateLimiter: rl, VaryBy: &throttled.VaryBy{RemoteAddr: true}}
-		return &protection{wrap: h.RateLimit, close: nop}, true, nil
+		return peerProtection(peers.Throttled())
 	default:
 		return nil, false, nil
 	}
-	c, err := shed.New([]shed.Rule{sluiceIPRule()}, opts...)
+	c, err := shed.New([]shed.Rule{peers.SluiceIPRule(perIPKeys)}, opts...)
 	if err != nil {
 		return nil, true, err
 	}
 	return &protection{wrap: c.Middleware, close: c.Close, ctl: c}, true, nil
+}
+
+// peerProtection is the admission contender of a peer's middleware.
+func peerProtection(m peers.Middleware, err error) (*protection, bool, error) {
+	if err != nil {
+		return nil, true, err
+	}
+	return &protection{wrap: m.Wrap, close: m.Close}, true, nil
 }
 
 // measureAdmit runs the admission-cost cells of round, each contender once
