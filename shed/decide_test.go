@@ -258,23 +258,7 @@ func TestReloadBetweenLocalAndStoredSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for v := 1; ; v++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := c.Reload(Config{Rules: version(v)}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	stopReloads := reloadUntilStopped(t, c, func(v int) Config { return Config{Rules: version(v)} })
 	var stored atomic.Int64
 	var work sync.WaitGroup
 	for range 4 {
@@ -297,8 +281,7 @@ func TestReloadBetweenLocalAndStoredSets(t *testing.T) {
 		}()
 	}
 	work.Wait()
-	close(stop)
-	wg.Wait()
+	stopReloads()
 	if t.Failed() {
 		return
 	}

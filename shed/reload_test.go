@@ -61,25 +61,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	const workers, each = 4, 600
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	reloads := 0
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for v := 1; ; v++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := c.Reload(versioned(v % 2)); err != nil {
-				t.Error(err)
-				return
-			}
-			reloads++
-		}
-	}()
+	stopReloads := reloadUntilStopped(t, c, func(v int) Config { return versioned(v % 2) })
 	var work sync.WaitGroup
 	for w := range workers {
 		work.Add(1)
@@ -94,8 +76,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		}()
 	}
 	work.Wait()
-	close(stop)
-	wg.Wait()
+	reloads := stopReloads()
 	if reloads < 2 {
 		t.Logf("only %d reloads ran during the load", reloads)
 	}
@@ -208,5 +189,34 @@ func TestReloadMidRequest(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "keep-ip,v0" {
 		t.Fatalf("the request was decided by rules %v, not v0's", names)
+	}
+}
+
+// reloadUntilStopped reloads c with config(v) for v = 1, 2, ... in a
+// goroutine of its own, as fast as Reload returns, until stop is called;
+// stop waits for the goroutine and returns how many reloads ran. A failing
+// Reload fails t and ends the loop.
+func reloadUntilStopped(t *testing.T, c *Controller, config func(v int) Config) (stop func() int) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	reloads := 0
+	wg.Go(func() {
+		for v := 1; ; v++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := c.Reload(config(v)); err != nil {
+				t.Error(err)
+				return
+			}
+			reloads++
+		}
+	})
+	return func() int {
+		close(done)
+		wg.Wait()
+		return reloads
 	}
 }
