@@ -22,6 +22,8 @@ type endpoint struct {
 	// rounds is how many sha256 rounds of real CPU work a request does
 	// before its wait.
 	rounds atomic.Int64
+	// worked counts the requests whose CPU work ran (counted as it ends).
+	worked atomic.Int64
 	pool   chan struct{}
 }
 
@@ -59,9 +61,11 @@ func cpuWork(rounds int64) [32]byte {
 
 // ServeHTTP does the endpoint's work and answers 200 with four bytes. A
 // request whose context ends while it waits for a slot or for the
-// downstream is answered 504, which the client no longer reads.
+// downstream is answered 504, which the client no longer reads; its CPU
+// work ran and is counted in worked all the same.
 func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sum := cpuWork(e.rounds.Load())
+	e.worked.Add(1)
 	if d := time.Duration(e.wait.Load()); d > 0 {
 		if e.pool != nil {
 			select {

@@ -93,6 +93,15 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		if (strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName)) && c.Load.Good != 0 {
 			t.Errorf("%s answered %d requests with 2xx; it must shed all", c.Contender, c.Load.Good)
 		}
+		// The server counts the requests whose work ran: none where every
+		// request is shed, some and at most those that reached it elsewhere.
+		if strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName) {
+			if c.Server.Worked != 0 {
+				t.Errorf("%s: the work ran %d times; it must shed all", c.Contender, c.Server.Worked)
+			}
+		} else if c.Server.Worked <= 0 || c.Server.Worked > c.Server.Requests {
+			t.Errorf("cell %s/%s: the work ran %d times for %d requests, want some and at most all", c.Scenario, c.Contender, c.Server.Worked, c.Server.Requests)
+		}
 		if answered := c.Load.Good + c.Load.Shed; strings.HasSuffix(c.Contender, "+dial") && c.Load.Dials < answered {
 			t.Errorf("%s: %d dials for %d answers, want one per request", c.Contender, c.Load.Dials, answered)
 		}

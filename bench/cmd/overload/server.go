@@ -54,10 +54,14 @@ type sample struct {
 
 // serverStats is what the server reports at the end of the phase.
 type serverStats struct {
-	UserUS     int64    `json:"user_us"`
-	SysUS      int64    `json:"sys_us"`
-	Conns      int64    `json:"conns"`    // connections accepted during the phase
-	Requests   int64    `json:"requests"` // requests that reached the middleware
+	UserUS   int64 `json:"user_us"`
+	SysUS    int64 `json:"sys_us"`
+	Conns    int64 `json:"conns"`    // connections accepted during the phase
+	Requests int64 `json:"requests"` // requests that reached the middleware
+	// Worked counts the requests whose CPU work ran to its end: those the
+	// contender let through to the endpoint (all of them for the I/O
+	// endpoint, which has no CPU work).
+	Worked     int64    `json:"worked"`
 	GOMAXPROCS int      `json:"gomaxprocs"`
 	Samples    []sample `json:"samples"`
 	// Guard is what the guard contender's Guard did during the phase; nil
@@ -106,13 +110,7 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 	}
 	defer prot.close()
 	var inflight, requests, conns atomic.Int64
-	inner := prot.wrap(ep)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		inflight.Add(1)
-		defer inflight.Add(-1)
-		inner.ServeHTTP(w, r)
-	})
+	handler := counted(prot.wrap(ep), &requests, &inflight)
 	srv, ln, err := newServer(prot, handler, cfg.proto, cfg.h2Streams, &conns)
 	if err != nil {
 		return err
@@ -141,6 +139,17 @@ func serve(cfg serverConfig, in io.Reader, out io.Writer) error {
 	return sc.Err()
 }
 
+// counted returns h behind the server's counters: requests counts every
+// request that reaches the handler chain, inflight those in it now.
+func counted(h http.Handler, requests, inflight *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
 // phase measures one phase of length d: the limit and inflight every
 // cfg.sample, and from from on (zero: from its start) the process's CPU
 // time, the requests and the connections accepted, and prints them as one
@@ -156,13 +165,13 @@ func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protecti
 	}
 	// What the counters read at from; the end reads them after marked.
 	var (
-		u0, s0, r0, c0 int64
-		g0             connguard.Stats
-		marked         = make(chan struct{})
+		u0, s0, r0, c0, w0 int64
+		g0                 connguard.Stats
+		marked             = make(chan struct{})
 	)
 	mark := func() {
 		u0, s0 = cpuNow()
-		r0, c0 = requests.Load(), conns.Load()
+		r0, c0, w0 = requests.Load(), conns.Load(), ep.worked.Load()
 		if prot.guard != nil {
 			g0 = prot.guard.Stats()
 		}
@@ -208,7 +217,7 @@ func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protecti
 		}
 		st := serverStats{
 			UserUS: u1 - u0, SysUS: s1 - s0,
-			Conns: conns.Load() - c0, Requests: requests.Load() - r0,
+			Conns: conns.Load() - c0, Requests: requests.Load() - r0, Worked: ep.worked.Load() - w0,
 			GOMAXPROCS: runtime.GOMAXPROCS(0),
 		}
 		if prot.guard != nil {
