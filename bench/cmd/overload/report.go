@@ -35,6 +35,8 @@ type figures struct {
 	// cell: near 1 for a CPU-bound server in overload that owns its core,
 	// below where something else took it.
 	core float64
+	// noWork and ceiling are the cell's budget (CPU-bound scenarios).
+	noWork, ceiling float64
 }
 
 // figuresOf computes c's figures; capacity is its scenario's 1x, [from,
@@ -43,7 +45,7 @@ type figures struct {
 func figuresOf(c cell, capacity, from, to, dur float64) figures {
 	if c.Err != "" || c.Load.WindowS <= 0 {
 		n := math.NaN()
-		return figures{n, n, n, n, n, n, n, n, n, n, n}
+		return figures{n, n, n, n, n, n, n, n, n, n, n, n, n}
 	}
 	f := figures{
 		goodput:  float64(c.Load.Good) / c.Load.WindowS / capacity,
@@ -57,6 +59,11 @@ func figuresOf(c cell, capacity, from, to, dur float64) figures {
 		srvCPU:   math.NaN(),
 		offered:  math.NaN(),
 		core:     math.NaN(),
+		noWork:   math.NaN(),
+		ceiling:  math.NaN(),
+	}
+	if b := budgetOf(c, capacity); b != nil {
+		f.noWork, f.ceiling = b.NoWorkUS, b.Ceiling
 	}
 	if dur > 0 && c.Server.GOMAXPROCS > 0 {
 		f.core = float64(c.Server.UserUS+c.Server.SysUS) / 1e6 / dur / float64(c.Server.GOMAXPROCS)
@@ -198,7 +205,7 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up); srv core: the server's CPU time over the cell / its length and GOMAXPROCS (well below 1 for a CPU-bound server in overload: something else had its CPU).")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up); srv core: the server's CPU time over the cell / its length and GOMAXPROCS (well below 1 for a CPU-bound server in overload: something else had its CPU). cpu and mixed only: µs/no (r): the server's CPU time per request that reached it but did not run the work, once each that did is taken at w = GOMAXPROCS / capacity (blank when under 5% did not); ceiling: the most goodput a server could reach at this arrival rate λ with its CPUs fully used if each admitted request cost w and every other r, x = (GOMAXPROCS - λr) / (w - r) per second, over capacity, at most 1.")
 	for _, sc := range rep.scenarios {
 		if sc.recovery {
 			writeRecoveryTable(out, rep, sc)
@@ -209,14 +216,23 @@ func writeTables(out io.Writer, rep *report) {
 			continue
 		}
 		fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
-		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent | srv core |")
-		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		head, rule := "", ""
+		if cpuBound(sc.name) {
+			head, rule = " µs/no | ceiling |", " --- | --- |"
+		}
+		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent | srv core |"+head)
+		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"+rule)
 		for _, r := range rep.rows(sc) {
 			name := r.contender
 			if r.errs > 0 {
 				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
 			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.multiple,
+			tail := ""
+			if cpuBound(sc.name) {
+				tail = fmt.Sprintf(" %s | %s |", fmtMed(r.col(func(f figures) float64 { return f.noWork }), 0),
+					fmtMed(r.col(func(f figures) float64 { return f.ceiling }), 2))
+			}
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s\n", name, r.multiple,
 				fmtSpread(r.col(func(f figures) float64 { return f.goodput }), 2),
 				fmtMed(r.col(func(f figures) float64 { return f.p50 }), 1),
 				fmtSpread(r.col(func(f figures) float64 { return f.p99 }), 0),
@@ -227,7 +243,7 @@ func writeTables(out io.Writer, rep *report) {
 				fmtMed(r.col(func(f figures) float64 { return f.limit }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.srvCPU }), 0),
 				fmtMed(r.col(func(f figures) float64 { return f.offered }), 2),
-				fmtMed(r.col(func(f figures) float64 { return f.core }), 2))
+				fmtMed(r.col(func(f figures) float64 { return f.core }), 2), tail)
 		}
 	}
 	var rej []cell

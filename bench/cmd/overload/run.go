@@ -72,7 +72,10 @@ type cell struct {
 	Rate      float64     `json:"rate"`
 	Load      loadResult  `json:"load"`
 	Server    serverStats `json:"server"`
-	Err       string      `json:"error,omitempty"`
+	// Budget is the cell's CPU budget (budget.go); nil where budgetOf
+	// gives none.
+	Budget *budget `json:"budget,omitempty"`
+	Err    string  `json:"error,omitempty"`
 }
 
 func (c cell) completions() int64 {
@@ -425,6 +428,9 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 	if err != nil {
 		c.Err = err.Error()
 	}
+	if !sc.recovery {
+		c.Budget = budgetOf(c, sc.capacity)
+	}
 	return c
 }
 
@@ -552,7 +558,12 @@ func (c cell) line(sc scenario) string {
 		return fmt.Sprintf("%s %s %gx: %+v", c.Scenario, c.Contender, c.Multiple, recoveryOf(c, sc.unloaded))
 	}
 	good := float64(c.Load.Good) / c.Load.WindowS
-	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d errors %d dials %d sent %d",
+	b := ""
+	if c.Budget != nil {
+		b = fmt.Sprintf(" µs/no %.0f ceiling %.2f", c.Budget.NoWorkUS, c.Budget.Ceiling)
+	}
+	return fmt.Sprintf("%s %s %gx: goodput %.2f p50 %.1f ms p99 %.1f ms shed %.2f timeouts %d errors %d dials %d sent %d worked %d of %d%s",
 		c.Scenario, c.Contender, c.Multiple, good/sc.capacity, float64(c.Load.P50US)/1e3, float64(c.Load.P99US)/1e3,
-		float64(c.Load.Shed)/float64(max(1, c.completions())), c.Load.Timeouts, c.Load.Errors, c.Load.Dials, c.Load.Sent)
+		float64(c.Load.Shed)/float64(max(1, c.completions())), c.Load.Timeouts, c.Load.Errors, c.Load.Dials, c.Load.Sent,
+		c.Server.Worked, c.Server.Requests, b)
 }
