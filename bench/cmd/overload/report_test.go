@@ -82,3 +82,19 @@ func TestCPUPerAnswerOfAServerThatAnswersNothingIsPerRequestSent(t *testing.T) {
 		t.Errorf("%v µs per answer, want 20", got)
 	}
 }
+
+// TestCoreShareIsOverTheWindowTheServerMeasured: when the server says how
+// long its counters' window really was (its end reading runs late on an
+// overloaded core), the core share is over that window, not the cell's
+// nominal length.
+func TestCoreShareIsOverTheWindowTheServerMeasured(t *testing.T) {
+	c := fakeCell("sluice", 0, 40, 30_000, 10) // 300 ms of CPU
+	c.Server.PhaseUS = 1_500_000
+	if f := figuresOf(c, 100, 500, 1000, 1); math.Abs(f.core-0.2) > 1e-9 {
+		t.Errorf("core share %v, want 0.2 (300 ms of CPU over a 1.5 s window)", f.core)
+	}
+	c.Server.PhaseUS = 0 // a server that did not say: the cell's length
+	if f := figuresOf(c, 100, 500, 1000, 1); math.Abs(f.core-0.3) > 1e-9 {
+		t.Errorf("core share %v, want 0.3 (300 ms of CPU over the 1 s cell)", f.core)
+	}
+}

@@ -61,9 +61,13 @@ type serverStats struct {
 	// Worked counts the requests whose CPU work ran to its end: those the
 	// contender let through to the endpoint (all of them for the I/O
 	// endpoint, which has no CPU work).
-	Worked     int64    `json:"worked"`
-	GOMAXPROCS int      `json:"gomaxprocs"`
-	Samples    []sample `json:"samples"`
+	Worked     int64 `json:"worked"`
+	GOMAXPROCS int   `json:"gomaxprocs"`
+	// PhaseUS is the wall time between the two readings of the counters,
+	// in µs: the window they cover, longer than asked when the end reading
+	// runs late on an overloaded server.
+	PhaseUS int64    `json:"phase_us"`
+	Samples []sample `json:"samples"`
 	// Guard is what the guard contender's Guard did during the phase; nil
 	// for the other contenders.
 	Guard *connguard.Stats `json:"guard,omitempty"`
@@ -166,10 +170,12 @@ func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protecti
 	// What the counters read at from; the end reads them after marked.
 	var (
 		u0, s0, r0, c0, w0 int64
+		t1                 time.Time
 		g0                 connguard.Stats
 		marked             = make(chan struct{})
 	)
 	mark := func() {
+		t1 = time.Now()
 		u0, s0 = cpuNow()
 		r0, c0, w0 = requests.Load(), conns.Load(), ep.worked.Load()
 		if prot.guard != nil {
@@ -211,6 +217,7 @@ func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protecti
 	time.AfterFunc(d, func() {
 		<-marked
 		u1, s1 := cpuNow()
+		window := time.Since(t1)
 		if prof != nil {
 			pprof.StopCPUProfile()
 			_ = prof.Close()
@@ -218,7 +225,7 @@ func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protecti
 		st := serverStats{
 			UserUS: u1 - u0, SysUS: s1 - s0,
 			Conns: conns.Load() - c0, Requests: requests.Load() - r0, Worked: ep.worked.Load() - w0,
-			GOMAXPROCS: runtime.GOMAXPROCS(0),
+			GOMAXPROCS: runtime.GOMAXPROCS(0), PhaseUS: window.Microseconds(),
 		}
 		if prot.guard != nil {
 			g := guardDelta(g0, prot.guard.Stats())
