@@ -66,7 +66,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		a.ctr[cTightened].Add(1)
 	}
 	if p.local && c.pen == nil {
-		c.decideLocal(ctx, a, p, d)
+		c.decideLocal(a, p, d)
 		return nil
 	}
 	checkPenalty := c.buildKeys(a, p)
@@ -192,27 +192,55 @@ func (c *Controller) dryReject(a *ticket, d *Decision, r *rule, k Kind) {
 
 // decideLocal is decide for a plan of Global rules that never wait
 // (plan.local) on a Controller without a penalty box: no key, no store
-// call. The rate rules decide first, then the concurrency rules take
-// their permits; when one rejects, what the earlier ones took is given
-// back.
-func (c *Controller) decideLocal(ctx context.Context, a *ticket, p *plan, d *Decision) {
-	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
-		return
-	}
-	for _, i := range p.concs {
-		r := &a.set.rules[i]
-		if !r.sem.TryAcquire(a.semShard, a.cost) {
+// call, no slot to reserve. The rate rules decide first, then the
+// concurrency rules take their permits; when one rejects, what the
+// earlier ones took is given back. It reads a.now and a.cost, and the
+// rules from p (those of a.set).
+func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
+	rules, now, cost := p.rules, a.now, a.cost
+	for _, i := range p.rates {
+		r := &rules[i]
+		rd := r.rate.AllowN(now, cost) // a local rule reserves no slot: none to wait for
+		if !rd.Allowed() {
 			if r.dry {
 				c.dryReject(a, d, r, r.kind)
 				continue
 			}
 			c.rollback(a, d)
-			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, a.cost), 1)}) // > 0: a rejection
+			c.rejectBy(a, d, i, rd)
+			return
+		}
+		a.rated = append(a.rated, i)
+		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
+	}
+	for _, i := range p.concs {
+		r := &rules[i]
+		if !r.sem.TryAcquire(a.semShard, cost) {
+			if r.dry {
+				c.dryReject(a, d, r, r.kind)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, cost), 1)}) // > 0: a rejection
 			return
 		}
 		a.sems = append(a.sems, i)
 	}
-	c.admit(a, d)
+	// admit, for what a local plan holds: no adaptive token, no store hit.
+	for _, i := range a.rated {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	for _, i := range a.sems {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	if d.rule >= 0 {
+		d.Rule = rules[d.rule].Name
+	}
+	a.active = true // counted by done as admitted: inflight is admitted - finished
+	c.done(a, d)
 }
 
 // begin validates a.ask, sets a.now and a.cost (a zero cost is 1), starts
