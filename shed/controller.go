@@ -282,6 +282,11 @@ func (c *Controller) Decide(ctx context.Context, a Attempt) (d Decision, tok Tok
 // decideAttempt is Decide, writing the decision to d.
 func (c *Controller) decideAttempt(ctx context.Context, a *Attempt, d *Decision) (Token, error) {
 	t := c.get()
+	if s := c.set.Load(); !s.stores && c.plain(a) {
+		if p := s.planFor(a.Category, a.Tier); p.local {
+			return c.decidePlain(t, s, p, a, d)
+		}
+	}
 	t.ask = *a
 	err := c.decideIn(ctx, t, nil, d, false)
 	if err != nil || !d.Allowed {

@@ -266,9 +266,7 @@ func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
 			return nil, fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
 		}
 		if now < 0 {
-			// A store would refuse it, and a fail-open rule would then
-			// admit everything: a bad clock is this decision's error.
-			return nil, fmt.Errorf("shed: negative now %d", now)
+			return nil, errNegativeNow(now)
 		}
 		return nil, fmt.Errorf("shed: negative cost %d", cost)
 	}
@@ -281,6 +279,53 @@ func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
 		a.tight = c.tighten(a)
 	}
 	return p, nil
+}
+
+// errNegativeNow is the error of a decision at a negative now. A store
+// would refuse it, and a fail-open rule would then admit everything: a bad
+// clock is the decision's error.
+func errNegativeNow(now int64) error { return fmt.Errorf("shed: negative now %d", now) }
+
+// plain reports whether a is decided without the generic steps of
+// decideIn, decide and begin, when its plan allows (see decidePlain): the
+// Controller has no penalty box and no Observer, a is valid (begin's
+// checks but the clock's) and not tightened by suspicion.
+func (c *Controller) plain(a *Attempt) bool {
+	return c.pen == nil && c.answer.obs == nil &&
+		a.Cost >= 0 && a.Now >= 0 && a.Priority >= Sheddable && a.Priority <= CriticalPlus && uint(a.Weight) <= MaxWeight &&
+		(!a.Tightened || c.suspicion == nil)
+}
+
+// decidePlain is decideAttempt for a plain attempt a (see plain) whose
+// plan p in s is local and s has no per-key rule (no epoch to count the
+// decision in, see load): begin's start, then decideLocal. It reads a in
+// place and leaves t.ask zero (t.bare), as no step of a local plan reads
+// it: the copy in and the clearing out are saved.
+func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *Decision) (Token, error) {
+	now := a.Now
+	if now == 0 {
+		if now = c.now(); now < 0 {
+			c.put(t)
+			return Token{}, errNegativeNow(now)
+		}
+	}
+	cost := a.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	t.set, t.bare = s, true
+	t.now, t.cost, t.charged = now, cost, cost
+	// What decide resets, for what a local plan's rollback, Recost and
+	// end read: no reserved slot, no store hit.
+	t.wait, t.stored = 0, false
+	t.req.N, t.res.N = 0, 0
+	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	c.decideLocal(t, p, d)
+	if !d.Allowed {
+		c.put(t)
+		return Token{}, nil
+	}
+	return Token{a: t, gen: t.gen.Load()}, nil
 }
 
 // buildKeys builds a's identity keys for the penalty box and p's per-key
