@@ -281,7 +281,8 @@ func (c *Controller) Decide(ctx context.Context, a Attempt) (d Decision, tok Tok
 	return d, tok, err
 }
 
-// decideAttempt is Decide, writing the decision to d.
+// decideAttempt is Decide, writing the decision to d, which is the zero
+// Decision (Decide's result, not yet written).
 func (c *Controller) decideAttempt(ctx context.Context, a *Attempt, d *Decision) (Token, error) {
 	t := c.get()
 	if s := c.set.Load(); !s.stores && c.plain(a) {

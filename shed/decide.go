@@ -296,11 +296,12 @@ func (c *Controller) plain(a *Attempt) bool {
 		(!a.Tightened || c.suspicion == nil)
 }
 
-// decidePlain is decideAttempt for a plain attempt a (see plain) whose
-// plan p in s is local and s has no per-key rule (no epoch to count the
-// decision in, see load): begin's start, then decideLocal. It reads a in
-// place and leaves t.ask zero (t.bare), as no step of a local plan reads
-// it: the copy in and the clearing out are saved.
+// decidePlain is decideAttempt (d the zero Decision) for a plain attempt
+// a (see plain) whose plan p in s is local and s has no per-key rule (no
+// epoch to count the decision in, see load): begin's start, then
+// decideLocal. It reads a in place and leaves t.ask zero (t.bare), as no
+// step of a local plan reads it: the copy in and the clearing out are
+// saved.
 func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *Decision) (Token, error) {
 	now := a.Now
 	if now == 0 {
@@ -319,7 +320,8 @@ func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *
 	// end read: no reserved slot, no store hit.
 	t.wait, t.stored = 0, false
 	t.req.N, t.res.N = 0, 0
-	*d = Decision{Allowed: true, rule: -1, plan: p, wall: c.wallAnchor + (now - c.monoAnchor)}
+	// begin's start of d, on the zero Decision (decideAttempt's d).
+	d.Allowed, d.rule, d.plan, d.wall = true, -1, p, c.wallAnchor+(now-c.monoAnchor)
 	c.decideLocal(t, p, d)
 	if !d.Allowed {
 		c.put(t)
