@@ -149,6 +149,7 @@ type reading struct {
 type answering struct {
 	obs     Observer // WithObserver
 	hook    func(Decision)
+	tells   bool // hook or obs is set: a decision is told (Controller.tell)
 	headers func(http.Header, Decision)
 	reject  func(http.ResponseWriter, *http.Request, Decision)
 	fields  HeaderFields
@@ -185,6 +186,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 		storage: storage{store: cfg.store},
 		reading: reading{hasher: cfg.hasher, res: cfg.resolver, client: cfg.client, cost: cfg.cost, actual: cfg.actual, exempt: cfg.exempt, cat: cfg.category},
 		answer:  answering{obs: cfg.obs, hook: cfg.hook, headers: cfg.headers, reject: cfg.reject, fields: cfg.fields}}
+	c.answer.tells = c.answer.hook != nil || c.answer.obs != nil
 	if c.answer.fields == 0 {
 		c.answer.fields = AllFields
 	}
@@ -279,9 +281,15 @@ func (c *Controller) Decide(ctx context.Context, a Attempt) (d Decision, tok Tok
 	return d, tok, err
 }
 
-// decideAttempt is Decide, writing the decision to d.
+// decideAttempt is Decide, writing the decision to d, which is the zero
+// Decision (Decide's result, not yet written).
 func (c *Controller) decideAttempt(ctx context.Context, a *Attempt, d *Decision) (Token, error) {
 	t := c.get()
+	if s := c.set.Load(); !s.stores && c.plain(a) {
+		if p := s.planFor(a.Category, a.Tier); p.local {
+			return c.decidePlain(t, s, p, a, d)
+		}
+	}
 	t.ask = *a
 	err := c.decideIn(ctx, t, nil, d, false)
 	if err != nil || !d.Allowed {

@@ -66,7 +66,7 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 		a.ctr[cTightened].Add(1)
 	}
 	if p.local && c.pen == nil {
-		c.decideLocal(ctx, a, p, d)
+		c.decideLocal(a, p, d)
 		return nil
 	}
 	checkPenalty := c.buildKeys(a, p)
@@ -192,27 +192,55 @@ func (c *Controller) dryReject(a *ticket, d *Decision, r *rule, k Kind) {
 
 // decideLocal is decide for a plan of Global rules that never wait
 // (plan.local) on a Controller without a penalty box: no key, no store
-// call. The rate rules decide first, then the concurrency rules take
-// their permits; when one rejects, what the earlier ones took is given
-// back.
-func (c *Controller) decideLocal(ctx context.Context, a *ticket, p *plan, d *Decision) {
-	if len(p.rates) > 0 && !c.decideRates(ctx, a, p, d) {
-		return
-	}
-	for _, i := range p.concs {
-		r := &a.set.rules[i]
-		if !r.sem.TryAcquire(a.semShard, a.cost) {
+// call, no slot to reserve. The rate rules decide first, then the
+// concurrency rules take their permits; when one rejects, what the
+// earlier ones took is given back. It reads a.now and a.cost, and the
+// rules from p (those of a.set).
+func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
+	rules, now, cost := p.rules, a.now, a.cost
+	for _, i := range p.rates {
+		r := &rules[i]
+		rd := r.rate.AllowN(now, cost) // a local rule reserves no slot: none to wait for
+		if !rd.Allowed() {
 			if r.dry {
 				c.dryReject(a, d, r, r.kind)
 				continue
 			}
 			c.rollback(a, d)
-			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, a.cost), 1)}) // > 0: a rejection
+			c.rejectBy(a, d, i, rd)
+			return
+		}
+		a.rated = append(a.rated, i)
+		c.consider(d, i, rd)
+		if r.early > 0 {
+			c.earlyCheck(a, r, "", rd)
+		}
+	}
+	for _, i := range p.concs {
+		r := &rules[i]
+		if !r.sem.TryAcquire(a.semShard, cost) {
+			if r.dry {
+				c.dryReject(a, d, r, r.kind)
+				continue
+			}
+			c.rollback(a, d)
+			c.rejectBy(a, d, i, ratelimit.Decision{RetryAfter: max(c.semHint(r, cost), 1)}) // > 0: a rejection
 			return
 		}
 		a.sems = append(a.sems, i)
 	}
-	c.admit(a, d)
+	// admit, for what a local plan holds: no adaptive token, no store hit.
+	for _, i := range a.rated {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	for _, i := range a.sems {
+		rules[i].ctr.add(a.shard, rAllowed, 1)
+	}
+	if d.rule >= 0 {
+		d.Rule = rules[d.rule].Name
+	}
+	a.active = true // counted as admitted: inflight is admitted - finished
+	c.admitted(a, d)
 }
 
 // begin validates a.ask, sets a.now and a.cost (a zero cost is 1), starts
@@ -238,9 +266,7 @@ func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
 			return nil, fmt.Errorf("shed: unknown priority %v", a.ask.Priority)
 		}
 		if now < 0 {
-			// A store would refuse it, and a fail-open rule would then
-			// admit everything: a bad clock is this decision's error.
-			return nil, fmt.Errorf("shed: negative now %d", now)
+			return nil, errNegativeNow(now)
 		}
 		return nil, fmt.Errorf("shed: negative cost %d", cost)
 	}
@@ -253,6 +279,55 @@ func (c *Controller) begin(a *ticket, d *Decision) (*plan, error) {
 		a.tight = c.tighten(a)
 	}
 	return p, nil
+}
+
+// errNegativeNow is the error of a decision at a negative now. A store
+// would refuse it, and a fail-open rule would then admit everything: a bad
+// clock is the decision's error.
+func errNegativeNow(now int64) error { return fmt.Errorf("shed: negative now %d", now) }
+
+// plain reports whether a is decided without the generic steps of
+// decideIn, decide and begin, when its plan allows (see decidePlain): the
+// Controller has no penalty box and no Observer, a is valid (begin's
+// checks but the clock's) and not tightened by suspicion.
+func (c *Controller) plain(a *Attempt) bool {
+	return c.pen == nil && c.answer.obs == nil &&
+		a.Cost >= 0 && a.Now >= 0 && a.Priority >= Sheddable && a.Priority <= CriticalPlus && uint(a.Weight) <= MaxWeight &&
+		(!a.Tightened || c.suspicion == nil)
+}
+
+// decidePlain is decideAttempt (d the zero Decision) for a plain attempt
+// a (see plain) whose plan p in s is local and s has no per-key rule (no
+// epoch to count the decision in, see load): begin's start, then
+// decideLocal. It reads a in place and leaves t.ask zero (t.bare), as no
+// step of a local plan reads it: the copy in and the clearing out are
+// saved.
+func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *Decision) (Token, error) {
+	now := a.Now
+	if now == 0 {
+		if now = c.now(); now < 0 {
+			c.put(t)
+			return Token{}, errNegativeNow(now)
+		}
+	}
+	cost := a.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	t.set, t.bare = s, true
+	t.now, t.cost, t.charged = now, cost, cost
+	// What decide resets, for what a local plan's rollback, Recost and
+	// end read: no reserved slot, no store hit.
+	t.wait, t.stored = 0, false
+	t.req.N, t.res.N = 0, 0
+	// begin's start of d, on the zero Decision (decideAttempt's d).
+	d.Allowed, d.rule, d.plan, d.wall = true, -1, p, c.wallAnchor+(now-c.monoAnchor)
+	c.decideLocal(t, p, d)
+	if !d.Allowed {
+		c.put(t)
+		return Token{}, nil
+	}
+	return Token{a: t, gen: t.gen.Load()}, nil
 }
 
 // buildKeys builds a's identity keys for the penalty box and p's per-key
@@ -540,13 +615,30 @@ func rejection(d *Decision, r *rule, i int, rd ratelimit.Decision) {
 	}
 }
 
-// done counts d and hands it to the hook.
+// done counts d and hands it to the hook and the observer.
 func (c *Controller) done(a *ticket, d *Decision) {
 	if d.Allowed {
-		a.ctr[cAdmitted].Add(1)
-	} else {
-		a.ctr[[...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind]].Add(1)
+		c.admitted(a, d)
+		return
 	}
+	a.ctr[[...]int{cAdmitted, cOverLimit, cShedding, cPenalized}[d.Kind]].Add(1)
+	if c.answer.tells {
+		c.tell(a, d)
+	}
+}
+
+// admitted is done for an admission d. Small enough to inline: on a
+// Controller without a hook or an observer it costs one counter and one
+// test.
+func (c *Controller) admitted(a *ticket, d *Decision) {
+	a.ctr[cAdmitted].Add(1)
+	if c.answer.tells {
+		c.tell(a, d)
+	}
+}
+
+// tell hands d to the hook and the observer (done).
+func (c *Controller) tell(a *ticket, d *Decision) {
 	if c.answer.hook != nil {
 		c.answer.hook(*d)
 	}

@@ -35,15 +35,8 @@ func versioned(v int) Config {
 // rule), the per-IP state of the unchanged rule survives (exactly its
 // limit is admitted in total), and its counters too.
 func TestReloadUnderLoad(t *testing.T) {
-	v0 := versioned(0)
-	c, err := New(v0.Rules, WithCategory(v0.Category), quiet(),
-		WithClient(func(*http.Request) Client { return Client{User: "u"} }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var mixed, admitted, total atomic.Int64
-	c.answer.hook = func(d Decision) {
+	hook := func(d Decision) {
 		total.Add(1)
 		if d.Allowed {
 			admitted.Add(1)
@@ -59,6 +52,13 @@ func TestReloadUnderLoad(t *testing.T) {
 			mixed.Add(1)
 		}
 	}
+	v0 := versioned(0)
+	c, err := New(v0.Rules, WithCategory(v0.Category), quiet(),
+		WithClient(func(*http.Request) Client { return Client{User: "u"} }), WithDecisionHook(hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	const workers, each = 4, 600
 	stopReloads := reloadUntilStopped(t, c, func(v int) Config { return versioned(v % 2) })

@@ -39,6 +39,9 @@ type ticket struct {
 	began int64
 
 	ask Attempt // what was asked; cost and now below are its decided values
+	// bare says that ask was never written: decidePlain read the attempt
+	// in place, and put has nothing of it to clear.
+	bare bool
 	// tight reports that the per-key rules decide the attempt on their
 	// tightened limits (a tightened attempt, tightening not in dry-run).
 	tight bool
@@ -107,7 +110,11 @@ const maxPooledBuf = 4 << 10
 
 // put returns a to the pool; it holds nothing.
 func (c *Controller) put(a *ticket) {
-	a.clearAsk()
+	if a.bare {
+		a.bare = false
+	} else {
+		a.clearAsk()
+	}
 	a.set = nil
 	if len(a.buf) > 0 { // some key was built: every key's span is in buf
 		a.buf = a.buf[:0]
