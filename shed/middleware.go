@@ -15,7 +15,10 @@ import (
 // then calls next, and reports the outcome when next returns: a 5xx status
 // is a drop, a client that went away is ignored, anything else a success.
 // Permits come back on every path; when next panics or calls
-// runtime.Goexit they come back first and the panic or exit goes on.
+// runtime.Goexit they come back first and the panic or exit goes on. A
+// request whose context has ended before its decision (the client closed
+// the connection or reset the stream while the request waited) is neither
+// decided nor served: it is counted in Stats.Gone and answered 503.
 //
 // Every response carries the rate-limit header fields (WithHeaders); a
 // rejection is answered 429 (the client is over a limit, or penalized) or
@@ -32,6 +35,20 @@ func (c *Controller) Middleware(next http.Handler) http.Handler {
 	return &middleware{c: c, next: next}
 }
 
+// gone answers r, whose context ended before its decision: its client
+// closed the connection or reset the stream while the request waited in
+// front of the handler (on an overloaded core, in the run queue). Work
+// started for it would be thrown away, and a decision would charge its
+// client's limits and give the adaptive limits a sample of nothing, so it
+// gets neither; it is counted in Stats.Gone and answered as shed (nobody
+// reads the answer; the status is for the server's own logs).
+func (c *Controller) gone(w http.ResponseWriter, r *http.Request) {
+	a := c.get() // for the counter shard: a flood of gone requests shares no word
+	a.ctr[cGone].Add(1)
+	c.put(a)
+	c.answer.reject(w, r, Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1})
+}
+
 type middleware struct {
 	c    *Controller
 	next http.Handler
@@ -45,9 +62,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		c.gone(w, r)
+		return
+	}
 	a := c.get()
 	c.askOf(a, r, ip, false)
-	ctx := r.Context()
 	var d Decision
 	if err := c.decideIn(ctx, a, r, &d, false); err != nil {
 		// The client went away (nobody reads this answer), or the clock

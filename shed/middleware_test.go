@@ -458,3 +458,52 @@ func TestMiddlewareReadsTheClockOnceToDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestMiddlewareServesNoRequestWhoseClientHasGone: a request whose context
+// has ended before the middleware decides (the client reset its stream or
+// closed its connection while the request queued in front of the handler)
+// runs no handler, takes nothing from any rule and is no adaptive sample,
+// and Stats.Gone counts it; a live request after it is served as usual.
+func TestMiddlewareServesNoRequestWhoseClientHasGone(t *testing.T) {
+	obs := &latencies{}
+	c, err := New([]Rule{
+		{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)},
+		{Name: "inflight", Algorithm: Concurrency, Limit: 1},
+	}, WithObserver(obs), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var served atomic.Int64
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable || served.Load() != 0 {
+		t.Fatalf("gone client: status %d, handler ran %d times; want 503 and no run", w.Code, served.Load())
+	}
+	s := c.Stats()
+	if s.Gone != 1 {
+		t.Errorf("Stats.Gone = %d, want 1", s.Gone)
+	}
+	for _, rs := range s.Rules {
+		if rs.Allowed != 0 || rs.Rejected != 0 {
+			t.Errorf("rule %s decided a gone request: allowed %d, rejected %d", rs.Name, rs.Allowed, rs.Rejected)
+		}
+	}
+	if len(obs.got) != 0 {
+		t.Errorf("a gone request gave latency samples %v", obs.got)
+	}
+
+	// The same client, alive: its one token is still there.
+	if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || served.Load() != 1 {
+		t.Fatalf("live request after a gone one: status %d, served %d", w.Code, served.Load())
+	}
+}

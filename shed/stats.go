@@ -36,6 +36,7 @@ const (
 	cTightened
 	cTightenedWouldReject
 	cPeeks
+	cGone
 	// cDeciding and the next counter are the decisions running in even
 	// and odd epochs (see Controller.enter).
 	cDeciding
@@ -179,6 +180,12 @@ type Stats struct {
 	// those that failed validation): none of them counts as a decision
 	// above.
 	Peeks uint64
+	// Gone counts requests the middleware did not decide because their
+	// context had ended before it could (the client closed its connection
+	// or reset its stream while the request waited in front of the
+	// handler): no handler ran, no rule was charged, no adaptive sample
+	// was taken; each was answered 503, which nobody reads.
+	Gone uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
 	Rules []RuleStats
@@ -260,7 +267,7 @@ func (c *Controller) Stats() Stats {
 		Inflight: c.ctr.sum(cAdmitted) - finished, Strikes: u(cStrikes),
 		QueueWaits: u(cQueueWaits), QueueWait: time.Duration(c.ctr.sum(cQueueWaitNs)), QueueShed: u(cQueueShed),
 		DoubleDone: u(cDoubleDone), Panics: u(cPanics), LeasesLost: u(cLeaseLost),
-		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject), Peeks: u(cPeeks),
+		EarlyWarnings: u(cEarly), EarlyWarningsHeld: u(cEarlyHeld), UnknownPeers: u(cUnknownPeer), ProxyWithoutHeader: u(cProxyPeer), CGNAT: u(cCGNAT), Exempt: u(cExempt), Tightened: u(cTightened), TightenedWouldReject: u(cTightenedWouldReject), Peeks: u(cPeeks), Gone: u(cGone),
 		Rules: make([]RuleStats, len(set.rules)),
 	}
 	if hr, ok := c.storage.store.(store.HealthReporter); ok {

@@ -10,7 +10,7 @@ import (
 // table in the package doc, all observed by Metrics.observe.
 type instruments struct {
 	decisions, dryRun, failedOpen, storeErrors, leasesLost                                                metric.Int64ObservableCounter
-	queueWaits, queueShed, doubleDone, panics                                                             metric.Int64ObservableCounter
+	queueWaits, queueShed, doubleDone, panics, gone                                                       metric.Int64ObservableCounter
 	unknownPeers, proxyNoHeader, cgnat, exempt, tightened, tightenedDry, peeks, early, earlyHeld, strikes metric.Int64ObservableCounter
 	queueWaitTime                                                                                         metric.Float64ObservableCounter
 	inflight                                                                                              metric.Int64ObservableGauge
@@ -82,6 +82,8 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.")
 	in.tightenedDry = counter("sluice.tightened.would_reject", "{decision}",
 		"Admitted decisions that tightening in dry-run would have rejected.")
+	in.gone = counter("sluice.gone.requests", "{request}",
+		"Requests not decided nor served because their client had gone (context ended) before the decision.")
 	in.peeks = counter("sluice.peeks", "{peek}",
 		"Reads of rule state without a decision (Controller.Peek, PeekRequest): nothing charged, not counted as decisions.")
 	in.early = counter("sluice.early_warnings", "{warning}",

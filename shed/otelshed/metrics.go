@@ -138,6 +138,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.tightened, count(s.Tightened), plain)
 	o.ObserveInt64(in.tightenedDry, count(s.TightenedWouldReject), plain)
 	o.ObserveInt64(in.peeks, count(s.Peeks), plain)
+	o.ObserveInt64(in.gone, count(s.Gone), plain)
 	o.ObserveInt64(in.early, count(s.EarlyWarnings), plain)
 	o.ObserveInt64(in.earlyHeld, count(s.EarlyWarningsHeld), plain)
 	o.ObserveInt64(in.strikes, count(s.Strikes), plain)

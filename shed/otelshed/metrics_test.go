@@ -175,6 +175,7 @@ func TestMetricsAfterDecisions(t *testing.T) {
 		sluice.tightened.decisions{} 0
 		sluice.tightened.would_reject{} 0
 		sluice.peeks{} 1
+		sluice.gone.requests{} 0
 		sluice.rule.overspent{sluice.rule.name=inflight} 0
 		sluice.rule.overspent{sluice.rule.name=per-ip} 0
 		sluice.rule.refunds{sluice.refund.result=lost,sluice.rule.name=inflight} 0

@@ -77,6 +77,7 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(descTightened, s.Tightened)
 	e.counter(descTightenedWouldReject, s.TightenedWouldReject)
 	e.counter(descPeeks, s.Peeks)
+	e.counter(descGone, s.Gone)
 	e.counter(descStrikes, s.Strikes)
 	if s.StoreReports { // a store that can degrade, such as a fallback.Store
 		h := s.Store

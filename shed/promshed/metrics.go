@@ -42,6 +42,8 @@ var (
 		"Decisions made on tightened limits, for clients whose suspicion score passed the threshold.", nil, nil)
 	descTightenedWouldReject = prometheus.NewDesc("sluice_tightened_would_reject_total",
 		"Admitted decisions that tightening in dry-run would have rejected.", nil, nil)
+	descGone = prometheus.NewDesc("sluice_gone_requests_total",
+		"Requests not decided nor served because their client had gone (context ended) before the decision.", nil, nil)
 	descPeeks = prometheus.NewDesc("sluice_peeks_total",
 		"Reads of rule state without a decision (Controller.Peek, PeekRequest): nothing charged, not counted as decisions.", nil, nil)
 	descStrikes = prometheus.NewDesc("sluice_penalty_strikes_total",
@@ -104,7 +106,7 @@ var (
 	allDescs = []*prometheus.Desc{
 		descStoreDegraded, descStoreShare, descStoreInstances, descStoreFallbacks, descStoreBackendErrors, descStoreTrips,
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
-		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descPeeks, descStrikes,
+		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descPeeks, descGone, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
 		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
 		descRuleRateWaits, descRuleRateWaitSeconds, descRuleRateWaiting,
