@@ -270,9 +270,10 @@ func (c *Controller) Close() error {
 // Token is the zero Token (its Done does nothing).
 //
 // Decide returns an error, deciding nothing, when a.Cost or the decision's
-// now is negative, and ctx.Err() when ctx ends while the attempt waits or
-// before a failing store could decide (an ended context never fails open);
-// what it had taken is given back then. Safe for concurrent use.
+// now is negative, and ctx.Err() when ctx has ended before the decision
+// (counted in Stats.Gone), ends while the attempt waits or ends before a
+// failing store could decide (an ended context never fails open); what it
+// had taken is given back then. Safe for concurrent use.
 func (c *Controller) Decide(ctx context.Context, a Attempt) (d Decision, tok Token, err error) {
 	// Small enough to inline: the caller's Attempt and Decision are
 	// passed on by pointer, not copied through the call's arguments and
@@ -285,6 +286,11 @@ func (c *Controller) Decide(ctx context.Context, a Attempt) (d Decision, tok Tok
 // Decision (Decide's result, not yet written).
 func (c *Controller) decideAttempt(ctx context.Context, a *Attempt, d *Decision) (Token, error) {
 	t := c.get()
+	if err := ctx.Err(); err != nil { // the caller has gone: nothing to decide for
+		t.ctr[cGone].Add(1)
+		c.put(t)
+		return Token{}, err
+	}
 	if s := c.set.Load(); !s.stores && c.plain(a) {
 		if p := s.planFor(a.Category, a.Tier); p.local {
 			return c.decidePlain(t, s, p, a, d)

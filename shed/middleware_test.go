@@ -507,3 +507,37 @@ func TestMiddlewareServesNoRequestWhoseClientHasGone(t *testing.T) {
 		t.Fatalf("live request after a gone one: status %d, served %d", w.Code, served.Load())
 	}
 }
+
+// TestDecideDecidesNothingForAnEndedContext: Decide with a context that
+// has already ended returns its error, admits nothing and charges no rule,
+// on the short path for Global rules and on the general path alike, and
+// Stats.Gone counts it.
+func TestDecideDecidesNothingForAnEndedContext(t *testing.T) {
+	for _, rules := range [][]Rule{
+		{{Name: "global", Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}},
+		{{Name: "user", Identity: User, Algorithm: TokenBucket, Limit: 1, Rate: ratelimit.Per(1, time.Hour)}},
+	} {
+		t.Run(rules[0].Name, func(t *testing.T) {
+			c, err := New(rules, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			d, tok, err := c.Decide(ctx, Attempt{User: "u"})
+			if err != context.Canceled || d.Allowed || tok != (Token{}) {
+				t.Fatalf("ended context: %+v, %v, %v; want no decision and context.Canceled", d, tok, err)
+			}
+			if s := c.Stats(); s.Gone != 1 || s.Admitted != 0 || s.Rules[0].Allowed != 0 {
+				t.Errorf("stats after an ended context: gone %d, admitted %d, rule allowed %d", s.Gone, s.Admitted, s.Rules[0].Allowed)
+			}
+			// The one token is still there for a live attempt.
+			if d, tok, err := c.Decide(context.Background(), Attempt{User: "u"}); err != nil || !d.Allowed {
+				t.Fatalf("live attempt after an ended one: %+v, %v", d, err)
+			} else {
+				tok.Done(Success)
+			}
+		})
+	}
+}

@@ -180,11 +180,12 @@ type Stats struct {
 	// those that failed validation): none of them counts as a decision
 	// above.
 	Peeks uint64
-	// Gone counts requests the middleware did not decide because their
-	// context had ended before it could (the client closed its connection
-	// or reset its stream while the request waited in front of the
-	// handler): no handler ran, no rule was charged, no adaptive sample
-	// was taken; each was answered 503, which nobody reads.
+	// Gone counts requests the middleware, and attempts Decide, did not
+	// decide because their context had ended before (the client closed
+	// its connection or reset its stream while the request waited in
+	// front of the handler): no handler ran, no rule was charged, no
+	// adaptive sample was taken. The middleware answered each 503, which
+	// nobody reads; Decide returned the context's error.
 	Gone uint64
 	// Rules has one entry per rule in force, in the order given to New
 	// or the latest Reload.
