@@ -4,10 +4,13 @@ package main
 // that did not run the work cost it, and the goodput that cost leaves
 // room for at the cell's arrival rate.
 type budget struct {
+	// WorkUS (w) is the server's CPU time per admitted request, in µs:
+	// what the calibration's server spent per request (all of them ran
+	// the work there), or GOMAXPROCS / capacity when it was not measured.
+	WorkUS float64 `json:"work_us"`
 	// NoWorkUS (r) is the server's CPU time per request that reached its
 	// handler chain but did not run the work, in µs, once each request
-	// whose work ran is taken at the calibrated cost w = GOMAXPROCS /
-	// capacity: (CPU - worked*w) / (requests - worked).
+	// whose work ran is taken at w: (CPU - worked*w) / (requests - worked).
 	NoWorkUS float64 `json:"no_work_us"`
 	// Ceiling is the most goodput, as a share of capacity, of a server
 	// whose CPUs are fully used at arrival rate λ when each admitted
@@ -26,9 +29,11 @@ const minNoWork = 0.05
 func cpuBound(name string) bool { return name == "cpu" || name == "mixed" }
 
 // budgetOf returns the budget of c, a cell of a scenario of capacity
-// requests a second; nil when the scenario is not CPU-bound, c failed, or
-// too few of its requests did not run the work (minNoWork).
-func budgetOf(c cell, capacity float64) *budget {
+// requests a second whose calibration spent workUS of the server's CPU per
+// request (0: not measured, GOMAXPROCS / capacity is taken); nil when the
+// scenario is not CPU-bound, c failed, or too few of its requests did not
+// run the work (minNoWork).
+func budgetOf(c cell, capacity, workUS float64) *budget {
 	st := c.Server
 	noWork := st.Requests - st.Worked
 	if !cpuBound(c.Scenario) || c.Err != "" || capacity <= 0 || st.GOMAXPROCS <= 0 || st.Requests <= 0 || noWork <= 0 ||
@@ -36,7 +41,10 @@ func budgetOf(c cell, capacity float64) *budget {
 		return nil
 	}
 	procs := float64(st.GOMAXPROCS)
-	w := procs / capacity * 1e6 // µs of CPU per admitted request
+	w := workUS // µs of CPU per admitted request
+	if w <= 0 {
+		w = procs / capacity * 1e6
+	}
 	r := (float64(st.UserUS+st.SysUS) - float64(st.Worked)*w) / float64(noWork)
 	most := min(1, c.Rate/capacity) // no more than arrives, no more than capacity
 	ceiling := most
@@ -46,5 +54,5 @@ func budgetOf(c cell, capacity float64) *budget {
 		ceiling = min(most, max(0, x/capacity))
 	}
 	// else shedding saves nothing: admitting every arrival is the best.
-	return &budget{NoWorkUS: r, Ceiling: ceiling}
+	return &budget{WorkUS: w, NoWorkUS: r, Ceiling: ceiling}
 }

@@ -62,7 +62,11 @@ func figuresOf(c cell, capacity, from, to, dur float64) figures {
 		noWork:   math.NaN(),
 		ceiling:  math.NaN(),
 	}
-	if b := budgetOf(c, capacity); b != nil {
+	b := c.Budget // worked out when the cell ran, at the calibration's w
+	if b == nil {
+		b = budgetOf(c, capacity, 0)
+	}
+	if b != nil {
 		f.noWork, f.ceiling = b.NoWorkUS, b.Ceiling
 	}
 	window := dur
@@ -209,7 +213,7 @@ func writeTables(out io.Writer, rep *report) {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}
-	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up); srv core: the server's CPU time over the cell / the window its counters covered (the cell's length, longer when an overloaded server read them late) and GOMAXPROCS (well below 1 for a CPU-bound server in overload: something else had its CPU). cpu and mixed only: µs/no (r): the server's CPU time per request that reached it but did not run the work, once each that did is taken at w = GOMAXPROCS / capacity (blank when under 5% did not); ceiling: the most goodput a server could reach at this arrival rate λ with its CPUs fully used if each admitted request cost w and every other r, x = (GOMAXPROCS - λr) / (w - r) per second, over capacity, at most 1.")
+	fmt.Fprintln(out, "Medians over rounds, (min-max) where they differ. goodput: 2xx within the deadline per second / capacity; p50, p99: of those; shed: 503s / answers; timeouts: deadline passed / answers; errors: transport errors and other statuses / answers; dials: new connections / requests sent; limit: the contender's median limit in the window; srv µs/req: the server's CPU time (rusage) over the cell per request that reached its handler chain; sent: arrivals the generator sent / arrivals due (below 0.95: the generator could not keep up); srv core: the server's CPU time over the cell / the window its counters covered (the cell's length, longer when an overloaded server read them late) and GOMAXPROCS (well below 1 for a CPU-bound server in overload: something else had its CPU). cpu and mixed only: µs/no (r): the server's CPU time per request that reached it but did not run the work, once each that did is taken at w, the server's CPU time per request in the capacity measurement (blank when under 5% did not); ceiling: the most goodput a server could reach at this arrival rate λ with its CPUs fully used if each admitted request cost w and every other r, x = (GOMAXPROCS - λr) / (w - r) per second, over capacity, at most 1.")
 	for _, sc := range rep.scenarios {
 		if sc.recovery {
 			writeRecoveryTable(out, rep, sc)

@@ -52,7 +52,11 @@ type scenario struct {
 	closed    int  // closed-loop clients that saturate the endpoint
 	multiples []float64
 	capacity  float64 // measured, requests per second (after the drop for drop)
-	before    float64 // drop only: the capacity before the drop, which the load is a multiple of
+	// workUS is the server's CPU time per request in the capacity
+	// measurement (every request there runs the work), µs: the cost of an
+	// admitted request in the CPU budget (budget.go).
+	workUS float64
+	before float64 // drop only: the capacity before the drop, which the load is a multiple of
 	// recovery marks a recovery scenario (recovery.go): capacity is that
 	// before the drop, after that after it.
 	recovery bool
@@ -260,22 +264,26 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 const capacityTries = 3
 
 // capacityOf measures the closed-loop throughput of sc's endpoint with no
-// protection, the best of capacityTries: the 1x of its load.
-func (r *runner) capacityOf(ctx context.Context, sc scenario) (float64, error) {
-	var best float64
+// protection, the best of capacityTries: the 1x of its load; and the
+// server's CPU time per request in that best measurement, in µs (0 when
+// its server counted no request).
+func (r *runner) capacityOf(ctx context.Context, sc scenario) (capacity, workUS float64, err error) {
 	for range capacityTries {
-		lr, _, err := r.runCell(ctx, cellSpec{sc: sc, contender: "none", closed: sc.closed, duration: r.cfg.calibrate, from: r.cfg.calibrate / 4, seed: r.cfg.seed})
+		lr, st, err := r.runCell(ctx, cellSpec{sc: sc, contender: "none", closed: sc.closed, duration: r.cfg.calibrate, from: r.cfg.calibrate / 4, seed: r.cfg.seed})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if lr.WindowS > 0 {
-			best = max(best, float64(lr.Good)/lr.WindowS)
+		if lr.WindowS > 0 && float64(lr.Good)/lr.WindowS > capacity {
+			capacity, workUS = float64(lr.Good)/lr.WindowS, 0
+			if st.Worked > 0 {
+				workUS = float64(st.UserUS+st.SysUS) / float64(st.Worked)
+			}
 		}
 	}
-	if best == 0 {
-		return 0, fmt.Errorf("overload: %s answered nothing in calibration", sc.name)
+	if capacity == 0 {
+		return 0, 0, fmt.Errorf("overload: %s answered nothing in calibration", sc.name)
 	}
-	return best, nil
+	return capacity, workUS, nil
 }
 
 // calibrateRoundsChild asks a pinned server process how many sha256 rounds
@@ -314,16 +322,16 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 		if sc.admit {
 			continue // a fixed rate: no capacity to measure
 		}
-		c, err := r.capacityOf(ctx, *sc)
+		c, w, err := r.capacityOf(ctx, *sc)
 		if err != nil {
 			return nil, err
 		}
-		sc.capacity = c
+		sc.capacity, sc.workUS = c, w
 		if sc.drop {
 			sc.before = c
 			after := *sc
 			after.rounds, after.wait = 2*sc.rounds, 2*sc.wait
-			if sc.capacity, err = r.capacityOf(ctx, after); err != nil {
+			if sc.capacity, sc.workUS, err = r.capacityOf(ctx, after); err != nil {
 				return nil, err
 			}
 			rep.Capacity[sc.name+"-before"] = sc.before
@@ -331,7 +339,7 @@ func (r *runner) run(ctx context.Context) (*report, error) {
 		if sc.recovery {
 			after := *sc
 			after.rounds, after.wait = 2*sc.rounds, 2*sc.wait
-			if sc.after, err = r.capacityOf(ctx, after); err != nil {
+			if sc.after, _, err = r.capacityOf(ctx, after); err != nil {
 				return nil, err
 			}
 			p99, err := r.unloadedP99(ctx, after)
@@ -429,7 +437,7 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 		c.Err = err.Error()
 	}
 	if !sc.recovery {
-		c.Budget = budgetOf(c, sc.capacity)
+		c.Budget = budgetOf(c, sc.capacity, sc.workUS)
 	}
 	return c
 }
@@ -448,7 +456,7 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 	if c, ok := rep.Capacity["cpu"]; ok {
 		return c, nil
 	}
-	c, err := r.capacityOf(ctx, scenario{name: "cpu", rounds: rounds, closed: 16 * r.cfg.procs})
+	c, _, err := r.capacityOf(ctx, scenario{name: "cpu", rounds: rounds, closed: 16 * r.cfg.procs})
 	if err != nil {
 		return 0, err
 	}
