@@ -261,7 +261,7 @@ func (c *Controller) decideLone(a *ticket, r *rule, i int, d *Decision) {
 		if rd.Limit-rd.Remaining >= r.softAt {
 			d.Warning, d.WarningRule = true, r.Name
 		}
-		if r.early > 0 {
+		if r.early > 0 && pastHalf(rd, a.cost) {
 			c.earlyCheck(a, r, "", rd)
 		}
 		r.ctr.add(a.shard, rAllowed, 1)
