@@ -85,15 +85,15 @@ func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
 	if n <= 0 || n > g.burst {
 		return g.outOfRange(s, now, n)
 	}
-	next, ok := g.take(s, now, n)
+	tat, ok := g.take(s, now, n)
 	if !ok {
-		// From next-tau on it would fit (next the arrival time it needs).
-		return g.limited(next, now, max(next, now)+n*g.interval-g.tau)
+		// It would fit from the arrival time it needs, less tau, on.
+		return g.limited(tat, now, max(tat, now)+n*g.interval-g.tau)
 	}
-	return Decision{ // next-now is in (0, tau]
+	return Decision{ // tat-now is in (0, tau]
 		Limit:      g.burst,
-		Remaining:  g.perToken.div(g.tau - (next - now)),
-		ResetAfter: time.Duration(next - now),
+		Remaining:  g.perToken.div(g.tau - (tat - now)),
+		ResetAfter: time.Duration(tat - now),
 	}
 }
 
