@@ -85,24 +85,37 @@ func (g *GCRA) AllowN(s *GCRAState, now, n int64) Decision {
 	if n <= 0 || n > g.burst {
 		return g.outOfRange(s, now, n)
 	}
+	tat, ok := g.take(s, now, n)
+	if !ok {
+		// It would fit from the arrival time it needs, less tau, on.
+		return g.limited(tat, now, max(tat, now)+n*g.interval-g.tau)
+	}
+	return Decision{ // tat-now is in (0, tau]
+		Limit:      g.burst,
+		Remaining:  g.perToken.div(g.tau - (tat - now)),
+		ResetAfter: time.Duration(tat - now),
+	}
+}
+
+// take is AllowN's step for 0 < n <= burst: it takes n tokens from s at
+// now and returns the new arrival time and true, or, when the bucket does
+// not hold them, the arrival time it read and false. The result fits in
+// registers, so that ShardedBucket makes its own Decision from it.
+func (g *GCRA) take(s *GCRAState, now, n int64) (int64, bool) {
 	cost := n * g.interval // n <= burst, so cost <= tau <= maxRateSpan
 	for {
 		tat := s.tat.Load()
 		next := max(tat, now) + cost
 		// The request fits if the new arrival time runs at most tau ahead
-		// of now; from next-tau on it would fit.
+		// of now.
 		if next-g.tau > now {
-			return g.limited(tat, now, next-g.tau)
+			return tat, false
 		}
 		// The CAS is on the arrival time itself, so a caller whose now is
 		// older than another's cannot overwrite a later state: the loser
 		// recomputes from the winner's tat.
 		if s.tat.CompareAndSwap(tat, next) {
-			return Decision{ // next-now is in (0, tau]
-				Limit:      g.burst,
-				Remaining:  g.perToken.div(g.tau - (next - now)),
-				ResetAfter: time.Duration(next - now),
-			}
+			return next, true
 		}
 	}
 }

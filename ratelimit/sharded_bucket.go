@@ -113,10 +113,17 @@ func (b *ShardedBucket) gcra(i uint64) *GCRA {
 // as for GCRA.AllowN.
 func (b *ShardedBucket) AllowN(now, n int64) Decision {
 	home := pickShard(b.mask)
-	// The common case in this frame, without a call: home has the tokens.
+	// The common case in this frame: home has the tokens.
 	if g := b.gcra(home); n > 0 && n <= g.burst {
-		if d := g.AllowN(&b.shards[home].s, now, n); d.Allowed() {
-			return b.scaled(d)
+		if next, ok := g.take(&b.shards[home].s, now, n); ok {
+			// As scaled(g.AllowN(...)) says, next-now in (0, tau]. No need
+			// for its min: a shard of at most burst/k+1 tokens holds at most
+			// burst/k after an admission, k times that is at most burst.
+			return Decision{
+				Limit:      b.burst,
+				Remaining:  g.perToken.div(g.tau-(next-now)) * int64(len(b.shards)),
+				ResetAfter: time.Duration(next - now),
+			}
 		}
 	}
 	return b.allowFrom(home, now, n)

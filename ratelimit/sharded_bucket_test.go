@@ -283,3 +283,52 @@ func TestShardedBucketAdmitsOnlyWhatTheReferenceAdmits(t *testing.T) {
 		t.Repeat(actions)
 	})
 }
+
+// TestShardedBucketAdmissionReportsItsShard: an admission that AllowN
+// takes whole from one shard (from any shard count, burst and history of
+// requests and clock moves) reports that shard as the whole bucket's: the
+// burst as its Limit, the shard's remaining tokens times the shard count
+// (at most the burst) as its Remaining, the shard's time to full as its
+// ResetAfter, as a look at the shard right after says.
+func TestShardedBucketAdmissionReportsItsShard(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		shards := 1 << rapid.IntRange(0, 3).Draw(t, "log2 shards")
+		burst := rapid.Int64Range(int64(shards), 40).Draw(t, "burst")
+		interval := rapid.Int64Range(1, 1000).Draw(t, "interval")
+		b, err := NewShardedBucket(Per(1, time.Duration(interval)), burst, WithShardCount(shards))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := rapid.SampledFrom([]int64{0, 1, 1 << 40}).Draw(t, "start")
+		tats := make([]int64, len(b.shards))
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			if rapid.IntRange(0, 3).Draw(t, "op") == 0 {
+				now += rapid.Int64Range(0, 2*burst*interval).Draw(t, "dt")
+				continue
+			}
+			for j := range b.shards {
+				tats[j] = b.shards[j].s.tat.Load()
+			}
+			n := rapid.Int64Range(1, max(1, burst/int64(shards))).Draw(t, "n")
+			d := b.AllowN(now, n)
+			changed := -1
+			for j := range b.shards {
+				if b.shards[j].s.tat.Load() != tats[j] {
+					if changed >= 0 {
+						changed = -2 // gathered from several
+						break
+					}
+					changed = j
+				}
+			}
+			if !d.Allowed() || changed < 0 {
+				continue
+			}
+			s := b.gcra(uint64(changed)).AllowN(&b.shards[changed].s, now, 0)
+			want := Decision{Limit: burst, Remaining: min(burst, s.Remaining*int64(shards)), ResetAfter: s.ResetAfter}
+			if d != want {
+				t.Fatalf("AllowN(%d, %d) from shard %d of %d: %+v, want %+v", now, n, changed, shards, d, want)
+			}
+		}
+	})
+}

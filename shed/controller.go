@@ -76,6 +76,10 @@ type plan struct {
 	// that reserve no slot, Concurrency rules without a queue): no key to
 	// build, no store call, no wait (decideLocal).
 	local bool
+	// lone is the rule of a local plan of one rate rule alone, at index
+	// loneAt of rules (decideLone); nil for any other plan.
+	lone   *rule
+	loneAt int
 	// storeWaits says that some per-key rule may wait for its slot
 	// (Rule.MaxWait): then the concurrency permits are taken after the
 	// store call and the wait, so that a waiter holds none.

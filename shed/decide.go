@@ -243,6 +243,38 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 	c.admitted(a, d)
 }
 
+// decideLone is decideLocal for a local plan of rule r alone, at index
+// i of its rules (plan.lone), in a straight line: nothing to give back on
+// a rejection, one rule to count and name, no earlier rule to compare
+// with (consider's figures are r's).
+func (c *Controller) decideLone(a *ticket, r *rule, i int, d *Decision) {
+	var rd ratelimit.Decision
+	if b, ok := r.rate.(*shardedBucketRate); ok { // the usual global cap: a direct call
+		rd = b.b.AllowN(a.now, a.cost)
+	} else {
+		rd = r.rate.AllowN(a.now, a.cost)
+	}
+	switch {
+	case rd.Allowed():
+		a.rated = append(a.rated, i)
+		d.rule, d.Limit, d.Remaining, d.Reset, d.Rule = i, rd.Limit, rd.Remaining, rd.ResetAfter, r.Name
+		if rd.Limit-rd.Remaining >= r.softAt {
+			d.Warning, d.WarningRule = true, r.Name
+		}
+		if r.early > 0 && pastHalf(rd, a.cost) {
+			c.earlyCheck(a, r, "", rd)
+		}
+		r.ctr.add(a.shard, rAllowed, 1)
+	case !r.dry:
+		c.rejectBy(a, d, i, rd)
+		return
+	default:
+		c.dryReject(a, d, r, r.kind)
+	}
+	a.active = true // counted as admitted: inflight is admitted - finished
+	c.admitted(a, d)
+}
+
 // begin validates a.ask, sets a.now and a.cost (a zero cost is 1), starts
 // d as an admission on the plan of a's category and tier, and marks a
 // tightened attempt (Attempt.Tightened, WithSuspicion) in d and a.tight:
@@ -299,9 +331,9 @@ func (c *Controller) plain(a *Attempt) bool {
 // decidePlain is decideAttempt (d the zero Decision) for a plain attempt
 // a (see plain) whose plan p in s is local and s has no per-key rule (no
 // epoch to count the decision in, see load): begin's start, then
-// decideLocal. It reads a in place and leaves t.ask zero (t.bare), as no
-// step of a local plan reads it: the copy in and the clearing out are
-// saved.
+// decideLocal (decideLone for a plan of one rate rule). It reads a in
+// place and leaves t.ask zero (t.bare), as no step of a local plan reads
+// it: the copy in and the clearing out are saved.
 func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *Decision) (Token, error) {
 	now := a.Now
 	if now == 0 {
@@ -322,7 +354,11 @@ func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *
 	t.req.N, t.res.N = 0, 0
 	// begin's start of d, on the zero Decision (decideAttempt's d).
 	d.Allowed, d.rule, d.plan, d.wall = true, -1, p, c.wallAnchor+(now-c.monoAnchor)
-	c.decideLocal(t, p, d)
+	if r := p.lone; r != nil {
+		c.decideLone(t, r, p.loneAt, d)
+	} else {
+		c.decideLocal(t, p, d)
+	}
 	if !d.Allowed {
 		c.put(t)
 		return Token{}, nil

@@ -90,7 +90,7 @@ func TestLocalPlanDecidesAsTheFullPath(t *testing.T) {
 		for i := range rapid.IntRange(1, 3).Draw(t, "rules") {
 			r := Rule{
 				Name:     string(rune('a' + i)),
-				Category: rapid.SampledFrom([]string{"", "x"}).Draw(t, "category"),
+				Category: rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, "category"),
 				Limit:    rapid.Int64Range(1, 6).Draw(t, "limit"),
 				DryRun:   rapid.Bool().Draw(t, "dry"),
 				Count:    rapid.SampledFrom([]Count{CountAll, CountFailures, CountAuthFailures}).Draw(t, "count"),
@@ -295,8 +295,9 @@ func TestReloadBetweenLocalAndStoredSets(t *testing.T) {
 
 // TestLocalPlanOnAShardedCapIsAllOrNothing: a Global token bucket large
 // enough to shard (ratelimit.ShardedBucket) layered with Global rules that
-// reject often (a small concurrency limit, a small fixed window of one
-// category): under any sequence of attempts of any cost, completions and
+// reject often (a small concurrency limit, a small fixed window, each of
+// a category of its own), and alone (the plan of no category, decideLone):
+// under any sequence of attempts of any cost, completions and
 // clock moves, the bucket holds exactly its burst less what admitted
 // attempts took (the rate refills no whole token in the run), so a
 // rejected layered decision leaves no trace on it, and nothing is held
@@ -306,7 +307,7 @@ func TestLocalPlanOnAShardedCapIsAllOrNothing(t *testing.T) {
 		burst := rapid.Int64Range(128, 1024).Draw(t, "burst")
 		c, err := New([]Rule{
 			{Name: "cap", Algorithm: TokenBucket, Limit: burst, Rate: ratelimit.Per(1, time.Hour)},
-			{Name: "inflight", Algorithm: Concurrency, Limit: rapid.Int64Range(1, 4).Draw(t, "inflight")},
+			{Name: "inflight", Category: "y", Algorithm: Concurrency, Limit: rapid.Int64Range(1, 4).Draw(t, "inflight")},
 			{Name: "narrow", Category: "x", Algorithm: FixedWindow, Limit: rapid.Int64Range(1, 5).Draw(t, "narrow"), Window: time.Hour},
 		}, WithClock(newFakeClock().now), quiet())
 		if err != nil {
@@ -314,6 +315,9 @@ func TestLocalPlanOnAShardedCapIsAllOrNothing(t *testing.T) {
 		}
 		defer c.Close()
 		mustBeLocal(t, c)
+		if c.set.Load().planFor("", "").lone == nil {
+			t.Fatal("the cap alone is not a lone plan")
+		}
 		clk := newFakeClock()
 		capRate, ok := c.set.Load().rules[0].rate.(*shardedBucketRate)
 		if !ok || capRate.b.Shards() < 2 {
@@ -324,7 +328,7 @@ func TestLocalPlanOnAShardedCapIsAllOrNothing(t *testing.T) {
 		for range rapid.IntRange(1, 100).Draw(t, "steps") {
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0, 1:
-				a := Attempt{Now: clk.now(), Category: rapid.SampledFrom([]string{"", "x"}).Draw(t, "category"),
+				a := Attempt{Now: clk.now(), Category: rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, "category"),
 					Cost: rapid.Int64Range(1, 3).Draw(t, "cost")}
 				d, tok, err := c.Decide(context.Background(), a)
 				if err != nil {

@@ -37,11 +37,10 @@ type EarlyWarning struct {
 // earlyCheck raises an early warning when rd, an admitted decision of r
 // (a window rule), took its key past half the limit early in the window.
 func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd ratelimit.Decision) {
-	used := rd.Limit - rd.Remaining
-	half := (rd.Limit + 1) / 2
-	if used < half || used-a.cost >= half {
+	if !pastHalf(rd, a.cost) {
 		return // not the crossing
 	}
+	used := rd.Limit - rd.Remaining
 	elapsed := windowElapsed(rd.ResetAfter, r.early)
 	if elapsed*5 > r.early {
 		return
@@ -62,6 +61,14 @@ func (c *Controller) earlyCheck(a *ticket, r *rule, key string, rd ratelimit.Dec
 			slog.String("key", w.Key), slog.Int64("used", w.Used), slog.Int64("limit", w.Limit),
 			slog.Duration("elapsed", w.Elapsed), slog.Duration("window", w.Window), slog.Int64("suppressed", n))
 	}
+}
+
+// pastHalf reports whether rd, an admission of cost, took its key past
+// half its limit: the crossing that may raise an early warning. Callers
+// on the hot path ask it first, to save the call of earlyCheck.
+func pastHalf(rd ratelimit.Decision, cost int64) bool {
+	used, half := rd.Limit-rd.Remaining, (rd.Limit+1)/2
+	return used >= half && used-cost < half
 }
 
 // windowElapsed is how far into its window an admitted window decision

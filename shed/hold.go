@@ -169,3 +169,23 @@ func (c *Controller) end(a *ticket, now int64, o Outcome, status int) {
 	a.active = false
 	a.ctr[cFinished].Add(1)
 }
+
+// finish is end, then put, for a Token's attempt. The usual one, decided
+// on the short path (ticket.bare) and holding nothing but charges that
+// stand, ends in this frame.
+func (c *Controller) finish(a *ticket, now int64, o Outcome, status int) {
+	// Anything more for end (a refund, a permit) or put (a key, the
+	// request's parts, the middleware's writer) takes the long way.
+	if !a.active || !a.bare || status >= 0 && a.set.counting ||
+		len(a.sems)|len(a.tokens)|len(a.leases)|len(a.buf) != 0 || a.reqParts != nil || a.w.ResponseWriter != nil {
+		c.end(a, now, o, status)
+		c.put(a)
+		return
+	}
+	// end's and put's steps for it, in their order.
+	a.rated = a.rated[:0]
+	a.active = false
+	a.ctr[cFinished].Add(1)
+	a.bare, a.set = false, nil
+	c.pool.Put(a)
+}

@@ -206,15 +206,21 @@ type calendarRate struct {
 	clock store.WindowClock
 }
 
-func (c calendarRate) AllowN(now, n int64) ratelimit.Decision {
+func (c *calendarRate) AllowN(now, n int64) ratelimit.Decision {
 	at := c.clock.At(now)
-	return c.clock.Decision(now, at, c.rate.AllowN(at, n))
+	var rd ratelimit.Decision
+	if w, ok := c.rate.(*shardedRate); ok { // the usual global window: a direct call
+		rd = w.w.AllowN(at, n)
+	} else {
+		rd = c.rate.AllowN(at, n)
+	}
+	return c.clock.Decision(now, at, rd)
 }
 
-func (c calendarRate) Refund(now, n int64) { c.rate.Refund(c.clock.At(now), n) }
+func (c *calendarRate) Refund(now, n int64) { c.rate.Refund(c.clock.At(now), n) }
 
-func (c calendarRate) adopt(old localRate, now int64) bool {
-	o, ok := old.(calendarRate)
+func (c *calendarRate) adopt(old localRate, now int64) bool {
+	o, ok := old.(*calendarRate)
 	return ok && o.clock == c.clock && c.rate.adopt(o.rate, c.clock.At(now))
 }
 
@@ -241,19 +247,19 @@ func newLocalRate(r Rule) (localRate, error) {
 			if err != nil {
 				return nil, err
 			}
-			return calendarRate{&shardedRate{w}, clock}, nil
+			return &calendarRate{&shardedRate{w}, clock}, nil
 		}
 		f, err := ratelimit.NewFixedWindow(r.Limit, clock.Span())
 		if err != nil {
 			return nil, err
 		}
-		return calendarRate{newStateRate[ratelimit.FixedWindowState](f.Widened(), int64(clock.Span())), clock}, nil
+		return &calendarRate{newStateRate[ratelimit.FixedWindowState](f.Widened(), int64(clock.Span())), clock}, nil
 	case SlidingWindow:
 		sw, err := ratelimit.NewSlidingWindow(r.Limit, clock.Span())
 		if err != nil {
 			return nil, err
 		}
-		return calendarRate{newStateRate[ratelimit.SlidingWindowState](sw.Widened(), int64(clock.Span())), clock}, nil
+		return &calendarRate{newStateRate[ratelimit.SlidingWindowState](sw.Widened(), int64(clock.Span())), clock}, nil
 	default: // SlidingLog
 		l, err := ratelimit.NewSlidingLog(r.Limit, r.Window)
 		if err != nil {

@@ -21,7 +21,7 @@ func TestGlobalFixedWindowSpreadsItsQuotaOverShards(t *testing.T) {
 	}{{10, true}, {math.MaxInt32, true}, {math.MaxInt32 + 1, false}} {
 		c, _, _ := newTest(t, []Rule{{Name: "cap", Algorithm: FixedWindow, Limit: tc.limit, Window: time.Hour}})
 		rate := c.set.Load().rules[0].rate
-		cal, ok := rate.(calendarRate)
+		cal, ok := rate.(*calendarRate)
 		if !ok {
 			t.Fatalf("limit %d: a %T, not a calendarRate", tc.limit, rate)
 		}
@@ -83,7 +83,7 @@ func shardedCapIsExact(t *testing.T, capRule Rule) {
 	}
 	switch r := c.set.Load().rules[0].rate.(type) {
 	case *shardedBucketRate:
-	case calendarRate:
+	case *calendarRate:
 		if _, ok := r.rate.(*shardedRate); !ok {
 			t.Fatalf("the cap decides on a %T", r.rate)
 		}

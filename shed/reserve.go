@@ -52,14 +52,14 @@ func (r *stateRate[S, A]) cancel(now, n int64, rv ratelimit.Reservation) {
 // reserve runs on the calendar's window clock; for windows of a fixed
 // length (the only ones that reserve) it is the time shifted, so waits on
 // it are real ones.
-func (c calendarRate) reserve(now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation {
+func (c *calendarRate) reserve(now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation {
 	at := c.clock.At(now)
 	rv := c.rate.(reserver).reserve(at, n, minWait, maxWait)
 	rv.Decision = c.clock.Decision(now, at, rv.Decision)
 	return rv
 }
 
-func (c calendarRate) cancel(now, n int64, rv ratelimit.Reservation) {
+func (c *calendarRate) cancel(now, n int64, rv ratelimit.Reservation) {
 	c.rate.(reserver).cancel(c.clock.At(now), n, rv)
 }
 
@@ -67,7 +67,7 @@ func (c calendarRate) cancel(now, n int64, rv ratelimit.Reservation) {
 // a window); the sharded ones (ratelimit.ShardedBucket, ShardedWindow)
 // cannot tell the next slot, so a rule on one is charged at once.
 func reserves(lr localRate) bool {
-	if c, ok := lr.(calendarRate); ok {
+	if c, ok := lr.(*calendarRate); ok {
 		lr = c.rate
 	}
 	switch lr.(type) {

@@ -464,6 +464,9 @@ func (s *ruleSet) makePlan(cat, tier string, fields HeaderFields) (*plan, error)
 	for _, i := range p.concs {
 		p.local = p.local && s.rules[i].lim == nil && s.rules[i].queue == nil
 	}
+	if p.local && len(p.rates) == 1 && len(p.concs) == 0 {
+		p.lone, p.loneAt = &s.rules[p.rates[0]], p.rates[0]
+	}
 	if len(p.stored) > store.MaxHits {
 		return nil, fmt.Errorf("shed: category %q (tier %q) has %d per-key rules, more than the %d one store call decides",
 			cat, tier, len(p.stored), store.MaxHits)

@@ -1,9 +1,13 @@
 package shed
 
 import (
+	"context"
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // fillNonZero sets every field of the struct v points to, exported or
@@ -51,6 +55,67 @@ func TestPutForgetsTheWholeAttempt(t *testing.T) {
 		for i := range v.NumField() {
 			if !v.Field(i).IsZero() {
 				t.Errorf("Attempt.%s survives clearAsk", v.Type().Field(i).Name)
+			}
+		}
+	}
+}
+
+// TestDoneLeavesTheTicketAsEndAndPutDo: Token.Done (finish, which ends
+// the usual short-path attempt in a frame of its own) leaves the ticket
+// and the counters exactly as end and then put leave them, for attempts
+// on one Global rule and on several, done with and without a status, on
+// rules that count every status or only failures.
+func TestDoneLeavesTheTicketAsEndAndPutDo(t *testing.T) {
+	bucket := Rule{Name: "cap", Algorithm: TokenBucket, Limit: 1000, Rate: ratelimit.Per(1, time.Second)}
+	window := Rule{Name: "win", Algorithm: FixedWindow, Limit: 1000, Window: time.Hour}
+	failures := bucket
+	failures.Count = CountFailures
+	inflight := Rule{Name: "inflight", Algorithm: Concurrency, Limit: 10}
+	for _, rules := range [][]Rule{{bucket}, {window}, {failures}, {bucket, inflight}, {window, failures}} {
+		var names []string
+		for _, r := range rules {
+			names = append(names, r.Name)
+		}
+		for _, status := range []int{-1, 200, 503} {
+			var tickets [2]*ticket
+			var cs [2]*Controller
+			for k := range cs {
+				c, err := New(rules, WithClock(newFakeClock().now), quiet())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				d, tok, err := c.Decide(context.Background(), Attempt{})
+				if err != nil || !d.Allowed {
+					t.Fatalf("%v: %+v, %v", names, d, err)
+				}
+				a := tok.a
+				switch {
+				case k == 1: // end and put, as Token.done did before finish
+					a.gen.Add(1)
+					c.end(a, 0, Success, status)
+					c.put(a)
+				case status < 0:
+					tok.Done(Success)
+				default:
+					tok.DoneStatus(status)
+				}
+				tickets[k], cs[k] = a, c
+			}
+			if a, b := cs[0].Stats(), cs[1].Stats(); !reflect.DeepEqual(a, b) {
+				t.Errorf("%v, status %d: stats after Done %+v, after end and put %+v", names, status, a, b)
+			}
+			done, put := reflect.ValueOf(tickets[0]).Elem(), reflect.ValueOf(tickets[1]).Elem()
+			for i := range done.NumField() {
+				switch name := done.Type().Field(i).Name; name {
+				case "c", "ctr", "shard", "semShard": // the Controller's own
+				default:
+					f := reflect.NewAt(done.Field(i).Type(), done.Field(i).Addr().UnsafePointer()).Elem()
+					g := reflect.NewAt(put.Field(i).Type(), put.Field(i).Addr().UnsafePointer()).Elem()
+					if !reflect.DeepEqual(f.Interface(), g.Interface()) {
+						t.Errorf("%v, status %d: ticket.%s after Done %v, after end and put %v", names, status, name, f, g)
+					}
+				}
 			}
 		}
 	}

@@ -53,8 +53,7 @@ func (t Token) done(now int64, o Outcome, status int) {
 		a.ctr[cDoubleDone].Add(1)
 		return
 	}
-	a.c.end(a, now, o, status)
-	a.c.put(a)
+	a.c.finish(a, now, o, status)
 }
 
 // outcomeOfStatus maps a handler's response status and its request's
