@@ -106,6 +106,22 @@ type Request struct {
 	Wait time.Duration
 }
 
+// Reset makes r the empty request Request{Now: now}, ready for Add: it
+// clears N, Wait and the hits r held (Hits[:N]) rather than all MaxHits of
+// them, so that a reused Request costs a few words per decision (and, while
+// the garbage collector marks, a write barrier only for the keys it held).
+// It is not safe for concurrent use with other uses of r.
+func (r *Request) Reset(now int64) {
+	for i := range r.Hits[:min(max(r.N, 0), MaxHits)] {
+		h := &r.Hits[i]
+		if h.Key != "" {
+			h.Key = ""
+		}
+		h.Limit, h.Cost, h.MaxWait = 0, 0, 0
+	}
+	r.Now, r.N, r.Wait = now, 0, 0
+}
+
 // Add appends a hit. Adding more than MaxHits hits is not a panic: N grows
 // past MaxHits and Decide returns an error.
 func (r *Request) Add(limit LimitID, key string, cost int64) {
