@@ -233,24 +233,34 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	if p != nil {
 		ls = *p
 	}
-	if !plainRequest(req, ls) {
+	plain := plainRequest(req, ls)
+	if !plain {
 		if err := checkRequest(req, ls); err != nil {
 			return err
 		}
 	}
-	hits := req.Hits[:req.N]
 	now, wait := req.Now, req.Wait
+	if b, ok := ls[req.Hits[0].Limit-1].(*bucketLimit); ok && plain && req.N == 1 && wait == 0 {
+		// The common request, one token bucket hit, without the loop's
+		// bookkeeping: the result the loop would write.
+		out := &res.Hits[0]
+		out.forget()
+		decideBucket(b, &req.Hits[0], now, out)
+		res.Allowed, res.Decider, res.N, res.Now, res.Wait = out.Decision.Allowed(), 0, 1, now, 0
+		return nil
+	}
+	hits := req.Hits[:req.N]
 	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]
 		out.forget()
 		l, w := ls[h.Limit-1], max(wait, res.Wait)
-		if b, ok := l.(*bucketLimit); ok && h.MaxWait == 0 && w == 0 {
-			decideBucket(b, h, now, out) // the common limit, without the generic dispatch
+		if b, ok := l.(*bucketLimit); ok && plain && w == 0 {
+			decideBucket(b, h, now, out) // the common limit, without the generic dispatch; no wait
 		} else {
 			l.decide(h, now, w, out)
+			res.Wait = max(res.Wait, out.Wait)
 		}
-		res.Wait = max(res.Wait, out.Wait)
 		if !out.Decision.Allowed() {
 			// All or nothing: give back what the earlier hits took, latest
 			// first.
