@@ -112,7 +112,8 @@ type Request struct {
 // the garbage collector marks, a write barrier only for the keys it held).
 // It is not safe for concurrent use with other uses of r.
 func (r *Request) Reset(now int64) {
-	for i := range r.Hits[:min(max(r.N, 0), MaxHits)] {
+	n := min(r.N, MaxHits)
+	for i := 0; i < n; i++ { // none for a negative N
 		h := &r.Hits[i]
 		if h.Key != "" {
 			h.Key = ""
