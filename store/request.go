@@ -84,7 +84,7 @@ func CheckReserve(spec Spec) error {
 // Request is the set of limits one request must pass, decided together by
 // Store.Decide. Build it with Add, or fill Hits[:N] directly. It is a plain
 // value meant to be reused (for example inside a pooled per-request object)
-// so that deciding allocates nothing.
+// so that deciding allocates nothing; Reset empties it for the next one.
 type Request struct {
 	// Now is the time of the decision in nanoseconds on a monotonic clock,
 	// read once per request by the caller (the same now the concurrency
