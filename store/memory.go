@@ -233,6 +233,19 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	if p != nil {
 		ls = *p
 	}
+	if h := &req.Hits[0]; req.N == 1 && req.Wait == 0 && req.Now >= 0 && h.Cost >= 0 && h.MaxWait == 0 &&
+		uint(h.Limit-1) < uint(len(ls)) { // Limit 0 wraps to the largest index
+		if b, ok := ls[h.Limit-1].(*bucketLimit); ok {
+			// The common request, one token bucket hit, well-formed (as
+			// plainRequest checks it), without the loop's bookkeeping: the
+			// result the loop would write.
+			out := &res.Hits[0]
+			out.forget()
+			decideBucket(b, h, req.Now, out)
+			res.Allowed, res.Decider, res.N, res.Now, res.Wait = out.Decision.Allowed(), 0, 1, req.Now, 0
+			return nil
+		}
+	}
 	plain := plainRequest(req, ls)
 	if !plain {
 		if err := checkRequest(req, ls); err != nil {
@@ -240,15 +253,6 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 		}
 	}
 	now, wait := req.Now, req.Wait
-	if b, ok := ls[req.Hits[0].Limit-1].(*bucketLimit); ok && plain && req.N == 1 && wait == 0 {
-		// The common request, one token bucket hit, without the loop's
-		// bookkeeping: the result the loop would write.
-		out := &res.Hits[0]
-		out.forget()
-		decideBucket(b, &req.Hits[0], now, out)
-		res.Allowed, res.Decider, res.N, res.Now, res.Wait = out.Decision.Allowed(), 0, 1, now, 0
-		return nil
-	}
 	hits := req.Hits[:req.N]
 	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
