@@ -228,35 +228,43 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Decide needs a request and a result")
 	}
-	if err := req.Check(); err != nil {
-		return err
-	}
-	if req.Now < 0 {
-		return fmt.Errorf("store: negative now %d", req.Now)
-	}
 	p := m.limits.Load()
 	var ls []memLimit
 	if p != nil {
 		ls = *p
 	}
-	hits := req.Hits[:req.N]
-	for i := range hits {
-		if id := hits[i].Limit; int(id) > len(ls) || ls[id-1] == nil {
-			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, id)
+	if h := &req.Hits[0]; req.N == 1 && req.Wait == 0 && req.Now >= 0 && h.Cost >= 0 && h.MaxWait == 0 &&
+		uint(h.Limit-1) < uint(len(ls)) { // Limit 0 wraps to the largest index
+		if b, ok := ls[h.Limit-1].(*bucketLimit); ok {
+			// The common request, one token bucket hit, well-formed (as
+			// plainRequest checks it), without the loop's bookkeeping: the
+			// result the loop would write.
+			out := &res.Hits[0]
+			out.forget()
+			decideBucket(b, h, req.Now, out)
+			res.Allowed, res.Decider, res.N, res.Now, res.Wait = out.Decision.Allowed(), 0, 1, req.Now, 0
+			return nil
 		}
-		if hits[i].MaxWait > 0 {
-			if err := CheckReserve(ls[hits[i].Limit-1].registered()); err != nil {
-				return fmt.Errorf("store: hit %d: %w", i, err)
-			}
+	}
+	plain := plainRequest(req, ls)
+	if !plain {
+		if err := checkRequest(req, ls); err != nil {
+			return err
 		}
 	}
 	now, wait := req.Now, req.Wait
+	hits := req.Hits[:req.N]
 	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]
 		out.forget()
-		ls[h.Limit-1].decide(h, now, max(wait, res.Wait), out)
-		res.Wait = max(res.Wait, out.Wait)
+		l, w := ls[h.Limit-1], max(wait, res.Wait)
+		if b, ok := l.(*bucketLimit); ok && plain && w == 0 {
+			decideBucket(b, h, now, out) // the common limit, without the generic dispatch; no wait
+		} else {
+			l.decide(h, now, w, out)
+			res.Wait = max(res.Wait, out.Wait)
+		}
 		if !out.Decision.Allowed() {
 			// All or nothing: give back what the earlier hits took, latest
 			// first.
@@ -271,6 +279,47 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 		}
 	}
 	res.N = req.N
+	return nil
+}
+
+// plainRequest reports, in one pass, whether req is a request that
+// checkRequest accepts with no max wait: well-formed, at a Now that is not
+// negative, every hit naming a limit of ls. The others go through
+// checkRequest, for its errors.
+func plainRequest(req *Request, ls []memLimit) bool {
+	if req.N < 1 || req.N > MaxHits || req.Now < 0 || req.Wait < 0 || req.Wait > ratelimit.MaxReserveWait {
+		return false
+	}
+	for i := range req.Hits[:req.N] {
+		h := &req.Hits[i]
+		// Limit 0 wraps to the largest index: no limit of ls.
+		if uint(h.Limit-1) >= uint(len(ls)) || ls[h.Limit-1] == nil || h.Cost < 0 || h.MaxWait != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRequest returns Decide's error for req on limits ls, nil when
+// Decide may charge it.
+func checkRequest(req *Request, ls []memLimit) error {
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if req.Now < 0 {
+		return fmt.Errorf("store: negative now %d", req.Now)
+	}
+	hits := req.Hits[:req.N]
+	for i := range hits {
+		if id := hits[i].Limit; int(id) > len(ls) || ls[id-1] == nil {
+			return fmt.Errorf("%w: hit %d names limit %d", ErrUnknownLimit, i, id)
+		}
+		if hits[i].MaxWait > 0 {
+			if err := CheckReserve(ls[hits[i].Limit-1].registered()); err != nil {
+				return fmt.Errorf("store: hit %d: %w", i, err)
+			}
+		}
+	}
 	return nil
 }
 

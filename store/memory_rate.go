@@ -123,6 +123,26 @@ func (r *rateLimit[S, P, A]) decide(h *Hit, now int64, wait time.Duration, out *
 	}
 }
 
+// decideBucket is r.decide, on a token bucket at its registered rate
+// (bucketLimit), for a hit that does not reserve (no max wait, no
+// request wait), as a plain function: rateLimit's methods are compiled once
+// for every pointer algorithm and reach r.algo through a dictionary. A
+// token bucket has no calendar: it decides at now itself.
+func decideBucket(r *bucketLimit, h *Hit, now int64, out *HitResult) {
+	ref, ok := r.table.Get(h.Key, now)
+	switch {
+	case ok:
+		out.Decision = r.algo.AllowN(ref.Value(), now, h.Cost)
+		ref.Release() // not deferred, as in decide
+	case r.share:
+		out.Overflow = true
+		out.Decision = r.algo.AllowN(&r.keys.shared, now, h.Cost)
+	default:
+		out.Overflow = true
+		out.Decision = overflowed(r.limit, h.Cost, r.b)
+	}
+}
+
 // reserveN decides h on st at now, on the window clock, reserving the
 // instant it fits. The limit is a token bucket, or a fixed window of a
 // fixed length, whose window clock is a shift of the time, so that waits on

@@ -526,3 +526,46 @@ func TestMemoryDecideForgetsAnEarlierResult(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryOneHitRequestIsChecked: a request of one hit, the one Decide
+// answers on its shortest path, is refused as any other when it is
+// malformed, whatever the algorithm, and charges nothing.
+func TestMemoryOneHitRequestIsChecked(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		m := store.NewMemory()
+		id := mustRegister(t, m, storetest.SpecOf(alg, "x", 1, time.Second))
+		bad := map[string]store.Request{
+			"negative now":  {Now: -1, N: 1, Hits: [store.MaxHits]store.Hit{{Limit: id, Key: "k", Cost: 1}}},
+			"negative cost": {Now: 1, N: 1, Hits: [store.MaxHits]store.Hit{{Limit: id, Key: "k", Cost: -1}}},
+			"no limit":      {Now: 1, N: 1, Hits: [store.MaxHits]store.Hit{{Key: "k", Cost: 1}}},
+			"unknown limit": {Now: 1, N: 1, Hits: [store.MaxHits]store.Hit{{Limit: id + 1, Key: "k", Cost: 1}}},
+			"negative wait": {Now: 1, N: 1, Wait: -1, Hits: [store.MaxHits]store.Hit{{Limit: id, Key: "k", Cost: 1}}},
+		}
+		for name, req := range bad {
+			var res store.Result
+			if err := m.Decide(ctx, &req, &res); err == nil || !strings.HasPrefix(err.Error(), "store: ") {
+				t.Errorf("%v, %s: Decide returned %v, want an error", alg, name, err)
+			}
+		}
+		if res := decide(t, m, 1, store.Hit{Limit: id, Key: "k", Cost: 1}); !res.Allowed {
+			t.Errorf("%v: a refused request charged the key: %+v", alg, res.Decision())
+		}
+	}
+}
+
+// TestMemoryOneBucketHitHonoursRequestWait: a token bucket hit alone in a
+// request that starts Wait after Now is charged then, as in a longer one.
+func TestMemoryOneBucketHitHonoursRequestWait(t *testing.T) {
+	m := store.NewMemory()
+	id := mustRegister(t, m, storetest.SpecOf(store.TokenBucket, "b", 1, time.Second))
+	const wait = 300 * time.Millisecond
+	req := store.Request{Now: int64(time.Hour), Wait: wait}
+	req.Add(id, "k", 1)
+	var res store.Result
+	if err := m.Decide(ctx, &req, &res); err != nil || !res.Allowed {
+		t.Fatalf("Decide: %v, %+v", err, res.Decision())
+	}
+	if res.Wait != wait || res.Hits[0].Wait != wait {
+		t.Errorf("request wait %v, hit wait %v; want %v for both", res.Wait, res.Hits[0].Wait, wait)
+	}
+}

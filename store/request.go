@@ -84,7 +84,7 @@ func CheckReserve(spec Spec) error {
 // Request is the set of limits one request must pass, decided together by
 // Store.Decide. Build it with Add, or fill Hits[:N] directly. It is a plain
 // value meant to be reused (for example inside a pooled per-request object)
-// so that deciding allocates nothing.
+// so that deciding allocates nothing; Reset empties it for the next one.
 type Request struct {
 	// Now is the time of the decision in nanoseconds on a monotonic clock,
 	// read once per request by the caller (the same now the concurrency
@@ -104,6 +104,23 @@ type Request struct {
 	// Zero for none; it must not be negative nor above
 	// ratelimit.MaxReserveWait.
 	Wait time.Duration
+}
+
+// Reset makes r the empty request Request{Now: now}, ready for Add: it
+// clears N, Wait and the hits r held (Hits[:N]) rather than all MaxHits of
+// them, so that a reused Request costs a few words per decision (and, while
+// the garbage collector marks, a write barrier only for the keys it held).
+// It is not safe for concurrent use with other uses of r.
+func (r *Request) Reset(now int64) {
+	n := min(r.N, MaxHits)
+	for i := 0; i < n; i++ { // none for a negative N
+		h := &r.Hits[i]
+		if h.Key != "" {
+			h.Key = ""
+		}
+		h.Limit, h.Cost, h.MaxWait = 0, 0, 0
+	}
+	r.Now, r.N, r.Wait = now, 0, 0
 }
 
 // Add appends a hit. Adding more than MaxHits hits is not a panic: N grows
