@@ -55,7 +55,10 @@ func TestLargeGlobalConcurrencyRuleDecidesSharded(t *testing.T) {
 // at once, each holding several attempts of random cost, never hold more
 // than a sharded rule's limit together, while a per-key rule after it
 // rejects often (so its permits are given back by the rollback); once every
-// token is done, the whole limit is free.
+// token is done, the whole limit is free. Whether the goroutines overlap
+// enough for the global rule to reject is the scheduler's call, so that
+// its limit is reached is checked after them, by two clients that hold it
+// whole.
 func TestShardedConcurrencyRuleNeverHoldsMoreThanLimit(t *testing.T) {
 	limit := shardedLimit(t)
 	c, err := New([]Rule{
@@ -119,9 +122,22 @@ func TestShardedConcurrencyRuleNeverHoldsMoreThanLimit(t *testing.T) {
 	if m := most.Load(); m > limit {
 		t.Fatalf("%d units held at once under a limit of %d", m, limit)
 	}
-	if admitted.Load() == 0 || byGlobal.Load() == 0 || byKey.Load() == 0 {
-		t.Fatalf("admitted %d, rejected %d by the global rule and %d by the per-key one: a limit was not reached",
-			admitted.Load(), byGlobal.Load(), byKey.Load())
+	if admitted.Load() == 0 || byKey.Load() == 0 {
+		t.Fatalf("admitted %d, rejected %d by the per-key rule: its limit was not reached", admitted.Load(), byKey.Load())
+	}
+	var whole []Token
+	for _, last := range []byte{10, 11} { // limit/2 each: the per-key limit, the global one together
+		d, tok, err := c.Decide(context.Background(), Attempt{IP: netip.AddrFrom4([4]byte{192, 0, 2, last}), Cost: limit / 2})
+		if err != nil || !d.Allowed {
+			t.Fatalf("half the limit from a fresh client: %+v, %v", d, err)
+		}
+		whole = append(whole, tok)
+	}
+	if d, _, err := c.Decide(context.Background(), Attempt{IP: netip.AddrFrom4([4]byte{192, 0, 2, 12})}); err != nil || d.Allowed || d.Rule != "global" {
+		t.Fatalf("one more with the whole limit held: %+v, %v; want a rejection by the global rule", d, err)
+	}
+	for _, tok := range whole {
+		tok.Done(Success)
 	}
 	s := c.Stats()
 	if s.Inflight != 0 || s.Rules[0].Inflight != 0 {
