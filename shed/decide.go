@@ -144,20 +144,32 @@ func (c *Controller) decideRates(ctx context.Context, a *ticket, p *plan, d *Dec
 		} else {
 			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
 		}
-		if !rd.Allowed() {
-			if r.dry {
-				c.dryReject(a, d, r, r.kind)
-				continue
-			}
-			c.rollback(a, d)
-			c.rejectBy(a, d, i, rd)
+		if !c.tookRate(a, d, r, i, rd) {
 			return false
 		}
-		a.rated = append(a.rated, i)
-		c.consider(d, i, rd)
-		if r.early > 0 {
-			c.earlyCheck(a, r, "", rd)
+	}
+	return true
+}
+
+// tookRate applies rd, the decision of a's Global rate rule r (at index
+// i), to a and d: an admission is held and considered for d's figures; a
+// rejection by a dry-run rule is marked and let pass; any other rejection
+// gives back what a took and writes itself to d, and tookRate reports
+// false.
+func (c *Controller) tookRate(a *ticket, d *Decision, r *rule, i int, rd ratelimit.Decision) bool {
+	if !rd.Allowed() {
+		if r.dry {
+			c.dryReject(a, d, r, r.kind)
+			return true
 		}
+		c.rollback(a, d)
+		c.rejectBy(a, d, i, rd)
+		return false
+	}
+	a.rated = append(a.rated, i)
+	c.consider(d, i, rd)
+	if r.early > 0 {
+		c.earlyCheck(a, r, "", rd)
 	}
 	return true
 }
@@ -200,20 +212,9 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 	rules, now, cost := p.rules, a.now, a.cost
 	for _, i := range p.rates {
 		r := &rules[i]
-		rd := r.rate.AllowN(now, cost) // a local rule reserves no slot: none to wait for
-		if !rd.Allowed() {
-			if r.dry {
-				c.dryReject(a, d, r, r.kind)
-				continue
-			}
-			c.rollback(a, d)
-			c.rejectBy(a, d, i, rd)
+		// A local rule reserves no slot: none to wait for.
+		if !c.tookRate(a, d, r, i, r.rate.AllowN(now, cost)) {
 			return
-		}
-		a.rated = append(a.rated, i)
-		c.consider(d, i, rd)
-		if r.early > 0 {
-			c.earlyCheck(a, r, "", rd)
 		}
 	}
 	for _, i := range p.concs {
