@@ -367,6 +367,27 @@ func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *
 	return Token{a: t, gen: t.gen.Load()}, nil
 }
 
+// decideLean is decidePlain for the middleware (see middleware.decide):
+// it decides a request at now (> 0) on p, a local plan of s, whose rules
+// read nothing of a.ask, and leaves a.ask zero (a.bare). The request's
+// cost is 1 (no WithCost); the rejection of a rule stays in d, and a, for
+// put, holds nothing then.
+func (c *Controller) decideLean(a *ticket, s *ruleSet, p *plan, now int64, d *Decision) {
+	a.set, a.bare = s, true
+	a.now, a.cost, a.charged = now, 1, 1
+	// What decide resets, for what a local plan's rollback, recost and
+	// end read: no reserved slot, no store hit.
+	a.wait, a.stored = 0, false
+	a.req.N, a.res.N = 0, 0
+	// begin's start of d, on the zero Decision (the middleware's d).
+	d.Allowed, d.rule, d.plan, d.wall = true, -1, p, c.wallAnchor+(now-c.monoAnchor)
+	if r := p.lone; r != nil {
+		c.decideLone(a, r, p.loneAt, d)
+	} else {
+		c.decideLocal(a, p, d)
+	}
+}
+
 // buildKeys builds a's identity keys for the penalty box and p's per-key
 // rules, first: the strings over buf are taken after the last append. It
 // reports whether the penalty box is to be asked (the Controller has one

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 
@@ -32,7 +33,11 @@ import (
 // The wrapped ResponseWriter, like any, must not be used after next
 // returns: it is recycled.
 func (c *Controller) Middleware(next http.Handler) http.Handler {
-	return &middleware{c: c, next: next}
+	// Nothing of the request but its client address and category reaches
+	// the decision without a penalty box, an Observer, WithClient, WithCost
+	// and WithSuspicion: the short path may decide it (see decide).
+	lean := c.pen == nil && c.answer.obs == nil && c.reading.client == nil && c.reading.cost == nil && c.suspicion == nil
+	return &middleware{c: c, next: next, lean: lean}
 }
 
 // gone answers r, whose context ended before its decision: its client
@@ -52,6 +57,7 @@ func (c *Controller) gone(w http.ResponseWriter, r *http.Request) {
 type middleware struct {
 	c    *Controller
 	next http.Handler
+	lean bool // the Controller's options allow the short path (see decide)
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,9 +74,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := c.get()
-	c.askOf(a, r, ip, false)
 	var d Decision
-	if err := c.decideIn(ctx, a, r, &d, false); err != nil {
+	if err := m.decide(ctx, a, r, &ip, &d); err != nil {
 		// The client went away (nobody reads this answer), or the clock
 		// is broken: no decision, so no admission.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
@@ -100,13 +105,49 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.put(a)
 }
 
-// askOf fills a.ask from r, whose client address is ip: the client's
+// decide decides a, for r from client address *ip, into d: decideIn on
+// what askOf reads of r, or, on a lean middleware (no option that reads
+// more of r than its address and category) whose rule set has no per-key
+// rule, decideIn's steps for such a set in line: the categorizer called
+// once, and a request from a parsed address (neither unknown nor a
+// trusted proxy's, which are counted and logged) whose plan is local
+// decided by decideLean, which writes nothing of a.ask (a.bare).
+func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip *fingerprint.ClientIP, d *Decision) error {
+	c := m.c
+	now := c.now()
+	if m.lean {
+		if s := c.set.Load(); !s.stores && s.keyed == nil { // load's set: no epoch to enter, no key to read
+			cat := ""
+			if s.categorized() {
+				cat = s.cat(r)
+			}
+			if p := s.planFor(cat, ""); p.local && now > 0 && ip.Group.IsValid() && ip.Source != fingerprint.SourceProxyPeer {
+				c.decideLean(a, s, p, now, d)
+				return nil
+			}
+			// No Observer, no composite key to read (no per-key rule):
+			// decideIn's other steps.
+			c.askAt(a, r, ip, now, false)
+			a.set, a.ask.Category = s, cat
+			return c.decide(ctx, a, d)
+		}
+	}
+	c.askAt(a, r, ip, now, false)
+	return c.decideIn(ctx, a, r, d, false)
+}
+
+// askOf is askAt at the Controller's clock.
+func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, peek bool) {
+	c.askAt(a, r, &ip, c.now(), peek)
+}
+
+// askAt fills a.ask from r, whose client address is *ip, at now: the client's
 // address group, its identities, tier, priority, weight and attributes
 // (WithClient), its suspicion (WithSuspicion) and the request's cost
 // (WithCost). With peek it feeds no signal to the suspicion tracker (the
 // client's score is read as it stands) and counts and logs nothing.
-func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, peek bool) {
-	a.ask.Now = c.now()
+func (c *Controller) askAt(a *ticket, r *http.Request, ip *fingerprint.ClientIP, now int64, peek bool) {
+	a.ask.Now = now
 	if ip.Group.IsValid() {
 		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
 		if ip.Source == fingerprint.SourceProxyPeer && !peek {
