@@ -97,12 +97,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.recost(a, c.now(), n)
 		}
 	}
-	status := a.w.status
-	if status == 0 {
-		status = http.StatusOK // a handler that wrote nothing answered 200
-	}
-	c.end(a, 0, outcomeOfStatus(a.w.status, ctx), status) // no Token: no gen to move on (see end)
-	c.put(a)
+	c.served(ctx, a)
 }
 
 // decide decides a, for r from client address *ip, into d: decideIn on
