@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -35,6 +36,9 @@ func TestMiddlewareShortPathServesAsTheGeneralPath(t *testing.T) {
 			if rules[i].Algorithm == FixedWindow {
 				rules[i].Algorithm = SlidingWindow
 			}
+		}
+		if rapid.Bool().Draw(t, "keyed") { // per-IP rules alone: decideKeyed
+			rules, def = drawIPRules(t), ""
 		}
 		if rapid.Bool().Draw(t, "queued") { // a plan that is not local: the general path for both
 			rules = append(rules, Rule{Name: "queued", Algorithm: Concurrency, Limit: 2, MaxWait: time.Second,
@@ -162,6 +166,36 @@ func TestMiddlewareShortPathServesAsTheGeneralPath(t *testing.T) {
 			t.Fatalf("early warnings: lean %+v, general %+v", lean.early, general.early)
 		}
 	})
+}
+
+// drawIPRules draws one to three per-IP rules of every algorithm, of small
+// limits, some in dry-run, counting some statuses, with their own CGNAT
+// factor or the default.
+func drawIPRules(t *rapid.T) []Rule {
+	rules := make([]Rule, rapid.IntRange(1, 3).Draw(t, "ipRules"))
+	for i := range rules {
+		r := Rule{
+			Name:        fmt.Sprintf("ip%d", i),
+			Identity:    IP,
+			Algorithm:   rapid.SampledFrom([]Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog, Concurrency}).Draw(t, "ipAlgorithm"),
+			Limit:       rapid.Int64Range(1, 4).Draw(t, "ipLimit"),
+			DryRun:      rapid.Bool().Draw(t, "ipDry"),
+			CGNATFactor: rapid.SampledFrom([]float64{0, 1, 2}).Draw(t, "cgnatFactor"),
+		}
+		switch r.Algorithm {
+		case TokenBucket:
+			r.Rate = ratelimit.Per(2, time.Second)
+		case Concurrency:
+			r.LeaseTTL = time.Minute
+		default:
+			r.Window = time.Second
+		}
+		if r.Algorithm != Concurrency {
+			r.Count = rapid.SampledFrom([]Count{CountAll, CountAll, CountFailures, CountAuthFailures}).Draw(t, "ipCount")
+		}
+		rules[i] = r
+	}
+	return rules
 }
 
 // TestMiddlewareDecidesGlobalRulesOnTheShortPath: a request from an IPv4

@@ -100,35 +100,61 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.served(ctx, a)
 }
 
-// decide decides a, for r from client address *ip, into d: decideIn on
-// what askOf reads of r, or, on a lean middleware (no option that reads
-// more of r than its address and category) whose rule set has no per-key
-// rule, decideIn's steps for such a set in line: the categorizer called
-// once, and a request from a parsed address (neither unknown nor a
-// trusted proxy's, which are counted and logged) whose plan is local
-// decided by decideLean, which writes nothing of a.ask (a.bare).
+// decide decides a, for r from client address *ip, into d (the zero
+// Decision): decideIn on what askOf reads of r or, on a lean middleware
+// (no option that reads more of r than its address and category),
+// decideIn's steps in line, for a Controller without an Observer, with
+// two short paths: a request on a set without per-key rules, from a
+// parsed address (neither unknown nor a trusted proxy's, which are
+// counted and logged), whose plan is local, is decided by decideLean,
+// which writes nothing of a.ask (a.bare); one on a plan of per-key rules
+// alone by decideKeyed (see decideStored). The categorizer is called once.
 func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip *fingerprint.ClientIP, d *Decision) error {
 	c := m.c
 	now := c.now()
-	if m.lean {
-		if s := c.set.Load(); !s.stores && s.keyed == nil { // load's set: no epoch to enter, no key to read
-			cat := ""
-			if s.categorized() {
-				cat = s.cat(r)
-			}
-			if p := s.planFor(cat, ""); p.local && now > 0 && ip.Group.IsValid() && ip.Source != fingerprint.SourceProxyPeer {
-				c.decideLean(a, s, p, now, d)
-				return nil
-			}
-			// No Observer, no composite key to read (no per-key rule):
-			// decideIn's other steps.
-			c.askAt(a, r, ip, now, false)
-			a.set, a.ask.Category = s, cat
-			return c.decide(ctx, a, d)
-		}
+	if !m.lean {
+		c.askAt(a, r, ip, now, false)
+		return c.decideIn(ctx, a, r, d, false)
+	}
+	s := c.set.Load()
+	if s.stores {
+		c.askAt(a, r, ip, now, false)
+		return m.decideStored(ctx, a, r, d)
+	}
+	// load's set: no epoch to enter; no per-key rule, so no key to read.
+	cat := ""
+	if s.categorized() {
+		cat = s.cat(r)
+	}
+	if p := s.planFor(cat, ""); p.local && now > 0 && ip.Group.IsValid() && ip.Source != fingerprint.SourceProxyPeer {
+		c.decideLean(a, s, p, now, d)
+		return nil
 	}
 	c.askAt(a, r, ip, now, false)
-	return c.decideIn(ctx, a, r, d, false)
+	a.set, a.ask.Category = s, cat
+	return c.decide(ctx, a, d)
+}
+
+// decideStored is decideIn for the lean middleware's request a (a.ask
+// filled) on a set with per-key rules: counted in its epoch until its
+// store call is done, the categorizer's category, the request's parts
+// for Composite keys; a plan of per-key rules alone that never wait is
+// decided by decideKeyed, any other by decide.
+func (m *middleware) decideStored(ctx context.Context, a *ticket, r *http.Request, d *Decision) error {
+	c := m.c
+	c.enter(a)
+	defer c.leave(a)     // also when the categorizer or the decision hook panics
+	a.set = c.set.Load() // the set in force once counted: maybe another one
+	if a.set.categorized() {
+		a.ask.Category = a.set.cat(r)
+	}
+	if a.set.keyed != nil {
+		a.readParts(&a.set.req, r)
+	}
+	if p := a.set.planFor(a.ask.Category, ""); a.ask.Now > 0 && p.keyedOnly() {
+		return c.decideKeyed(ctx, a, p, d)
+	}
+	return c.decide(ctx, a, d)
 }
 
 // askOf is askAt at the Controller's clock.
