@@ -187,6 +187,13 @@ func (r *Resolver) Resolve(remoteAddr string, h http.Header) ClientIP {
 		return ClientIP{}
 	}
 	if len(r.trusted) == 0 || !containsAny(r.trusted, peer) {
+		if peer.Is4() && r.v4Bits == 32 && len(r.cgnat) == 0 {
+			// result for the usual peer, written here rather than copied
+			// out of a call: an IPv4 address, its own group, no range
+			// of WithCGNAT to look in.
+			o := peer.As4()
+			return ClientIP{Addr: peer, Group: netip.PrefixFrom(peer, 32), Source: SourcePeer, CGNAT: o[0] == 100 && o[1]&0xc0 == 64}
+		}
 		return r.result(peer, SourcePeer)
 	}
 	named := false // some configured header was sent

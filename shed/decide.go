@@ -367,6 +367,53 @@ func (c *Controller) decidePlain(t *ticket, s *ruleSet, p *plan, a *Attempt, d *
 	return Token{a: t, gen: t.gen.Load()}, nil
 }
 
+// decideLean is decidePlain for the middleware (see middleware.decide):
+// it decides a request at now (> 0) on p, a local plan of s, whose rules
+// read nothing of a.ask, and leaves a.ask zero (a.bare). The request's
+// cost is 1 (no WithCost); the rejection of a rule stays in d, and a, for
+// put, holds nothing then.
+func (c *Controller) decideLean(a *ticket, s *ruleSet, p *plan, now int64, d *Decision) {
+	a.set, a.bare = s, true
+	a.now, a.cost, a.charged = now, 1, 1
+	// What decide resets, for what a local plan's rollback, recost and
+	// end read: no reserved slot, no store hit.
+	a.wait, a.stored = 0, false
+	a.req.N, a.res.N = 0, 0
+	// begin's start of d, on the zero Decision (the middleware's d).
+	d.Allowed, d.rule, d.plan, d.wall = true, -1, p, c.wallAnchor+(now-c.monoAnchor)
+	if r := p.lone; r != nil {
+		c.decideLone(a, r, p.loneAt, d)
+	} else {
+		c.decideLocal(a, p, d)
+	}
+}
+
+// keyedOnly reports whether p holds per-key rules alone, none of which
+// waits for its slot (decideKeyed): no Global rule to decide or roll
+// back, no slot to wait for, no fair share.
+func (p *plan) keyedOnly() bool {
+	return len(p.stored) > 0 && len(p.rates)|len(p.concs) == 0 && !p.storeWaits && !p.fair
+}
+
+// decideKeyed is decide for an attempt a on p, a plan of per-key rules
+// alone (p.keyedOnly), of a lean middleware (no penalty box, no
+// suspicion; cost 1, a valid priority and weight) at a.ask.Now (> 0):
+// begin's start, the keys, one store call, the admission. d is the zero
+// Decision.
+func (c *Controller) decideKeyed(ctx context.Context, a *ticket, p *plan, d *Decision) error {
+	now := a.ask.Now
+	a.now, a.cost, a.charged, a.tight = now, 1, 1, false
+	a.wait, a.deadlineRead, a.stored, a.waitsStored = 0, false, false, false
+	a.req.N, a.res.N = 0, 0 // no store hits, until storeHits: none of an earlier attempt of the ticket
+	d.Allowed, d.rule, d.plan, d.wall = true, -1, p, c.wallAnchor+(now-c.monoAnchor)
+	c.buildKeys(a, p)
+	if ok, err := c.decideStore(ctx, a, p, d); !ok {
+		return err
+	}
+	c.admit(a, d)
+	return nil
+}
+
 // buildKeys builds a's identity keys for the penalty box and p's per-key
 // rules, first: the strings over buf are taken after the last append. It
 // reports whether the penalty box is to be asked (the Controller has one

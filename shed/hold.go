@@ -3,6 +3,7 @@ package shed
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -187,5 +188,35 @@ func (c *Controller) finish(a *ticket, now int64, o Outcome, status int) {
 	a.active = false
 	a.ctr[cFinished].Add(1)
 	a.bare, a.set = false, nil
+	c.pool.Put(a)
+}
+
+// served is end, then put, for the middleware's admitted attempt a, whose
+// handler has returned: a.w.status is what it answered (0: nothing, a
+// 200), ctx its request's context. It has no Token, so no gen to move on
+// (see end). The outcome (outcomeOfStatus, which asks ctx) is found only
+// for an adaptive token, the one thing that takes it; the usual attempt,
+// decided on the short path (ticket.bare) and holding nothing but charges
+// that stand, ends in this frame, as finish ends a Token's.
+func (c *Controller) served(ctx context.Context, a *ticket) {
+	status := a.w.status
+	if status == 0 {
+		status = http.StatusOK // a handler that wrote nothing answered 200
+	}
+	if !a.active || !a.bare || a.set.counting || len(a.sems)|len(a.tokens)|len(a.leases)|len(a.buf) != 0 || a.reqParts != nil {
+		o := Success // for nothing: only an adaptive token takes the outcome
+		if len(a.tokens) > 0 {
+			o = outcomeOfStatus(a.w.status, ctx)
+		}
+		c.end(a, 0, o, status)
+		c.put(a)
+		return
+	}
+	// end's and put's steps for it, in their order.
+	a.rated = a.rated[:0]
+	a.active = false
+	a.ctr[cFinished].Add(1)
+	a.bare, a.set = false, nil
+	a.w.ResponseWriter, a.w.status = nil, 0
 	c.pool.Put(a)
 }

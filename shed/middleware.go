@@ -2,6 +2,7 @@ package shed
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 
@@ -32,7 +33,11 @@ import (
 // The wrapped ResponseWriter, like any, must not be used after next
 // returns: it is recycled.
 func (c *Controller) Middleware(next http.Handler) http.Handler {
-	return &middleware{c: c, next: next}
+	// Nothing of the request but its client address and category reaches
+	// the decision without a penalty box, an Observer, WithClient, WithCost
+	// and WithSuspicion: the short path may decide it (see decide).
+	lean := c.pen == nil && c.answer.obs == nil && c.reading.client == nil && c.reading.cost == nil && c.suspicion == nil
+	return &middleware{c: c, next: next, lean: lean}
 }
 
 // gone answers r, whose context ended before its decision: its client
@@ -52,6 +57,7 @@ func (c *Controller) gone(w http.ResponseWriter, r *http.Request) {
 type middleware struct {
 	c    *Controller
 	next http.Handler
+	lean bool // the Controller's options allow the short path (see decide)
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,9 +74,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := c.get()
-	c.askOf(a, r, ip, false)
 	var d Decision
-	if err := c.decideIn(ctx, a, r, &d, false); err != nil {
+	if err := m.decide(ctx, a, r, &ip, &d); err != nil {
 		// The client went away (nobody reads this answer), or the clock
 		// is broken: no decision, so no admission.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
@@ -92,21 +97,78 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.recost(a, c.now(), n)
 		}
 	}
-	status := a.w.status
-	if status == 0 {
-		status = http.StatusOK // a handler that wrote nothing answered 200
-	}
-	c.end(a, 0, outcomeOfStatus(a.w.status, ctx), status) // no Token: no gen to move on (see end)
-	c.put(a)
+	c.served(ctx, a)
 }
 
-// askOf fills a.ask from r, whose client address is ip: the client's
+// decide decides a, for r from client address *ip, into d (the zero
+// Decision): decideIn on what askOf reads of r or, on a lean middleware
+// (no option that reads more of r than its address and category),
+// decideIn's steps in line, for a Controller without an Observer, with
+// two short paths: a request on a set without per-key rules, from a
+// parsed address (neither unknown nor a trusted proxy's, which are
+// counted and logged), whose plan is local, is decided by decideLean,
+// which writes nothing of a.ask (a.bare); one on a plan of per-key rules
+// alone by decideKeyed (see decideStored). The categorizer is called once.
+func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip *fingerprint.ClientIP, d *Decision) error {
+	c := m.c
+	now := c.now()
+	if !m.lean {
+		c.askAt(a, r, ip, now, false)
+		return c.decideIn(ctx, a, r, d, false)
+	}
+	s := c.set.Load()
+	if s.stores {
+		c.askAt(a, r, ip, now, false)
+		return m.decideStored(ctx, a, r, d)
+	}
+	// load's set: no epoch to enter; no per-key rule, so no key to read.
+	cat := ""
+	if s.categorized() {
+		cat = s.cat(r)
+	}
+	if p := s.planFor(cat, ""); p.local && now > 0 && ip.Group.IsValid() && ip.Source != fingerprint.SourceProxyPeer {
+		c.decideLean(a, s, p, now, d)
+		return nil
+	}
+	c.askAt(a, r, ip, now, false)
+	a.set, a.ask.Category = s, cat
+	return c.decide(ctx, a, d)
+}
+
+// decideStored is decideIn for the lean middleware's request a (a.ask
+// filled) on a set with per-key rules: counted in its epoch until its
+// store call is done, the categorizer's category, the request's parts
+// for Composite keys; a plan of per-key rules alone that never wait is
+// decided by decideKeyed, any other by decide.
+func (m *middleware) decideStored(ctx context.Context, a *ticket, r *http.Request, d *Decision) error {
+	c := m.c
+	c.enter(a)
+	defer c.leave(a)     // also when the categorizer or the decision hook panics
+	a.set = c.set.Load() // the set in force once counted: maybe another one
+	if a.set.categorized() {
+		a.ask.Category = a.set.cat(r)
+	}
+	if a.set.keyed != nil {
+		a.readParts(&a.set.req, r)
+	}
+	if p := a.set.planFor(a.ask.Category, ""); a.ask.Now > 0 && p.keyedOnly() {
+		return c.decideKeyed(ctx, a, p, d)
+	}
+	return c.decide(ctx, a, d)
+}
+
+// askOf is askAt at the Controller's clock.
+func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, peek bool) {
+	c.askAt(a, r, &ip, c.now(), peek)
+}
+
+// askAt fills a.ask from r, whose client address is *ip, at now: the client's
 // address group, its identities, tier, priority, weight and attributes
 // (WithClient), its suspicion (WithSuspicion) and the request's cost
 // (WithCost). With peek it feeds no signal to the suspicion tracker (the
 // client's score is read as it stands) and counts and logs nothing.
-func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, peek bool) {
-	a.ask.Now = c.now()
+func (c *Controller) askAt(a *ticket, r *http.Request, ip *fingerprint.ClientIP, now int64, peek bool) {
+	a.ask.Now = now
 	if ip.Group.IsValid() {
 		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
 		if ip.Source == fingerprint.SourceProxyPeer && !peek {
