@@ -226,7 +226,7 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) (Decision, boo
 	}
 	if n > 1 {
 		// Scattered units: gather them. Units held here are invisible to
-		// others until spent or deposited again.
+		// others until spent or given back.
 		got := sw.takeTagged(&sw.central, tag, n)
 		for i := uint64(0); i < uint64(len(sw.shards)) && got < n; i++ {
 			got += sw.takeTagged(&sw.shards[(start+i)&sw.mask].w, tag, n-got)
@@ -234,7 +234,7 @@ func (sw *ShardedWindow) slow(home *windowShard, now, w, n int64) (Decision, boo
 		if got == n {
 			return sw.allowed(w, now, sw.remaining(home, tag)), false
 		}
-		sw.deposit(home, tag, got)
+		sw.giveBack(w, got)
 	}
 	rest := sw.untilNext(w, now) // > 0: window w holds now, so it ends after now
 	return Decision{Limit: sw.limit, Remaining: sw.remaining(home, tag), RetryAfter: rest, ResetAfter: rest}, sw.transit.Load() > 0
@@ -314,12 +314,13 @@ func (sw *ShardedWindow) cachedIn(home *windowShard, tag uint32) int64 {
 // Refund gives back n units admitted at instant at (the admitting
 // decision's now, not the time of the refund), as when a later limit of an
 // all-or-nothing decision rejected the request or the outcome did not
-// count. They go to the caller's shard, tagged with at's window, so that
-// window admits them again and never more than its limit in all. A refund
-// whose window is no longer (or not yet) the current one does nothing: the
-// units expired with their window, and a later window did not count them.
-// Refund(0) does nothing; a negative n panics. Refund takes no lock and
-// allocates nothing.
+// count. They go back to the central word while it holds at's window, so
+// that window admits them again, never more than its limit in all, and
+// every caller's Remaining counts them whatever its shard (a refund is
+// rare: one CAS on the shared word). A refund whose window is no longer
+// (or not yet) the current one does nothing: the units expired with their
+// window, and a later window did not count them. Refund(0) does nothing; a
+// negative n panics. Refund takes no lock and allocates nothing.
 func (sw *ShardedWindow) Refund(at, n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -327,15 +328,30 @@ func (sw *ShardedWindow) Refund(at, n int64) {
 		}
 		return
 	}
-	w := windowIndex(at, sw.window)
+	sw.giveBack(windowIndex(at, sw.window), n)
+}
+
+// giveBack returns n > 0 units of window w to the central word, while it
+// holds w's window (see Refund).
+func (sw *ShardedWindow) giveBack(w, n int64) {
 	tag := uint32(w)
-	g := sw.central.Load()
-	if gtag, _ := unpackWindow(g); gtag != tag || g&windowOpen == 0 || w-sw.latest.Load() >= 1<<30 {
-		return
+	for {
+		g := sw.central.Load()
+		gtag, units := unpackWindow(g)
+		if gtag != tag || g&windowOpen == 0 || w-sw.latest.Load() >= 1<<30 {
+			return
+		}
+		// No more than a window admits: the central word's count cannot
+		// pass the limit (below 2^31) however the caller miscounts.
+		give := min(n, sw.limit-units)
+		if give <= 0 {
+			return
+		}
+		// CAS g -> g+give: give back to this window only while it is open.
+		if sw.central.CompareAndSwap(g, g+uint64(give)) {
+			return
+		}
 	}
-	// No more than a window admits: the shard word's count cannot pass
-	// the limit (below 2^31) however the caller miscounts.
-	sw.deposit(&sw.shards[pickShard(sw.mask)], tag, min(n, sw.limit))
 }
 
 // Limit returns the number of units admitted per window.

@@ -299,6 +299,58 @@ func TestShardedWindowRefundBasics(t *testing.T) {
 	sw.Refund(next, -1)
 }
 
+// TestShardedWindowRefundIsSeenFromEveryShard: units given back are in
+// the Remaining of the next decision whichever shard it is decided on, not
+// only on the refunding caller's (whose shard depends on its stack depth):
+// on a window of few units, where no shard caches a batch, what two
+// callers are told does not depend on where each one runs.
+func TestShardedWindowRefundIsSeenFromEveryShard(t *testing.T) {
+	for _, limit := range []int64{1, 4, 1000} {
+		sw, err := NewShardedWindow(limit, time.Second, WithShardCount(8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := int64(10 * time.Second)
+		if !sw.AllowN(now, 1).Allowed() {
+			t.Fatal("rejected below the limit")
+		}
+		tag := uint32(windowIndex(now, sw.window))
+		before := make([]int64, len(sw.shards))
+		for j := range sw.shards {
+			before[j] = sw.remaining(&sw.shards[j], tag)
+		}
+		sw.Refund(now, 1)
+		for j := range sw.shards {
+			if got := sw.remaining(&sw.shards[j], tag); got != before[j]+1 {
+				t.Fatalf("limit %d: shard %d sees %d left after the refund, want %d", limit, j, got, before[j]+1)
+			}
+		}
+	}
+}
+
+// TestShardedWindowFailedGatherIsSeenFromEveryShard: a weighted request
+// that gathered units and did not find enough gives them back where every
+// caller's Remaining counts them, not to its own shard alone.
+func TestShardedWindowFailedGatherIsSeenFromEveryShard(t *testing.T) {
+	sw, err := NewShardedWindow(4, time.Second, WithShardCount(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(10 * time.Second)
+	if !sw.AllowN(now, 3).Allowed() {
+		t.Fatal("rejected below the limit")
+	}
+	if sw.AllowN(now, 2).Allowed() {
+		t.Fatal("admitted above the limit")
+	}
+	tag := uint32(windowIndex(now, sw.window))
+	for j := range sw.shards {
+		if got := sw.remaining(&sw.shards[j], tag); got != 1 {
+			t.Fatalf("shard %d sees %d left after the failed request, want 1", j, got)
+		}
+	}
+}
+
 func TestShardedWindowDoesNotAllocate(t *testing.T) {
 	sw, _ := NewShardedWindow(1<<30, time.Hour)
 	if a := testing.AllocsPerRun(1000, func() { sw.AllowN(1, 1) }); a != 0 {

@@ -27,16 +27,6 @@ import (
 func TestMiddlewareShortPathServesAsTheGeneralPath(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rules, def := drawGlobalRules(t, 1)
-		for i := range rules {
-			// A Global FixedWindow of a small limit is a ShardedWindow,
-			// whose shard follows the stack address (internal/shard): two
-			// paths of different depth charge and refund other shards'
-			// caches, and their Remaining figures differ by what those
-			// hold. A sliding window counts in one state.
-			if rules[i].Algorithm == FixedWindow {
-				rules[i].Algorithm = SlidingWindow
-			}
-		}
 		if rapid.Bool().Draw(t, "keyed") { // per-IP rules alone: decideKeyed
 			rules, def = drawIPRules(t), ""
 		}
