@@ -19,8 +19,9 @@ import (
 //
 // Guarantee: every shard is an exact GCRA bucket, so in any interval of
 // length T the bucket admits at most burst + rate·T tokens (refunded ones
-// aside), under any interleaving, as a TokenBucket does (for Refund, see
-// its limit). It can admit
+// aside), under any interleaving, as a TokenBucket does, when what is given
+// back goes to where it came from (RefundTo, with the Origin that
+// AllowNOrigin reported; for Refund, see its limit). It can admit
 // less: a shard's fractional token is not lent to another, so at any
 // instant up to k-1 tokens of the whole may be out of reach of a request,
 // and a weighted request can be rejected while concurrent callers hold
@@ -106,12 +107,24 @@ func (b *ShardedBucket) gcra(i uint64) *GCRA {
 	return &b.small
 }
 
+// Origin says where an admission of a ShardedBucket took its tokens, for
+// RefundTo: one shard, or none (the zero Origin) when it took nothing or
+// gathered them from several shards.
+type Origin uint32
+
 // AllowN takes n tokens at now if the shards hold them, and returns the
 // Decision (see ShardedBucket for its figures). n == 0 takes nothing and
 // reports the caller's shard; n > Burst can never be admitted
 // (ReasonExceedsCapacity, RetryAfter Never); a negative n panics. now is
 // as for GCRA.AllowN.
 func (b *ShardedBucket) AllowN(now, n int64) Decision {
+	d, _ := b.AllowNOrigin(now, n)
+	return d
+}
+
+// AllowNOrigin is AllowN that also says where the tokens of an admission
+// came from, so that RefundTo can give them back there exactly.
+func (b *ShardedBucket) AllowNOrigin(now, n int64) (Decision, Origin) {
 	home := pickShard(b.mask)
 	// The common case in this frame: home has the tokens.
 	if g := b.gcra(home); n > 0 && n <= g.burst {
@@ -123,15 +136,15 @@ func (b *ShardedBucket) AllowN(now, n int64) Decision {
 				Limit:      b.burst,
 				Remaining:  g.perToken.div(g.tau-(next-now)) * int64(len(b.shards)),
 				ResetAfter: time.Duration(next - now),
-			}
+			}, Origin(home + 1)
 		}
 	}
 	return b.allowFrom(home, now, n)
 }
 
-// allowFrom is AllowN for a caller whose shard is home, all cases (home's
-// own tokens first, as in AllowN).
-func (b *ShardedBucket) allowFrom(home uint64, now, n int64) Decision {
+// allowFrom is AllowNOrigin for a caller whose shard is home, all cases
+// (home's own tokens first, as in AllowNOrigin).
+func (b *ShardedBucket) allowFrom(home uint64, now, n int64) (Decision, Origin) {
 	if n <= 0 || n > b.burst {
 		if n < 0 {
 			panic("ratelimit: ShardedBucket.AllowN with negative n")
@@ -140,13 +153,13 @@ func (b *ShardedBucket) allowFrom(home uint64, now, n int64) Decision {
 		if n > b.burst {
 			d.RetryAfter = Never
 		}
-		return d
+		return d, 0
 	}
 	soonest := Never
 	if g := b.gcra(home); n <= g.burst {
 		d := g.AllowN(&b.shards[home].s, now, n)
 		if d.Allowed() {
-			return b.scaled(d)
+			return b.scaled(d), Origin(home + 1)
 		}
 		soonest = d.RetryAfter
 	}
@@ -155,7 +168,7 @@ func (b *ShardedBucket) allowFrom(home uint64, now, n int64) Decision {
 
 // slow takes n tokens from the shards other than home (whose rejection
 // said soonest): whole from one, or gathered from several.
-func (b *ShardedBucket) slow(home uint64, now, n int64, soonest time.Duration) Decision {
+func (b *ShardedBucket) slow(home uint64, now, n int64, soonest time.Duration) (Decision, Origin) {
 	for i := uint64(1); i <= b.mask; i++ {
 		j := (home + i) & b.mask
 		g := b.gcra(j)
@@ -164,13 +177,13 @@ func (b *ShardedBucket) slow(home uint64, now, n int64, soonest time.Duration) D
 		}
 		d := g.AllowN(&b.shards[j].s, now, n)
 		if d.Allowed() {
-			return b.scaled(d)
+			return b.scaled(d), Origin(j + 1)
 		}
 		soonest = min(soonest, d.RetryAfter)
 	}
 	if n > 1 {
 		if d, ok := b.gather(home, now, n); ok {
-			return d
+			return d, 0 // from several shards: not refunded
 		}
 	}
 	if soonest == Never {
@@ -178,7 +191,7 @@ func (b *ShardedBucket) slow(home uint64, now, n int64, soonest time.Duration) D
 		// when the whole burst (>= n) is there.
 		soonest = max(1, b.full(now))
 	}
-	return Decision{Limit: b.burst, RetryAfter: soonest, ResetAfter: max(soonest, b.full(now))}
+	return Decision{Limit: b.burst, RetryAfter: soonest, ResetAfter: max(soonest, b.full(now))}, 0
 }
 
 // scaled is a shard's decision as the whole bucket's: its Limit, and the
@@ -250,7 +263,8 @@ func (b *ShardedBucket) gatherFrom(home, from uint64, now, n int64) bool {
 // too, at which its own shard still owed it. So with a clock that only
 // moves forwards the bound holds exactly; when callers' now values arrive
 // out of order, a caller with an earlier now than the refund's can take
-// up to the n refunded tokens once more than that bound allows.
+// up to the n refunded tokens once more than that bound allows. RefundTo,
+// with the Origin of the admission, keeps it as one bucket does.
 func (b *ShardedBucket) Refund(now, n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -259,6 +273,31 @@ func (b *ShardedBucket) Refund(now, n int64) {
 		return
 	}
 	b.refundFrom(pickShard(b.mask), now, n)
+}
+
+// RefundTo gives n tokens that an admission whose Origin is o took back
+// at now (the admission's own now, or later), to o's shard only, as
+// GCRA.Refund does on one bucket: never beyond that shard's burst (the
+// excess is dropped). So the bound of ShardedBucket holds as on one
+// bucket: exactly when the refund's now is at or after those of the
+// admissions decided since, in whatever order those came (a refund at an
+// earlier now than a later admission's frees that one's slot, on one
+// bucket as here). A refund to the zero Origin (an admission gathered from
+// several shards) is dropped: the bucket then admits less, never more.
+// RefundTo(o, now, 0) does nothing; a negative n, or an Origin that is not
+// one of this bucket's shards, panics. It takes no lock and allocates
+// nothing.
+func (b *ShardedBucket) RefundTo(o Origin, now, n int64) {
+	if n <= 0 || o == 0 {
+		if n < 0 {
+			panic("ratelimit: ShardedBucket.RefundTo with negative n")
+		}
+		return
+	}
+	if uint64(o) > b.mask+1 {
+		panic("ratelimit: ShardedBucket.RefundTo with an Origin of another bucket")
+	}
+	b.refundShard(uint64(o)-1, now, n)
 }
 
 // refundFrom is Refund for a caller whose shard is home; n > 0.

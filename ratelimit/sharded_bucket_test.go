@@ -249,7 +249,7 @@ func TestShardedBucketAdmitsOnlyWhatTheReferenceAdmits(t *testing.T) {
 		actions := map[string]func(*rapid.T){
 			"allow": func(t *rapid.T) {
 				n := rapid.Int64Range(1, burst).Draw(t, "n")
-				d := b.allowFrom(home(t), now, n)
+				d, _ := b.allowFrom(home(t), now, n)
 				if !d.Allowed() {
 					if d.RetryAfter <= 0 {
 						t.Fatalf("AllowN(%d, %d) rejected with RetryAfter %v", now, n, d.RetryAfter)
@@ -329,6 +329,64 @@ func TestShardedBucketAdmissionReportsItsShard(t *testing.T) {
 			if d != want {
 				t.Fatalf("AllowN(%d, %d) from shard %d of %d: %+v, want %+v", now, n, changed, shards, d, want)
 			}
+		}
+	})
+}
+
+// TestShardedBucketRefundNeverOverAdmitsOutOfOrder: admissions at now
+// values that go back and forth (callers whose clock reads arrive out of
+// order), some of those at the latest now given back later at that now
+// (RefundTo), after admissions at earlier instants: in every span the tokens admitted net of refunds never
+// exceed burst + the tokens the rate refills in it.
+func TestShardedBucketRefundNeverOverAdmitsOutOfOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		shards := 1 << rapid.IntRange(1, 3).Draw(t, "log2 shards")
+		burst := rapid.Int64Range(int64(shards), 3*int64(shards)).Draw(t, "burst")
+		interval := rapid.Int64Range(1, 100).Draw(t, "interval")
+		b, err := NewShardedBucket(Per(1, time.Duration(interval)), burst, WithShardCount(shards))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := rateImpl{name: "sharded_bucket", bound: func(burst, interval, a, b int64) (int64, bool) {
+			return burst + (b-a)/interval, true
+		}}
+		type held struct {
+			rateAdmission
+			from Origin
+		}
+		var log []held
+		var latest int64 // the latest now admitted at
+		base := rapid.SampledFrom([]int64{0, 1 << 40}).Draw(t, "start")
+		home := func(t *rapid.T) uint64 { return uint64(rapid.IntRange(0, b.Shards()-1).Draw(t, "home")) }
+		for range rapid.IntRange(1, 150).Draw(t, "steps") {
+			if len(log) > 0 && rapid.IntRange(0, 2).Draw(t, "op") == 0 {
+				// A later limit rejected an earlier admission made at the
+				// latest now so far: give it back at that now, after
+				// admissions at earlier instants.
+				k := rapid.IntRange(0, len(log)-1).Draw(t, "which")
+				h := log[k]
+				if h.at < latest {
+					continue
+				}
+				b.RefundTo(h.from, h.at, h.n)
+				log = append(log[:k], log[k+1:]...)
+				continue
+			}
+			// A few instants a shard's refill apart, so that admissions meet.
+			now := base + rapid.Int64Range(0, 3).Draw(t, "step")*interval*int64(shards)
+			n := rapid.Int64Range(1, burst).Draw(t, "n")
+			d, from := b.allowFrom(home(t), now, n)
+			if d.Allowed() {
+				latest = max(latest, now)
+				log = append(log, held{rateAdmission{now, n}, from})
+			}
+		}
+		net := make([]rateAdmission, len(log))
+		for i, h := range log {
+			net[i] = h.rateAdmission
+		}
+		if err := checkRateBound(bound, burst, interval, net); err != "" {
+			t.Fatal(err)
 		}
 	})
 }
