@@ -276,13 +276,14 @@ func (b *ShardedBucket) Refund(now, n int64) {
 }
 
 // RefundTo gives n tokens that an admission whose Origin is o took back
-// at now (the admission's own now, or later), to o's shard only, as
-// GCRA.Refund does on one bucket: never beyond that shard's burst (the
-// excess is dropped). So the bound of ShardedBucket holds as on one
-// bucket: exactly when the refund's now is at or after those of the
-// admissions decided since, in whatever order those came (a refund at an
-// earlier now than a later admission's frees that one's slot, on one
-// bucket as here). A refund to the zero Origin (an admission gathered from
+// at now (the admission's own now), to o's shard only, as GCRA.Refund does
+// on one bucket: never beyond that shard's burst (the excess is dropped).
+// So the bound of ShardedBucket holds as on one bucket: exactly when no
+// admission at a later now than the refund's was decided since the one
+// refunded, as when an all-or-nothing decision gives back at once what a
+// later limit rejected. A refund at an earlier now than a later admission's
+// frees that one's slot, on one bucket as here, and the bucket can then
+// admit up to n tokens more than its bound. A refund to the zero Origin (an admission gathered from
 // several shards) is dropped: the bucket then admits less, never more.
 // RefundTo(o, now, 0) does nothing; a negative n, or an Origin that is not
 // one of this bucket's shards, panics. It takes no lock and allocates
