@@ -55,12 +55,23 @@ func (c *Controller) recost(a *ticket, now, actual int64) {
 	if delta == 0 {
 		return
 	}
-	for _, i := range a.rated {
-		r := &a.set.rules[i]
+	for k := range a.rated {
+		ch := &a.rated[k]
+		r := &a.set.rules[ch.rule]
 		if delta < 0 {
-			r.rate.Refund(a.now, -delta) // at the admission: to the window that counted it
-		} else if !r.rate.AllowN(now, delta).Allowed() {
+			r.rate.RefundTo(ch.from, a.now, -delta) // at the admission: to the window or shard that counted it
+			continue
+		}
+		rd, from := r.rate.AllowNOrigin(now, delta)
+		switch {
+		case !rd.Allowed():
 			r.ctr.add(a.shard, rOverspent, 1)
+		case from != ch.from:
+			// A sharded bucket's charge now lies in two shards: a
+			// later refund (Rule.Count) is dropped, as for a charge
+			// gathered from several; the bucket then admits less,
+			// never more.
+			ch.from = 0
 		}
 	}
 	// The store's rate hits, with the difference as their cost; a.req's

@@ -59,9 +59,9 @@ func (k Count) counts(status int) bool {
 // cannot refund keeps the charge, counted in RuleStats.RefundsLost). It
 // runs before a's permits are released, while its keys are still valid.
 func (c *Controller) refundUncounted(a *ticket, now int64, status int) {
-	for _, i := range a.rated {
-		if r := &a.set.rules[i]; !r.Count.counts(status) {
-			r.rate.Refund(a.now, a.charged) // at the admission: to the window that counted it
+	for _, ch := range a.rated {
+		if r := &a.set.rules[ch.rule]; !r.Count.counts(status) {
+			r.rate.RefundTo(ch.from, a.now, a.charged) // at the admission: to the window or shard that counted it
 			r.ctr.add(a.shard, rRefunded, 1)
 		}
 	}

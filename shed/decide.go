@@ -139,12 +139,13 @@ func (c *Controller) decideRates(ctx context.Context, a *ticket, p *plan, d *Dec
 	for _, i := range p.rates {
 		r := &a.set.rules[i]
 		var rd ratelimit.Decision
+		var from ratelimit.Origin
 		if r.waits == nil && a.wait == 0 {
-			rd = r.rate.AllowN(a.now, a.cost)
+			rd, from = r.rate.AllowNOrigin(a.now, a.cost)
 		} else {
-			rd = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
+			rd, from = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
 		}
-		if !c.tookRate(a, d, r, i, rd) {
+		if !c.tookRate(a, d, r, i, rd, from) {
 			return false
 		}
 	}
@@ -152,11 +153,12 @@ func (c *Controller) decideRates(ctx context.Context, a *ticket, p *plan, d *Dec
 }
 
 // tookRate applies rd, the decision of a's Global rate rule r (at index
-// i), to a and d: an admission is held and considered for d's figures; a
+// i), which took its units from o, to a and d: an admission is held and
+// considered for d's figures; a
 // rejection by a dry-run rule is marked and let pass; any other rejection
 // gives back what a took and writes itself to d, and tookRate reports
 // false.
-func (c *Controller) tookRate(a *ticket, d *Decision, r *rule, i int, rd ratelimit.Decision) bool {
+func (c *Controller) tookRate(a *ticket, d *Decision, r *rule, i int, rd ratelimit.Decision, o ratelimit.Origin) bool {
 	if !rd.Allowed() {
 		if r.dry {
 			c.dryReject(a, d, r, r.kind)
@@ -166,7 +168,7 @@ func (c *Controller) tookRate(a *ticket, d *Decision, r *rule, i int, rd ratelim
 		c.rejectBy(a, d, i, rd)
 		return false
 	}
-	a.rated = append(a.rated, i)
+	a.rated = append(a.rated, charge{i, o})
 	c.consider(d, i, rd)
 	if r.early > 0 {
 		c.earlyCheck(a, r, "", rd)
@@ -177,8 +179,8 @@ func (c *Controller) tookRate(a *ticket, d *Decision, r *rule, i int, rd ratelim
 // admit ends d as an admission: every rule that admitted a counts it, and
 // a holds what it took until done.
 func (c *Controller) admit(a *ticket, d *Decision) {
-	for _, i := range a.rated {
-		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
+	for _, ch := range a.rated {
+		a.set.rules[ch.rule].ctr.add(a.shard, rAllowed, 1)
 	}
 	for _, i := range a.sems {
 		a.set.rules[i].ctr.add(a.shard, rAllowed, 1)
@@ -213,7 +215,8 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 	for _, i := range p.rates {
 		r := &rules[i]
 		// A local rule reserves no slot: none to wait for.
-		if !c.tookRate(a, d, r, i, r.rate.AllowN(now, cost)) {
+		rd, from := r.rate.AllowNOrigin(now, cost)
+		if !c.tookRate(a, d, r, i, rd, from) {
 			return
 		}
 	}
@@ -231,8 +234,8 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 		a.sems = append(a.sems, i)
 	}
 	// admit, for what a local plan holds: no adaptive token, no store hit.
-	for _, i := range a.rated {
-		rules[i].ctr.add(a.shard, rAllowed, 1)
+	for _, ch := range a.rated {
+		rules[ch.rule].ctr.add(a.shard, rAllowed, 1)
 	}
 	for _, i := range a.sems {
 		rules[i].ctr.add(a.shard, rAllowed, 1)
@@ -250,14 +253,15 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 // with (consider's figures are r's).
 func (c *Controller) decideLone(a *ticket, r *rule, i int, d *Decision) {
 	var rd ratelimit.Decision
+	var from ratelimit.Origin
 	if b, ok := r.rate.(*shardedBucketRate); ok { // the usual global cap: a direct call
-		rd = b.b.AllowN(a.now, a.cost)
+		rd, from = b.b.AllowNOrigin(a.now, a.cost)
 	} else {
-		rd = r.rate.AllowN(a.now, a.cost)
+		rd = r.rate.AllowN(a.now, a.cost) // every other rate's Origin is the zero one
 	}
 	switch {
 	case rd.Allowed():
-		a.rated = append(a.rated, i)
+		a.rated = append(a.rated, charge{i, from})
 		d.rule, d.Limit, d.Remaining, d.Reset, d.Rule = i, rd.Limit, rd.Remaining, rd.ResetAfter, r.Name
 		if rd.Limit-rd.Remaining >= r.softAt {
 			d.Warning, d.WarningRule = true, r.Name

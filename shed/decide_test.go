@@ -266,8 +266,10 @@ func TestReloadBetweenLocalAndStoredSets(t *testing.T) {
 		go func() {
 			defer work.Done()
 			// Until some decisions met the per-key rule (or a bound, so
-			// that a scheduler starving the reloads cannot hang the test).
-			for n := 0; n < 100_000 && (n < 2000 || stored.Load() < 100); n++ {
+			// that a scheduler starving the reloads cannot hang the test;
+			// 100 000 decisions, some 10 ms, were too few for a reload to
+			// be scheduled while the package's other tests ran beside).
+			for n := 0; n < 2_000_000 && (n < 2000 || stored.Load() < 100); n++ {
 				d, tok, err := c.Decide(context.Background(), Attempt{IP: ipA})
 				if err != nil || !d.Allowed || d.FailedOpen {
 					t.Errorf("decision %d: %+v, %v", n, d, err)

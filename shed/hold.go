@@ -95,11 +95,11 @@ func (c *Controller) waitAdaptive(ctx context.Context, a *ticket, r *rule, req a
 // rate charges are refunded (and d's figures for them corrected),
 // concurrency permits released.
 func (c *Controller) rollback(a *ticket, d *Decision) {
-	for _, i := range a.rated {
-		if !c.cancelReserved(a, i) {
-			a.set.rules[i].rate.Refund(a.now, a.cost)
+	for _, ch := range a.rated {
+		if !c.cancelReserved(a, ch.rule) {
+			a.set.rules[ch.rule].rate.RefundTo(ch.from, a.now, a.cost)
 		}
-		if d.rule == i {
+		if d.rule == ch.rule {
 			d.Remaining = min(d.Limit, d.Remaining+a.cost)
 		}
 	}

@@ -10,7 +10,16 @@ import (
 // localRate is what a Global rate rule decides with, in this process.
 type localRate interface {
 	AllowN(now, n int64) ratelimit.Decision
-	Refund(now, n int64)
+	// AllowNOrigin is AllowN for a charge that may be given back: it also
+	// says where a sharded bucket took the tokens, for RefundTo (the zero
+	// Origin from every other rate, whose state is one word).
+	AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin)
+	// RefundTo gives back n that a charge at now took from o (what
+	// AllowNOrigin said), to the window or shard that counted them: a
+	// sharded bucket's refund to the zero Origin (a charge gathered from
+	// several shards) is dropped, as ratelimit.ShardedBucket.RefundTo
+	// says; every other rate ignores o.
+	RefundTo(o ratelimit.Origin, now, n int64)
 	// adopt makes this rate, just built for a changed rule, count on the
 	// state of old, the rate of the rule it replaces, so that the usage
 	// carries over (Reload keeps what was counted). It reports false,
@@ -53,7 +62,13 @@ func (r *stateRate[S, A]) AllowN(now, n int64) ratelimit.Decision {
 	return r.algo.AllowN(&r.state.s, now, n)
 }
 
-func (r *stateRate[S, A]) Refund(now, n int64) { r.algo.Refund(&r.state.s, now, n) }
+func (r *stateRate[S, A]) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return r.algo.AllowN(&r.state.s, now, n), 0
+}
+
+func (r *stateRate[S, A]) RefundTo(_ ratelimit.Origin, now, n int64) {
+	r.algo.Refund(&r.state.s, now, n)
+}
 
 func (r *stateRate[S, A]) adopt(old localRate, now int64) bool {
 	if o, ok := old.(*shardedRate); ok {
@@ -81,7 +96,10 @@ type bucketRate struct {
 }
 
 func (r *bucketRate) AllowN(now, n int64) ratelimit.Decision { return r.g.AllowN(&r.state.s, now, n) }
-func (r *bucketRate) Refund(now, n int64)                    { r.g.Refund(&r.state.s, now, n) }
+func (r *bucketRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return r.g.AllowN(&r.state.s, now, n), 0
+}
+func (r *bucketRate) RefundTo(_ ratelimit.Origin, now, n int64) { r.g.Refund(&r.state.s, now, n) }
 
 // adopt takes over old's state when the rate is the same; otherwise it
 // charges its fresh state with the tokens old's bucket owes at now,
@@ -120,11 +138,17 @@ func (r *bucketRate) adopt(old localRate, now int64) bool {
 // single bucket (never more than burst + rate·T in any T); it may admit up
 // to shards-1 tokens less at an instant, and its Remaining is an estimate
 // (the caller's shard's times the shard count), which the soft-limit
-// warning and the headers use.
+// warning and the headers use. What an attempt is given back (a later
+// rule's rejection, Rule.Count, a Recost down) goes to the shard its
+// charge came from, whichever goroutine gives it back, so that the bound
+// holds as on one bucket (ratelimit.ShardedBucket.RefundTo).
 type shardedBucketRate struct{ b *ratelimit.ShardedBucket }
 
 func (r *shardedBucketRate) AllowN(now, n int64) ratelimit.Decision { return r.b.AllowN(now, n) }
-func (r *shardedBucketRate) Refund(now, n int64)                    { r.b.Refund(now, n) }
+func (r *shardedBucketRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return r.b.AllowNOrigin(now, n)
+}
+func (r *shardedBucketRate) RefundTo(o ratelimit.Origin, now, n int64) { r.b.RefundTo(o, now, n) }
 
 // adopt takes over old's bucket when rate, burst and shards are the same;
 // otherwise it takes from its fresh bucket the tokens old owes at now (its
@@ -160,7 +184,13 @@ func (r *shardedBucketRate) adopt(old localRate, now int64) bool {
 type shardedRate struct{ w *ratelimit.ShardedWindow }
 
 func (r *shardedRate) AllowN(now, n int64) ratelimit.Decision { return r.w.AllowN(now, n) }
-func (r *shardedRate) Refund(now, n int64)                    { r.w.Refund(now, n) }
+func (r *shardedRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return r.w.AllowN(now, n), 0
+}
+
+// RefundTo gives n back to the window's central word, which every shard
+// counts (ratelimit.ShardedWindow.Refund): a window has no Origin.
+func (r *shardedRate) RefundTo(_ ratelimit.Origin, now, n int64) { r.w.Refund(now, n) }
 
 // adopt takes over old's window when the limit is the same; otherwise (or
 // from a single-word fixed window of the same length, the form of limits
@@ -217,7 +247,13 @@ func (c *calendarRate) AllowN(now, n int64) ratelimit.Decision {
 	return c.clock.Decision(now, at, rd)
 }
 
-func (c *calendarRate) Refund(now, n int64) { c.rate.Refund(c.clock.At(now), n) }
+func (c *calendarRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return c.AllowN(now, n), 0
+}
+
+func (c *calendarRate) RefundTo(o ratelimit.Origin, now, n int64) {
+	c.rate.RefundTo(o, c.clock.At(now), n)
+}
 
 func (c *calendarRate) adopt(old localRate, now int64) bool {
 	o, ok := old.(*calendarRate)

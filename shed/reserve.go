@@ -112,15 +112,17 @@ type reserved struct {
 // or exactly at that slot when the rule does not wait that long (the
 // attempt starts then anyway, so that is when it must have room). A rule
 // that cannot reserve (a sliding window or log, calendar months) or is in
-// dry-run is decided at once.
-func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) ratelimit.Decision {
+// dry-run is decided at once. It also says where the charge was taken
+// (localRate.AllowNOrigin): a rule that reserves is never sharded, so a
+// reservation's Origin is the zero one.
+func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) (ratelimit.Decision, ratelimit.Origin) {
 	if !r.canReserve || r.dry {
-		return r.rate.AllowN(a.now, a.cost)
+		return r.rate.AllowNOrigin(a.now, a.cost)
 	}
 	if a.wait == 0 {
-		rd := r.rate.AllowN(a.now, a.cost)
+		rd, from := r.rate.AllowNOrigin(a.now, a.cost)
 		if rd.Allowed() || r.waits == nil {
-			return rd
+			return rd, from
 		}
 	}
 	maxWait, waiter := a.wait, false
@@ -133,18 +135,18 @@ func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) 
 		}
 	}
 	if maxWait == 0 {
-		return r.rate.AllowN(a.now, a.cost)
+		return r.rate.AllowNOrigin(a.now, a.cost)
 	}
 	rv := r.rate.(reserver).reserve(a.now, a.cost, a.wait, maxWait)
 	if !rv.Allowed() || rv.Wait == 0 {
 		if waiter {
 			r.waits.leave()
 		}
-		return rv.Decision
+		return rv.Decision, 0
 	}
 	a.reserved = append(a.reserved, reserved{rule: i, r: rv, waiter: waiter})
 	a.wait = max(a.wait, rv.Wait)
-	return rv.Decision
+	return rv.Decision, 0
 }
 
 // replaceRates moves the charges of a's Global rate rules to a.wait, the
@@ -156,7 +158,7 @@ func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) 
 // rule has no room then.
 func (c *Controller) replaceRates(a *ticket, d *Decision) bool {
 	for k := 0; k < len(a.rated); k++ {
-		i := a.rated[k]
+		i := a.rated[k].rule
 		r := &a.set.rules[i]
 		if !r.canReserve || r.dry {
 			continue
@@ -177,7 +179,7 @@ func (c *Controller) replaceRates(a *ticket, d *Decision) bool {
 			a.reserved[h] = a.reserved[len(a.reserved)-1]
 			a.reserved = a.reserved[:len(a.reserved)-1]
 		} else {
-			r.rate.Refund(a.now, a.cost)
+			r.rate.RefundTo(a.rated[k].from, a.now, a.cost)
 		}
 		rv := r.rate.(reserver).reserve(a.now, a.cost, a.wait, a.wait)
 		if !rv.Allowed() || rv.Wait == 0 {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -79,7 +80,7 @@ type ticket struct {
 
 	// Held until done: Global rate rules charged (given back on a later
 	// rejection), Global concurrency permits, adaptive tokens, leases.
-	rated []int
+	rated []charge
 	// reserved are the rated rules that reserved a later slot, and wait
 	// the latest of those slots, after now: the attempt starts then (see
 	// reserve.go). deadline is how long its context leaves, read once
@@ -100,6 +101,14 @@ type ticket struct {
 
 	w    statusWriter // the middleware's
 	slab headerSlab   // the middleware's header values
+}
+
+// charge is a Global rate rule that an attempt charged: its index in the
+// set's rules, and where its rate took the units (localRate.AllowNOrigin),
+// so that a refund gives them back there and nowhere else.
+type charge struct {
+	rule int
+	from ratelimit.Origin
 }
 
 func (c *Controller) get() *ticket { return c.pool.Get().(*ticket) }
