@@ -468,6 +468,40 @@ func TestUnparseablePeerIsCounted(t *testing.T) {
 	}
 }
 
+// TestMiddlewareReadsThePeerOnlyWhenSomethingKeysOnIt: a middleware whose
+// rules and options never read the client's address (Global rules that
+// never wait, no exemption, no option that reads the client) does not
+// parse it: a peer it could not parse is neither counted nor logged, and
+// its request is decided as any other. Once a reload brings a per-IP rule,
+// the same middleware reads it again.
+func TestMiddlewareReadsThePeerOnlyWhenSomethingKeysOnIt(t *testing.T) {
+	logs := &countHandler{}
+	global := Rule{Name: "cap", Algorithm: TokenBucket, Limit: 100, Rate: ratelimit.Per(1, time.Second)}
+	c, h, _ := newTest(t, []Rule{global}, WithLogger(slog.New(logs)))
+	serve := func() int {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "@" // a unix socket peer
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range 3 {
+		if code := serve(); code != http.StatusOK {
+			t.Fatalf("status %d under a Global cap of 100", code)
+		}
+	}
+	if s := c.Stats(); s.UnknownPeers != 0 || s.Rules[0].Allowed != 3 || logs.n.Load() != 0 {
+		t.Fatalf("Global rules alone: UnknownPeers %d, Allowed %d, %d log lines; want 0, 3, 0", s.UnknownPeers, s.Rules[0].Allowed, logs.n.Load())
+	}
+	if err := c.Reload(Config{Rules: []Rule{global, {Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 100, Window: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	serve()
+	if s := c.Stats(); s.UnknownPeers != 1 || logs.n.Load() != 1 {
+		t.Fatalf("with a per-IP rule: UnknownPeers %d, %d log lines; want 1, 1", s.UnknownPeers, logs.n.Load())
+	}
+}
+
 // TestOverrideOfLongIdentityMatches: an override names a long user or
 // tenant id as requests carry it, and reaches the hashed key they build.
 func TestOverrideOfLongIdentityMatches(t *testing.T) {

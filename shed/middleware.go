@@ -10,8 +10,9 @@ import (
 )
 
 // Middleware returns next protected by c: for every request it finds the
-// client (WithResolver: the TCP peer unless it is a trusted proxy; WithClient:
-// user, API key, tenant), the category (WithCategory), asks the penalty box,
+// client (WithResolver: the TCP peer unless it is a trusted proxy, read
+// only when a rule, an exemption or an option needs it; WithClient: user,
+// API key, tenant), the category (WithCategory), asks the penalty box,
 // decides the rules, waits for a concurrency permit if a rule allows it,
 // then calls next, and reports the outcome when next returns: a 5xx status
 // is a drop, a client that went away is ignored, anything else a success.
@@ -62,11 +63,18 @@ type middleware struct {
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := m.c
-	ip := c.reading.res.ClientIP(r)
-	if c.reading.exempt != nil && c.reading.exempt.match(ip.Addr, r.URL.EscapedPath()) {
-		c.ctr.add(0, cExempt, 1) // no ticket, no shard: exempt requests are few (health checks)
-		m.next.ServeHTTP(w, r)
-		return
+	// The client's address, read here when an exemption or an option
+	// needs it; a lean middleware reads it in decide, and only for a rule
+	// set that keys on it.
+	var ip fingerprint.ClientIP
+	read := !m.lean || c.reading.exempt != nil
+	if read {
+		ip = c.reading.res.ClientIP(r)
+		if c.reading.exempt != nil && c.reading.exempt.match(ip.Addr, r.URL.EscapedPath()) {
+			c.ctr.add(0, cExempt, 1) // no ticket, no shard: exempt requests are few (health checks)
+			m.next.ServeHTTP(w, r)
+			return
+		}
 	}
 	ctx := r.Context()
 	if ctx.Err() != nil {
@@ -75,7 +83,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a := c.get()
 	var d Decision
-	if err := m.decide(ctx, a, r, &ip, &d); err != nil {
+	if err := m.decide(ctx, a, r, &ip, read, &d); err != nil {
 		// The client went away (nobody reads this answer), or the clock
 		// is broken: no decision, so no admission.
 		d = Decision{Kind: Shedding, RetryAfter: shedHint, rule: -1}
@@ -100,16 +108,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.served(ctx, a)
 }
 
-// decide decides a, for r from client address *ip, into d (the zero
+// decide decides a, for r from client address *ip (read: already read;
+// else decide reads it when the rules need it), into d (the zero
 // Decision): decideIn on what askOf reads of r or, on a lean middleware
 // (no option that reads more of r than its address and category),
 // decideIn's steps in line, for a Controller without an Observer, with
-// two short paths: a request on a set without per-key rules, from a
-// parsed address (neither unknown nor a trusted proxy's, which are
-// counted and logged), whose plan is local, is decided by decideLean,
-// which writes nothing of a.ask (a.bare); one on a plan of per-key rules
-// alone by decideKeyed (see decideStored). The categorizer is called once.
-func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip *fingerprint.ClientIP, d *Decision) error {
+// two short paths: a request whose plan is local on a set without per-key
+// rules is decided by decideLean, which reads nothing of the client (not
+// even its address: no rule keys on it, so an unknown peer or a trusted
+// proxy's is neither counted nor logged) and writes nothing of a.ask
+// (a.bare); one on a plan of per-key rules alone by decideKeyed (see
+// decideStored). The categorizer is called once.
+func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip *fingerprint.ClientIP, read bool, d *Decision) error {
 	c := m.c
 	now := c.now()
 	if !m.lean {
@@ -118,6 +128,9 @@ func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip 
 	}
 	s := c.set.Load()
 	if s.stores {
+		if !read {
+			*ip = c.reading.res.ClientIP(r)
+		}
 		c.askAt(a, r, ip, now, false)
 		return m.decideStored(ctx, a, r, d)
 	}
@@ -126,9 +139,12 @@ func (m *middleware) decide(ctx context.Context, a *ticket, r *http.Request, ip 
 	if s.categorized() {
 		cat = s.cat(r)
 	}
-	if p := s.planFor(cat, ""); p.local && now > 0 && ip.Group.IsValid() && ip.Source != fingerprint.SourceProxyPeer {
+	if p := s.planFor(cat, ""); p.local && now > 0 {
 		c.decideLean(a, s, p, now, d)
 		return nil
+	}
+	if !read {
+		*ip = c.reading.res.ClientIP(r)
 	}
 	c.askAt(a, r, ip, now, false)
 	a.set, a.ask.Category = s, cat

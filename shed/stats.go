@@ -160,6 +160,12 @@ type Stats struct {
 	// UnknownPeers counts requests whose peer address (RemoteAddr) the
 	// resolver could not parse, such as a unix socket's: per-IP rules
 	// count them all on the one key "ip:unknown".
+	//
+	// It and ProxyWithoutHeader count the requests whose address was read:
+	// the middleware does not read it for a request decided on Global
+	// rules that never wait alone, with no exemption and none of
+	// WithPenalties, WithObserver, WithClient, WithCost, WithSuspicion
+	// (nothing there keys on it).
 	UnknownPeers uint64
 	// ProxyWithoutHeader counts requests from a trusted proxy that sent
 	// none of the resolver's configured headers: keyed on the proxy.
