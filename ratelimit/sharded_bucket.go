@@ -125,7 +125,16 @@ func (b *ShardedBucket) AllowN(now, n int64) Decision {
 // AllowNOrigin is AllowN that also says where the tokens of an admission
 // came from, so that RefundTo can give them back there exactly.
 func (b *ShardedBucket) AllowNOrigin(now, n int64) (Decision, Origin) {
-	home := pickShard(b.mask)
+	return b.AllowNShard(pickShard(b.mask), now, n)
+}
+
+// AllowNShard is AllowNOrigin for a caller that names its own shard, i
+// (taken modulo the shard count), as ShardedSemaphore.TryAcquireShard: a
+// caller that holds a number of its own (a pooled object's, one per P)
+// keeps its callers on different shards whatever their stacks, where
+// two stacks picked at random share a shard once in Shards() times.
+func (b *ShardedBucket) AllowNShard(i uint64, now, n int64) (Decision, Origin) {
+	home := i & b.mask
 	// The common case in this frame: home has the tokens.
 	if g := b.gcra(home); n > 0 && n <= g.burst {
 		if next, ok := g.take(&b.shards[home].s, now, n); ok {

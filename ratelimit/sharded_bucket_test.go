@@ -390,3 +390,19 @@ func TestShardedBucketRefundNeverOverAdmitsOutOfOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestShardedBucketAllowNShardTakesFromTheNamedShard: a caller that names
+// its shard takes its tokens there (its Origin), the name taken modulo the
+// shard count, whatever its stack.
+func TestShardedBucketAllowNShardTakesFromTheNamedShard(t *testing.T) {
+	b, err := NewShardedBucket(Per(1, time.Second), 40, WithShardCount(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint64{0, 1, 2, 3, 6, 1<<64 - 1} {
+		d, o := b.AllowNShard(i, 1, 1)
+		if want := Origin(i%4 + 1); !d.Allowed() || o != want {
+			t.Fatalf("shard %d: %+v from %d, want from %d", i, d, o, want)
+		}
+	}
+}

@@ -124,12 +124,20 @@ func (sw *ShardedWindow) Allow() Decision { return sw.AllowN(clock.Now(), 1) }
 // bound: the units of the central word and of the caller's shard, not those
 // cached by other shards. ResetAfter is the time to the next window.
 func (sw *ShardedWindow) AllowN(now int64, n int64) Decision {
+	return sw.AllowNShard(pickShard(sw.mask), now, n)
+}
+
+// AllowNShard is AllowN for a caller that names its own shard, i (taken
+// modulo the shard count), as ShardedSemaphore.TryAcquireShard: a caller
+// that holds a number of its own (a pooled object's, one per P) keeps its
+// callers on different shards whatever their stacks.
+func (sw *ShardedWindow) AllowNShard(i uint64, now int64, n int64) Decision {
 	w := windowIndex(now, sw.window)
 	tag := uint32(w)
 	if n > sw.limit {
 		return Decision{Limit: sw.limit, RetryAfter: Never, ResetAfter: sw.untilNext(w, now)}
 	}
-	home := &sw.shards[pickShard(sw.mask)]
+	home := &sw.shards[i&sw.mask]
 	g := sw.central.Load()
 	if gtag, left := unpackWindow(g); gtag == tag && g&windowOpen != 0 {
 		for {

@@ -418,3 +418,21 @@ func atDepth(d int, f func()) byte {
 	}
 	return atDepth(d-1, f) + pad[(d*7)%len(pad)]
 }
+
+// TestShardedWindowAllowNShardCachesInTheNamedShard: a caller that names
+// its shard spends and caches the window's units there, the name taken
+// modulo the shard count: another shard's Remaining does not count them
+// (a lower bound), the named one's does.
+func TestShardedWindowAllowNShardCachesInTheNamedShard(t *testing.T) {
+	sw, err := NewShardedWindow(1000, time.Second, WithShardCount(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sw.AllowNShard(6, 1, 1); !d.Allowed() { // shard 2
+		t.Fatalf("%+v", d)
+	}
+	mine, other := sw.AllowNShard(2, 1, 0).Remaining, sw.AllowNShard(1, 1, 0).Remaining
+	if mine != 999 || other >= mine {
+		t.Fatalf("Remaining from the named shard %d (want 999), from another %d (want less)", mine, other)
+	}
+}

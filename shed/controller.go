@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -233,10 +232,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	set.cat = c.reading.cat
 	set.weights = cfg.tierWeights
 	c.publish(set)
-	c.pool.New = func() any {
-		shard := rand.IntN(len(c.ctr.shards))
-		return &ticket{c: c, shard: shard, ctr: (*[nGlobal]atomic.Int64)(c.ctr.shards[shard]), semShard: c.nTick.Add(1), buf: make([]byte, 0, 256)}
-	}
+	c.pool.New = func() any { return c.newTicket() }
 	return c, nil
 }
 

@@ -62,7 +62,7 @@ func (c *Controller) recost(a *ticket, now, actual int64) {
 			r.rate.RefundTo(ch.from, a.now, -delta) // at the admission: to the window or shard that counted it
 			continue
 		}
-		rd, from := r.rate.AllowNOrigin(now, delta)
+		rd, from := r.rate.AllowNShard(a.semShard, now, delta)
 		switch {
 		case !rd.Allowed():
 			r.ctr.add(a.shard, rOverspent, 1)

@@ -141,7 +141,7 @@ func (c *Controller) decideRates(ctx context.Context, a *ticket, p *plan, d *Dec
 		var rd ratelimit.Decision
 		var from ratelimit.Origin
 		if r.waits == nil && a.wait == 0 {
-			rd, from = r.rate.AllowNOrigin(a.now, a.cost)
+			rd, from = r.rate.AllowNShard(a.semShard, a.now, a.cost)
 		} else {
 			rd, from = c.decideRate(ctx, a, r, i) // may reserve a later slot (reserve.go)
 		}
@@ -215,7 +215,7 @@ func (c *Controller) decideLocal(a *ticket, p *plan, d *Decision) {
 	for _, i := range p.rates {
 		r := &rules[i]
 		// A local rule reserves no slot: none to wait for.
-		rd, from := r.rate.AllowNOrigin(now, cost)
+		rd, from := r.rate.AllowNShard(a.semShard, now, cost)
 		if !c.tookRate(a, d, r, i, rd, from) {
 			return
 		}
@@ -255,9 +255,9 @@ func (c *Controller) decideLone(a *ticket, r *rule, i int, d *Decision) {
 	var rd ratelimit.Decision
 	var from ratelimit.Origin
 	if b, ok := r.rate.(*shardedBucketRate); ok { // the usual global cap: a direct call
-		rd, from = b.b.AllowNOrigin(a.now, a.cost)
+		rd, from = b.b.AllowNShard(a.semShard, a.now, a.cost)
 	} else {
-		rd = r.rate.AllowN(a.now, a.cost) // every other rate's Origin is the zero one
+		rd, _ = r.rate.AllowNShard(a.semShard, a.now, a.cost) // every other rate's Origin is the zero one
 	}
 	switch {
 	case rd.Allowed():

@@ -10,12 +10,15 @@ import (
 // localRate is what a Global rate rule decides with, in this process.
 type localRate interface {
 	AllowN(now, n int64) ratelimit.Decision
-	// AllowNOrigin is AllowN for a charge that may be given back: it also
-	// says where a sharded bucket took the tokens, for RefundTo (the zero
-	// Origin from every other rate, whose state is one word).
-	AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin)
+	// AllowNShard is AllowN for a charge that may be given back, by a
+	// caller whose shard is i (its ticket's semShard: a sharded rate
+	// takes from, and caches in, that shard, as ShardedSemaphore's
+	// TryAcquireShard; one-word rates ignore it). It also says where a
+	// sharded bucket took the tokens, for RefundTo (the zero Origin from
+	// every other rate).
+	AllowNShard(i uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin)
 	// RefundTo gives back n that a charge at now took from o (what
-	// AllowNOrigin said), to the window or shard that counted them: a
+	// AllowNShard said), to the window or shard that counted them: a
 	// sharded bucket's refund to the zero Origin (a charge gathered from
 	// several shards) is dropped, as ratelimit.ShardedBucket.RefundTo
 	// says; every other rate ignores o.
@@ -62,7 +65,7 @@ func (r *stateRate[S, A]) AllowN(now, n int64) ratelimit.Decision {
 	return r.algo.AllowN(&r.state.s, now, n)
 }
 
-func (r *stateRate[S, A]) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+func (r *stateRate[S, A]) AllowNShard(_ uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin) {
 	return r.algo.AllowN(&r.state.s, now, n), 0
 }
 
@@ -96,7 +99,7 @@ type bucketRate struct {
 }
 
 func (r *bucketRate) AllowN(now, n int64) ratelimit.Decision { return r.g.AllowN(&r.state.s, now, n) }
-func (r *bucketRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+func (r *bucketRate) AllowNShard(_ uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin) {
 	return r.g.AllowN(&r.state.s, now, n), 0
 }
 func (r *bucketRate) RefundTo(_ ratelimit.Origin, now, n int64) { r.g.Refund(&r.state.s, now, n) }
@@ -145,8 +148,8 @@ func (r *bucketRate) adopt(old localRate, now int64) bool {
 type shardedBucketRate struct{ b *ratelimit.ShardedBucket }
 
 func (r *shardedBucketRate) AllowN(now, n int64) ratelimit.Decision { return r.b.AllowN(now, n) }
-func (r *shardedBucketRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
-	return r.b.AllowNOrigin(now, n)
+func (r *shardedBucketRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return r.b.AllowNShard(i, now, n)
 }
 func (r *shardedBucketRate) RefundTo(o ratelimit.Origin, now, n int64) { r.b.RefundTo(o, now, n) }
 
@@ -184,8 +187,8 @@ func (r *shardedBucketRate) adopt(old localRate, now int64) bool {
 type shardedRate struct{ w *ratelimit.ShardedWindow }
 
 func (r *shardedRate) AllowN(now, n int64) ratelimit.Decision { return r.w.AllowN(now, n) }
-func (r *shardedRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
-	return r.w.AllowN(now, n), 0
+func (r *shardedRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	return r.w.AllowNShard(i, now, n), 0
 }
 
 // RefundTo gives n back to the window's central word, which every shard
@@ -247,8 +250,15 @@ func (c *calendarRate) AllowN(now, n int64) ratelimit.Decision {
 	return c.clock.Decision(now, at, rd)
 }
 
-func (c *calendarRate) AllowNOrigin(now, n int64) (ratelimit.Decision, ratelimit.Origin) {
-	return c.AllowN(now, n), 0
+func (c *calendarRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin) {
+	at := c.clock.At(now)
+	var rd ratelimit.Decision
+	if w, ok := c.rate.(*shardedRate); ok { // the usual global window: a direct call
+		rd = w.w.AllowNShard(i, at, n)
+	} else {
+		rd, _ = c.rate.AllowNShard(i, at, n)
+	}
+	return c.clock.Decision(now, at, rd), 0
 }
 
 func (c *calendarRate) RefundTo(o ratelimit.Origin, now, n int64) {

@@ -113,14 +113,14 @@ type reserved struct {
 // attempt starts then anyway, so that is when it must have room). A rule
 // that cannot reserve (a sliding window or log, calendar months) or is in
 // dry-run is decided at once. It also says where the charge was taken
-// (localRate.AllowNOrigin): a rule that reserves is never sharded, so a
+// (localRate.AllowNShard): a rule that reserves is never sharded, so a
 // reservation's Origin is the zero one.
 func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) (ratelimit.Decision, ratelimit.Origin) {
 	if !r.canReserve || r.dry {
-		return r.rate.AllowNOrigin(a.now, a.cost)
+		return r.rate.AllowNShard(a.semShard, a.now, a.cost)
 	}
 	if a.wait == 0 {
-		rd, from := r.rate.AllowNOrigin(a.now, a.cost)
+		rd, from := r.rate.AllowNShard(a.semShard, a.now, a.cost)
 		if rd.Allowed() || r.waits == nil {
 			return rd, from
 		}
@@ -135,7 +135,7 @@ func (c *Controller) decideRate(ctx context.Context, a *ticket, r *rule, i int) 
 		}
 	}
 	if maxWait == 0 {
-		return r.rate.AllowNOrigin(a.now, a.cost)
+		return r.rate.AllowNShard(a.semShard, a.now, a.cost)
 	}
 	rv := r.rate.(reserver).reserve(a.now, a.cost, a.wait, maxWait)
 	if !rv.Allowed() || rv.Wait == 0 {

@@ -78,8 +78,8 @@ type counters struct {
 }
 
 func newCounters(n int) counters {
-	// Eight shards per P: an attempt's shard is drawn at random, so fewer
-	// would often put two Ps on one line.
+	// Eight shards per P: an attempt's shard comes from its ticket's
+	// number (see newTicket), and tickets move between Ps.
 	k := 1
 	for k < 8*runtime.GOMAXPROCS(0) && k < 256 {
 		k <<= 1

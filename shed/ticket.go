@@ -96,19 +96,44 @@ type ticket struct {
 	sems                []int
 	tokens              []adaptive.Token
 	adaptives           []int // the rules of tokens
-	leases              []store.Lease
-	active              bool
+	// The first backing arrays of rated, sems, tokens and adaptives,
+	// inside the ticket (see newTicket): as small allocations of their
+	// own, two Ps' tickets' arrays could share a cache line, which every
+	// decision writes. With them, counters shared at random and sharded
+	// rates' shards picked from stacks, a Global cap's parallel Decide
+	// took 72-173 ns in about one process in six, 36 ns in the others;
+	// with all three gone, 36-41 ns in each of 32.
+	ratedBuf    [4]charge
+	semsBuf     [4]int
+	tokensBuf   [2]adaptive.Token
+	adaptiveBuf [2]int
+	leases      []store.Lease
+	active      bool
 
 	w    statusWriter // the middleware's
 	slab headerSlab   // the middleware's header values
 }
 
 // charge is a Global rate rule that an attempt charged: its index in the
-// set's rules, and where its rate took the units (localRate.AllowNOrigin),
+// set's rules, and where its rate took the units (localRate.AllowNShard),
 // so that a refund gives them back there and nowhere else.
 type charge struct {
 	rule int
 	from ratelimit.Origin
+}
+
+// newTicket returns a fresh ticket of c, its held lists backed by its own
+// arrays. Tickets are numbered as they are made, and take their counter
+// shard and semShard from the number: the tickets of different Ps, made
+// one after another, never share a counter shard while there are fewer
+// Ps than shards (drawn at random, two Ps' tickets shared one in one
+// process of sixteen, and both Ps then wrote its lines on every decision).
+func (c *Controller) newTicket() *ticket {
+	n := c.nTick.Add(1)
+	shard := int(n % uint64(len(c.ctr.shards)))
+	a := &ticket{c: c, shard: shard, ctr: (*[nGlobal]atomic.Int64)(c.ctr.shards[shard]), semShard: n, buf: make([]byte, 0, 256)}
+	a.rated, a.sems, a.tokens, a.adaptives = a.ratedBuf[:0], a.semsBuf[:0], a.tokensBuf[:0], a.adaptiveBuf[:0]
+	return a
 }
 
 func (c *Controller) get() *ticket { return c.pool.Get().(*ticket) }
