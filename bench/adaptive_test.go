@@ -96,8 +96,8 @@ func BenchmarkAdaptiveAcquireDone(b *testing.B) {
 		b.Run(impl.name+"/parallel", func(b *testing.B) {
 			op := impl.new(b)
 			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
+			inParallel(b, 1, func(_, n int) {
+				for range n {
 					op()
 				}
 			})

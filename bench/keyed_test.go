@@ -212,35 +212,19 @@ func BenchmarkKeyed1e6Allow(b *testing.B) {
 						}
 					}
 				} else {
-					// GOMAXPROCS goroutines, b.N split among them up front.
-					// Not RunParallel: its workers take iterations from one
-					// shared counter, in grains sized from the probe run of
-					// b.N = 1 (-benchtime Nx, as cmd/compare runs this), so
-					// a few iterations a grain: every grain was an atomic
-					// add on a line both cores write, in each
-					// implementation's figure alike.
-					procs := runtime.GOMAXPROCS(0)
-					var wg sync.WaitGroup
-					for p := range procs {
-						n := b.N / procs
-						if p < b.N%procs {
-							n++
-						}
-						wg.Go(func() {
-							allow := allower()
-							i := (p + 1) * (keyedKeys / 7) % keyedKeys
-							for range n {
-								if !allow(keys[i]) {
-									b.Error("rejected below the limit")
-									return
-								}
-								if i++; i == keyedKeys {
-									i = 0
-								}
+					inParallel(b, 1, func(w, n int) {
+						allow := allower()
+						i := (w + 1) * (keyedKeys / 7) % keyedKeys
+						for range n {
+							if !allow(keys[i]) {
+								b.Error("rejected below the limit")
+								return
 							}
-						})
-					}
-					wg.Wait()
+							if i++; i == keyedKeys {
+								i = 0
+							}
+						}
+					})
 				}
 				b.StopTimer()
 				// CPU time per decision, all threads and the GC included: on

@@ -225,9 +225,9 @@ func serveAllOK(b *testing.B, h http.Handler, reqs []*http.Request) {
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
+	inParallel(b, 1, func(_, n int) {
 		i := rand.IntN(len(reqs))
-		for pb.Next() {
+		for range n {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, reqs[i])
 			if w.Code != http.StatusOK {

@@ -58,9 +58,9 @@ func BenchmarkPenaltyCheck(b *testing.B) {
 			})
 			b.Run(impl.name+"/keys="+strconv.Itoa(n)+"/parallel", func(b *testing.B) {
 				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
+				inParallel(b, 1, func(_, count int) {
 					i := 0
-					for pb.Next() {
+					for range count {
 						if !impl.check(keys[i]) {
 							b.Error("not blocked")
 							return

@@ -81,10 +81,9 @@ func BenchmarkQueueHandoff(b *testing.B) {
 			acquire, release, done := impl.new(b)
 			defer done()
 			b.ReportAllocs()
-			b.SetParallelism(8)
-			b.RunParallel(func(pb *testing.PB) {
+			inParallel(b, 8, func(_, n int) {
 				var sink int
-				for pb.Next() {
+				for range n {
 					if err := acquire(); err != nil {
 						b.Error(err)
 						return

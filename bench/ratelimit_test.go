@@ -84,9 +84,9 @@ func BenchmarkTokenBucketAllow(b *testing.B) {
 			allow, check := impl.new(b)
 			var rejected atomic.Int64
 			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
+			inParallel(b, 1, func(_, n int) {
 				var elapsed, miss int64
-				for pb.Next() {
+				for range n {
 					elapsed++
 					if !allow(elapsed) {
 						miss++

@@ -61,8 +61,8 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		b.Run(impl.name+"/parallel", func(b *testing.B) {
 			acquire, release := impl.new()
 			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
+			inParallel(b, 1, func(_, n int) {
+				for range n {
 					if !acquire() {
 						b.Error("rejected below the limit")
 						return

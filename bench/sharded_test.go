@@ -121,7 +121,7 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 // concurrency rules: shed decides a Global Concurrency rule without a queue
 // on the sharded semaphore from 8 permits a shard (64 at GOMAXPROCS 2, 512
 // at 16), so the first is sharded and the second, below any of those, is
-// not; neither is reached by RunParallel's GOMAXPROCS goroutines up to 32.
+// not; neither is reached by the GOMAXPROCS goroutines of its parallel case up to 32.
 const concurrencyCap, singleWordCap = 1 << 20, 32
 
 // shedDecide returns an admission through Controller.Decide under the one
@@ -139,7 +139,7 @@ func shedDecide(b *testing.B, r shed.Rule) (func() bool, func()) {
 	}, func() { _ = c.Close() }
 }
 
-// belowCap runs allow serially as name/serial and under RunParallel as
+// belowCap runs allow serially as name/serial and in parallel (inParallel) as
 // name/parallel, each on a fresh instance from mk (done when the
 // sub-benchmark ends), and fails on a rejection: the caps are never reached.
 func belowCap(b *testing.B, name string, mk func(b *testing.B) (allow func() bool, done func())) {
@@ -157,8 +157,8 @@ func belowCap(b *testing.B, name string, mk func(b *testing.B) (allow func() boo
 		allow, done := mk(b)
 		defer done()
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
+		inParallel(b, 1, func(_, n int) {
+			for range n {
 				if !allow() {
 					b.Error("rejected below the cap")
 					return
