@@ -226,8 +226,9 @@ type Rule struct {
 	// A known limit of the TokenBucket: a request done after its bucket
 	// has refilled what it took, and admitted others, gives back a slot
 	// those others already used, so the bucket can then admit up to that
-	// request's cost more at once than its burst (a burst of 2, a success
-	// at 0 done after a failure at 1 s: three failures at 1 s). Windows
+	// request's cost more at once than its burst (a burst of 2 refilled
+	// 1 a second, a success at 0 done after a failure at 1 s: three
+	// failures admitted at 1 s). Windows
 	// give back in the window that counted the request and stay exact.
 	Count Count
 	// CGNATFactor multiplies an IP rule's Limit (and a token bucket's
