@@ -19,7 +19,11 @@ type discardWriter struct{ h http.Header }
 
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *discardWriter) WriteHeader(int)             {}
+
+// WriteString is net/http's own writer's (io.StringWriter), which
+// io.WriteString takes without copying the string.
+func (w *discardWriter) WriteString(s string) (int, error) { return len(s), nil }
+func (w *discardWriter) WriteHeader(int)                   {}
 
 func benchRules() []Rule {
 	return []Rule{
@@ -262,4 +266,35 @@ func BenchmarkMiddleware(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMiddlewareRejection serves requests that a full Global
+// concurrency rule sheds (503, the default problem+json body) through a
+// fresh httptest.ResponseRecorder: what saying no costs the middleware.
+func BenchmarkMiddlewareRejection(b *testing.B) {
+	c, err := New([]Rule{{Name: "inflight", Algorithm: Concurrency, Limit: 1}}, quiet())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	hold := make(chan struct{})
+	entered := make(chan struct{})
+	h := c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			close(entered)
+			<-hold
+		}
+	}))
+	go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/hold", nil))
+	<-entered
+	req := httptest.NewRequest("GET", "/", nil)
+	req.RemoteAddr = "10.0.0.1:4000"
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusServiceUnavailable {
+			b.Fatal(w.Code)
+		}
+	}
+	close(hold)
 }

@@ -1,8 +1,8 @@
 package shed
 
 import (
+	"io"
 	"net/http"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -210,6 +210,35 @@ const (
 	problemAbuse    = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 )
 
+// The problem documents of the three types, up to and without the
+// closing brace, and whole (naming no policy). Their strings are
+// printable ASCII without a quote or a backslash, so each is its own JSON
+// string: the documents are constants (TestProblemDocumentsAreJSON).
+const (
+	docQuota = `{"type":"` + problemQuota + `","title":"Request quota exceeded","status":429,` +
+		`"detail":"The client has used up a quota of this service; retry after the time given by Retry-After."`
+	docAbuse = `{"type":"` + problemAbuse + `","title":"Abnormal usage detected","status":429,` +
+		`"detail":"The client is temporarily blocked after repeated violations; retry after the time given by Retry-After."`
+	docCapacity = `{"type":"` + problemCapacity + `","title":"Temporarily reduced capacity","status":503,` +
+		`"detail":"The service is shedding load to protect itself; retry after the time given by Retry-After."`
+	wholeQuota    = docQuota + "}\n"
+	wholeAbuse    = docAbuse + "}\n"
+	wholeCapacity = docCapacity + "}\n"
+)
+
+// problemDoc returns the problem document of a rejection of kind k: its
+// start (for a document that names a policy) and the whole constant one.
+// A kind that is no rejection (Admitted) gets the 503's.
+func problemDoc(k Kind) (start, whole string) {
+	switch k {
+	case OverLimit:
+		return docQuota, wholeQuota
+	case Penalized:
+		return docAbuse, wholeAbuse
+	}
+	return docCapacity, wholeCapacity
+}
+
 // WriteRejection answers a rejected request: the status of d.Kind (429 or
 // 503) and an application/problem+json body (RFC 9457) of the draft's
 // problem type: quota-exceeded naming the violated policy,
@@ -220,46 +249,23 @@ func (d Decision) WriteRejection(w http.ResponseWriter) {
 	h := w.Header()
 	h[hContentType] = []string{"application/problem+json"}
 	h[hNoSniff] = []string{"nosniff"}
-	var body []byte
 	if d.Kind == OverLimit && d.plan != nil && d.rule >= 0 && d.plan.rules[d.rule].Name == d.Rule {
-		body = d.plan.rules[d.rule].problem
-	} else {
-		body = problemBody(d, "")
+		w.WriteHeader(d.Kind.StatusCode())
+		_, _ = w.Write(d.plan.rules[d.rule].problem)
+		return
 	}
+	_, whole := problemDoc(d.Kind)
 	w.WriteHeader(d.Kind.StatusCode())
-	_, _ = w.Write(body)
+	_, _ = io.WriteString(w, whole)
 }
 
-// problemBody returns the problem document of a rejection of kind d.Kind,
-// naming policy (a rule name, printable ASCII) when it is not "".
-func problemBody(d Decision, policy string) []byte {
-	var typ, title, detail string
-	switch d.Kind {
-	case OverLimit:
-		typ, title, detail = problemQuota, "Request quota exceeded", "The client has used up a quota of this service; retry after the time given by Retry-After."
-	case Penalized:
-		typ, title, detail = problemAbuse, "Abnormal usage detected", "The client is temporarily blocked after repeated violations; retry after the time given by Retry-After."
-	default:
-		typ, title, detail = problemCapacity, "Temporarily reduced capacity", "The service is shedding load to protect itself; retry after the time given by Retry-After."
-	}
-	status := d.Kind.StatusCode()
-	if d.Kind == Admitted {
-		status = http.StatusServiceUnavailable
-	}
-	b := []byte(`{"type":`)
-	b = strconv.AppendQuote(b, typ)
-	b = append(b, `,"title":`...)
-	b = strconv.AppendQuote(b, title)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(status), 10)
-	b = append(b, `,"detail":`...)
-	b = strconv.AppendQuote(b, detail)
-	if policy != "" {
-		b = append(b, `,"violated-policies":[`...)
-		// policy is printable ASCII, for which a JSON string and a
-		// Structured Field String escape alike (see sfv.AppendString).
-		b = sfv.AppendString(b, policy)
-		b = append(b, ']')
-	}
-	return append(b, "}\n"...)
+// problemBody returns the problem document of a rejection of kind
+// k naming policy (a rule name, printable ASCII).
+func problemBody(k Kind, policy string) []byte {
+	start, _ := problemDoc(k)
+	b := append([]byte(start), `,"violated-policies":[`...)
+	// policy is printable ASCII, for which a JSON string and a
+	// Structured Field String escape alike (see sfv.AppendString).
+	b = sfv.AppendString(b, policy)
+	return append(b, "]}\n"...)
 }

@@ -48,3 +48,19 @@ func TestSteadyHeadersAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyFreeRejectionWritesAConstantBody: a rejection whose problem
+// document names no policy (the server shedding load, a penalty, a quota
+// of no single rule) writes a constant body: nothing is allocated but the
+// two header values (Content-Type, X-Content-Type-Options). Building the
+// document per rejection, quoting its constant strings, cost some 20,000
+// instructions a 503, two thirds of all a rejection through a recorder.
+func TestPolicyFreeRejectionWritesAConstantBody(t *testing.T) {
+	w := &discardWriter{h: http.Header{}}
+	for _, k := range []Kind{Shedding, Penalized, OverLimit} {
+		d := Decision{Kind: k, rule: -1}
+		if n := testing.AllocsPerRun(100, func() { clear(w.h); d.WriteRejection(w) }); n > 2 {
+			t.Errorf("%v: %v allocations per rejection, want the 2 header values", k, n)
+		}
+	}
+}

@@ -126,3 +126,41 @@ func equalHeaders(a, b http.Header) bool {
 	}
 	return true
 }
+
+// TestProblemDocumentsAreJSON: the constant problem documents are the
+// JSON that quoting their strings gives (strconv.AppendQuote, as they were
+// built per rejection before), whole and naming a policy, for every kind.
+func TestProblemDocumentsAreJSON(t *testing.T) {
+	quoted := func(k Kind, typ, title, detail, policy string) string {
+		status := k.StatusCode()
+		if k == Admitted {
+			status = http.StatusServiceUnavailable
+		}
+		b := strconv.AppendQuote([]byte(`{"type":`), typ)
+		b = strconv.AppendQuote(append(b, `,"title":`...), title)
+		b = strconv.AppendInt(append(b, `,"status":`...), int64(status), 10)
+		b = strconv.AppendQuote(append(b, `,"detail":`...), detail)
+		if policy != "" {
+			b = append(strconv.AppendQuote(append(b, `,"violated-policies":[`...), policy), ']')
+		}
+		return string(append(b, "}\n"...))
+	}
+	for _, tc := range []struct {
+		k                  Kind
+		typ, title, detail string
+	}{
+		{OverLimit, problemQuota, "Request quota exceeded", "The client has used up a quota of this service; retry after the time given by Retry-After."},
+		{Penalized, problemAbuse, "Abnormal usage detected", "The client is temporarily blocked after repeated violations; retry after the time given by Retry-After."},
+		{Shedding, problemCapacity, "Temporarily reduced capacity", "The service is shedding load to protect itself; retry after the time given by Retry-After."},
+		{Admitted, problemCapacity, "Temporarily reduced capacity", "The service is shedding load to protect itself; retry after the time given by Retry-After."},
+	} {
+		if _, whole := problemDoc(tc.k); whole != quoted(tc.k, tc.typ, tc.title, tc.detail, "") {
+			t.Errorf("%v: %q, want %q", tc.k, whole, quoted(tc.k, tc.typ, tc.title, tc.detail, ""))
+		}
+		for _, policy := range []string{"burst", "per-ip daily"} {
+			if got, want := string(problemBody(tc.k, policy)), quoted(tc.k, tc.typ, tc.title, tc.detail, policy); got != want {
+				t.Errorf("%v naming %q: %q, want %q", tc.k, policy, got, want)
+			}
+		}
+	}
+}

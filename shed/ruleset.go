@@ -323,7 +323,7 @@ func (c *Controller) build(dst *rule, r Rule, dryAll bool, names map[string]bool
 		dst.softAt = int64(math.Ceil(r.softLimit() * float64(r.Limit)))
 		dst.limitV = []string{fmt.Sprint(r.Limit)}
 		dst.itemPrefix = append(sfv.AppendString(nil, r.Name), ";r="...)
-		dst.problem = problemBody(Decision{Kind: OverLimit}, r.Name)
+		dst.problem = problemBody(OverLimit, r.Name)
 	}
 	if (r.Algorithm == FixedWindow || r.Algorithm == SlidingWindow) && r.Calendar.Months == 0 {
 		dst.early = int64(r.Window) // months differ in length: no early warnings
