@@ -239,15 +239,11 @@ type calendarRate struct {
 	clock store.WindowClock
 }
 
+// AllowN serves peeks and reloads; decisions take AllowNShard, which has
+// the direct call to the usual global window.
 func (c *calendarRate) AllowN(now, n int64) ratelimit.Decision {
 	at := c.clock.At(now)
-	var rd ratelimit.Decision
-	if w, ok := c.rate.(*shardedRate); ok { // the usual global window: a direct call
-		rd = w.w.AllowN(at, n)
-	} else {
-		rd = c.rate.AllowN(at, n)
-	}
-	return c.clock.Decision(now, at, rd)
+	return c.clock.Decision(now, at, c.rate.AllowN(at, n))
 }
 
 func (c *calendarRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decision, ratelimit.Origin) {

@@ -228,8 +228,8 @@ type Rule struct {
 	// those others already used, so the bucket can then admit up to that
 	// request's cost more at once than its burst (a burst of 2 refilled
 	// 1 a second, a success at 0 done after a failure at 1 s: three
-	// failures admitted at 1 s). Windows
-	// give back in the window that counted the request and stay exact.
+	// failures admitted at 1 s). Windows give back in the window that
+	// counted the request and stay exact.
 	Count Count
 	// CGNATFactor multiplies an IP rule's Limit (and a token bucket's
 	// refill) for a client address in a carrier-grade NAT range
