@@ -149,6 +149,12 @@ func (g *GCRA) outOfRange(s *GCRAState, now, n int64) Decision {
 // now) it gives nothing back: a token returned then would let a newcomer take
 // a slot before a waiter's, so the waiter's would start early. Refund(0)
 // does nothing; a negative n panics.
+//
+// Its limit: a refund at the admission's own now (the all-or-nothing case)
+// is exact, but one that comes later, after the bucket refilled those
+// tokens and other admissions took them (a rule that counts only failures
+// refunds a success when the request ends), gives them a second use: up to
+// n tokens beyond the bound, once. RefundLate narrows that.
 func (g *GCRA) Refund(s *GCRAState, now, n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -156,7 +162,41 @@ func (g *GCRA) Refund(s *GCRAState, now, n int64) {
 		}
 		return
 	}
-	back := min(n, g.burst) * g.interval
+	g.refund(s, now, min(n, g.burst)*g.interval)
+}
+
+// RefundLate is Refund(s, at, n) for a refund that comes at now, after
+// the admission at at: it gives back only what the n tokens still weigh
+// at now, the part of them the bucket has not refilled by then. until is
+// the instant the admission left the bucket paid off at (at plus its
+// Decision's ResetAfter); its tokens were the last n of the debt then, so
+// by now all but the last until-now ns of them have come back by
+// themselves. A refund that comes once the bucket refilled them gives
+// nothing, so the admissions made since keep the tokens they took; one at
+// the admission's own now is Refund's. It never gives back more than
+// Refund(s, at, n) would.
+//
+// Its limit: until is where the admission's tokens ended when it was
+// made; a refund of an earlier admission since moves them earlier, and the
+// state does not say by how much. So after refunds of earlier admissions,
+// RefundLate can still give tokens a second use, up to what those refunds
+// moved and at most n; without them (or with every refund at its
+// admission's now) the bound holds exactly. RefundLate(s, at, now, 0,
+// until) does nothing; a negative n panics.
+func (g *GCRA) RefundLate(s *GCRAState, at, now, n, until int64) {
+	if n <= 0 {
+		if n < 0 {
+			panic("ratelimit: GCRA.RefundLate with negative n")
+		}
+		return
+	}
+	if back := min(min(n, g.burst)*g.interval, until-now); back > 0 {
+		g.refund(s, at, back)
+	}
+}
+
+// refund takes back ns of debt off s at now, clamped at full.
+func (g *GCRA) refund(s *GCRAState, now, back int64) {
 	for {
 		tat := s.tat.Load()
 		if tat <= now || tat-g.tau > now {
@@ -214,3 +254,9 @@ func (b *TokenBucket) Allow() Decision { return b.gcra.AllowN(&b.state, clock.No
 
 // Refund gives back n tokens taken earlier; see GCRA.Refund.
 func (b *TokenBucket) Refund(now, n int64) { b.gcra.Refund(&b.state, now, n) }
+
+// RefundLate gives back, at now, what n tokens taken at at still weigh;
+// see GCRA.RefundLate.
+func (b *TokenBucket) RefundLate(at, now, n, until int64) {
+	b.gcra.RefundLate(&b.state, at, now, n, until)
+}

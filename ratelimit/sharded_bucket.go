@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -307,20 +308,44 @@ func (b *ShardedBucket) RefundTo(o Origin, now, n int64) {
 	if uint64(o) > b.mask+1 {
 		panic("ratelimit: ShardedBucket.RefundTo with an Origin of another bucket")
 	}
-	b.refundShard(uint64(o)-1, now, n)
+	b.refundShard(uint64(o)-1, now, n, math.MaxInt64)
+}
+
+// RefundLateTo is RefundTo(o, at, n) for a refund that comes at now, after
+// the admission at at whose Origin is o: it gives o's shard back only what
+// the n tokens still weigh there at now, as GCRA.RefundLate does on one
+// bucket, with its limit (until is at plus the admission's ResetAfter,
+// which for an admission from one shard is that shard's). A refund to the
+// zero Origin is dropped; RefundLateTo(o, at, now, 0, until) does nothing;
+// a negative n, or an Origin that is not one of this bucket's shards,
+// panics. It takes no lock and allocates nothing.
+func (b *ShardedBucket) RefundLateTo(o Origin, at, now, n, until int64) {
+	if n <= 0 || o == 0 {
+		if n < 0 {
+			panic("ratelimit: ShardedBucket.RefundLateTo with negative n")
+		}
+		return
+	}
+	if uint64(o) > b.mask+1 {
+		panic("ratelimit: ShardedBucket.RefundLateTo with an Origin of another bucket")
+	}
+	if owed := until - now; owed > 0 {
+		b.refundShard(uint64(o)-1, at, n, owed)
+	}
 }
 
 // refundFrom is Refund for a caller whose shard is home; n > 0.
 func (b *ShardedBucket) refundFrom(home uint64, now, n int64) {
 	for i := uint64(0); i <= b.mask && n > 0; i++ {
 		j := (home + i) & b.mask
-		n -= b.refundShard(j, now, n)
+		n -= b.refundShard(j, now, n, math.MaxInt64)
 	}
 }
 
-// refundShard gives shard j up to n tokens at now and returns how many it
-// took: the whole tokens it lacked, at most n.
-func (b *ShardedBucket) refundShard(j uint64, now, n int64) int64 {
+// refundShard gives shard j up to n tokens at now, and at most most ns of
+// debt, and returns how many tokens it took: the whole tokens it lacked,
+// at most n.
+func (b *ShardedBucket) refundShard(j uint64, now, n, most int64) int64 {
 	g, s := b.gcra(j), &b.shards[j].s
 	for {
 		tat := s.tat.Load()
@@ -331,7 +356,7 @@ func (b *ShardedBucket) refundShard(j uint64, now, n int64) int64 {
 		lack := (tat - now + g.interval - 1) / g.interval
 		give := min(n, lack)
 		// CAS tat -> tat - give·interval, clamped at now (exactly full).
-		if s.tat.CompareAndSwap(tat, max(tat-give*g.interval, now)) {
+		if s.tat.CompareAndSwap(tat, max(tat-min(give*g.interval, most), now)) {
 			return give
 		}
 	}

@@ -346,12 +346,19 @@ func (l *SlidingLog) AllowN(s *SlidingLogState, now, n int64) Decision {
 	}
 }
 
-// Refund gives back n admissions made earlier: it marks the oldest
-// admissions that still count at now (up to n) as refunded, so that they
-// stop counting once now reaches their time; with a non-decreasing clock
-// that is at once. It never frees more than a fresh state holds. A refund
-// racing with admissions on the same key may be lost (the state then stays
-// stricter, never looser). Refund(0) does nothing; a negative n panics.
+// Refund gives back n admissions made at now or before it: it marks the
+// oldest of those that still count at now (up to n) as refunded, so that
+// they stop counting (the oldest, so that the slot the next admission
+// takes is free at once). now is the instant of the admission refunded:
+// for a refund at its own now (a later limit rejected the request) the
+// latest instant, and for one that comes later (a rule that counts only
+// failures learns that one succeeded) still the admission's, so that it
+// marks that admission's entries or older ones, never one made since (an
+// older entry stops counting no later than the admission's would). An
+// admission whose entries have expired has nothing to give back. It never
+// frees more than a fresh state holds. A refund racing with admissions on
+// the same key may be lost (the state then stays stricter, never looser).
+// Refund(0) does nothing; a negative n panics.
 func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -370,8 +377,8 @@ func (l *SlidingLog) Refund(s *SlidingLogState, now, n int64) {
 		if slot.seq.Load() != want { // refunded already, or not published
 			continue
 		}
-		if slot.ts.Load()+l.window <= now {
-			continue // no longer counts
+		if ts := slot.ts.Load(); ts > now || ts+l.window <= now {
+			continue // made since, or no longer counts
 		}
 		// The CAS fails if the entry was refunded meanwhile or a writer of
 		// admission c+limit has started on the slot.

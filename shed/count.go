@@ -61,7 +61,8 @@ func (k Count) counts(status int) bool {
 func (c *Controller) refundUncounted(a *ticket, now int64, status int) {
 	for _, ch := range a.rated {
 		if r := &a.set.rules[ch.rule]; !r.Count.counts(status) {
-			r.rate.RefundTo(ch.from, a.now, a.charged) // at the admission: to the window or shard that counted it
+			// To the window or shard that counted it, what it still weighs.
+			r.rate.RefundLate(ch.from, a.now, now, a.charged, ch.until)
 			r.ctr.add(a.shard, rRefunded, 1)
 		}
 	}

@@ -168,7 +168,7 @@ func (c *Controller) tookRate(a *ticket, d *Decision, r *rule, i int, rd ratelim
 		c.rejectBy(a, d, i, rd)
 		return false
 	}
-	a.rated = append(a.rated, charge{i, o})
+	a.rated = append(a.rated, charge{i, o, a.now + int64(rd.ResetAfter)})
 	c.consider(d, i, rd)
 	if r.early > 0 {
 		c.earlyCheck(a, r, "", rd)
@@ -261,7 +261,7 @@ func (c *Controller) decideLone(a *ticket, r *rule, i int, d *Decision) {
 	}
 	switch {
 	case rd.Allowed():
-		a.rated = append(a.rated, charge{i, from})
+		a.rated = append(a.rated, charge{i, from, a.now + int64(rd.ResetAfter)})
 		d.rule, d.Limit, d.Remaining, d.Reset, d.Rule = i, rd.Limit, rd.Remaining, rd.ResetAfter, r.Name
 		if rd.Limit-rd.Remaining >= r.softAt {
 			d.Warning, d.WarningRule = true, r.Name

@@ -946,6 +946,84 @@ func TestLoginCountsOnlyFailures(t *testing.T) {
 	}
 }
 
+// TestLateSuccessNeverFreesALaterFailure: under a sliding log that counts
+// only failures, a success that ends long after it was admitted (the log
+// has let it expire, and failures have filled the log since) gives back
+// nothing: no failure's slot is freed, the limit of failures holds.
+func TestLateSuccessNeverFreesALaterFailure(t *testing.T) {
+	for _, global := range []bool{false, true} {
+		t.Run(fmt.Sprint("global=", global), func(t *testing.T) {
+			rule := Rule{Name: "login", Identity: User, Algorithm: SlidingLog, Limit: 2, Window: time.Minute,
+				Count: CountAuthFailures}
+			if global {
+				rule.Identity = Global
+			}
+			c, _, clk := newTest(t, []Rule{rule})
+			attempt := Attempt{User: "alice"}
+			try := func() (Decision, Token) {
+				d, tok, err := c.Decide(context.Background(), attempt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d, tok
+			}
+			_, slow := try() // a login that succeeds, slowly
+			clk.add(time.Minute + time.Second)
+			for i := range 2 {
+				d, tok := try()
+				if !d.Allowed {
+					t.Fatalf("failure %d of 2 in a fresh window: rejected", i+1)
+				}
+				tok.DoneStatus(http.StatusUnauthorized)
+			}
+			slow.DoneStatus(http.StatusOK)
+			if d, _ := try(); d.Allowed {
+				t.Fatal("a third failure in the window admitted: the late success freed a later failure's slot")
+			}
+		})
+	}
+}
+
+// TestLateSuccessGivesBackOnlyWhatItStillWeighs: under a token bucket
+// that counts only failures (a burst of 2 refilled 1 a second), a success
+// admitted at 0 and done after a failure at 1 s gives back nothing, since
+// the bucket refilled its token at 1 s: two failures at 1 s, never three.
+func TestLateSuccessGivesBackOnlyWhatItStillWeighs(t *testing.T) {
+	for _, global := range []bool{false, true} {
+		t.Run(fmt.Sprint("global=", global), func(t *testing.T) {
+			rule := Rule{Name: "login", Identity: User, Algorithm: TokenBucket, Limit: 2,
+				Rate: ratelimit.Per(1, time.Second), Count: CountAuthFailures}
+			if global {
+				rule.Identity = Global
+			}
+			c, _, clk := newTest(t, []Rule{rule})
+			try := func() (Decision, Token) {
+				d, tok, err := c.Decide(context.Background(), Attempt{User: "alice"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d, tok
+			}
+			_, slow := try() // a login that succeeds, slowly
+			clk.add(time.Second)
+			d, tok := try()
+			if !d.Allowed {
+				t.Fatal("a failure a second later: rejected")
+			}
+			tok.DoneStatus(http.StatusUnauthorized)
+			slow.DoneStatus(http.StatusOK)
+			if d, tok := try(); !d.Allowed {
+				t.Fatal("a second failure at 1 s: rejected")
+			} else {
+				tok.DoneStatus(http.StatusUnauthorized)
+			}
+			if d, _ := try(); d.Allowed {
+				t.Fatal("a third failure at 1 s admitted: the late success gave back a token the bucket had refilled")
+			}
+		})
+	}
+}
+
 // TestLLMTokenBudget: a per-tenant daily token budget charged from what the
 // upstream reported: the estimate is charged up front, the difference
 // charged or given back after the work, and a budget spent by in-flight

@@ -23,6 +23,13 @@ type localRate interface {
 	// several shards) is dropped, as ratelimit.ShardedBucket.RefundTo
 	// says; every other rate ignores o.
 	RefundTo(o ratelimit.Origin, now, n int64)
+	// RefundLate is RefundTo(o, at, n) for a refund at now, after the
+	// charge at at (Rule.Count at the end of a request): a bucket gives
+	// back only what the n still weigh at now (until: at plus the charge's
+	// ResetAfter; ratelimit.GCRA.RefundLate, with its limit); a window or
+	// log is RefundTo's, which already never reaches what was counted
+	// since.
+	RefundLate(o ratelimit.Origin, at, now, n, until int64)
 	// adopt makes this rate, just built for a changed rule, count on the
 	// state of old, the rate of the rule it replaces, so that the usage
 	// carries over (Reload keeps what was counted). It reports false,
@@ -73,6 +80,8 @@ func (r *stateRate[S, A]) RefundTo(_ ratelimit.Origin, now, n int64) {
 	r.algo.Refund(&r.state.s, now, n)
 }
 
+func (r *stateRate[S, A]) RefundLate(o ratelimit.Origin, at, _, n, _ int64) { r.RefundTo(o, at, n) }
+
 func (r *stateRate[S, A]) adopt(old localRate, now int64) bool {
 	if o, ok := old.(*shardedRate); ok {
 		// A fixed window whose limit grew past a ShardedWindow's.
@@ -103,6 +112,9 @@ func (r *bucketRate) AllowNShard(_ uint64, now, n int64) (ratelimit.Decision, ra
 	return r.g.AllowN(&r.state.s, now, n), 0
 }
 func (r *bucketRate) RefundTo(_ ratelimit.Origin, now, n int64) { r.g.Refund(&r.state.s, now, n) }
+func (r *bucketRate) RefundLate(_ ratelimit.Origin, at, now, n, until int64) {
+	r.g.RefundLate(&r.state.s, at, now, n, until)
+}
 
 // adopt takes over old's state when the rate is the same; otherwise it
 // charges its fresh state with the tokens old's bucket owes at now,
@@ -152,6 +164,9 @@ func (r *shardedBucketRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decis
 	return r.b.AllowNShard(i, now, n)
 }
 func (r *shardedBucketRate) RefundTo(o ratelimit.Origin, now, n int64) { r.b.RefundTo(o, now, n) }
+func (r *shardedBucketRate) RefundLate(o ratelimit.Origin, at, now, n, until int64) {
+	r.b.RefundLateTo(o, at, now, n, until)
+}
 
 // adopt takes over old's bucket when rate, burst and shards are the same;
 // otherwise it takes from its fresh bucket the tokens old owes at now (its
@@ -193,7 +208,8 @@ func (r *shardedRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decision, r
 
 // RefundTo gives n back to the window's central word, which every shard
 // counts (ratelimit.ShardedWindow.Refund): a window has no Origin.
-func (r *shardedRate) RefundTo(_ ratelimit.Origin, now, n int64) { r.w.Refund(now, n) }
+func (r *shardedRate) RefundTo(_ ratelimit.Origin, now, n int64)        { r.w.Refund(now, n) }
+func (r *shardedRate) RefundLate(o ratelimit.Origin, at, _, n, _ int64) { r.RefundTo(o, at, n) }
 
 // adopt takes over old's window when the limit is the same; otherwise (or
 // from a single-word fixed window of the same length, the form of limits
@@ -260,6 +276,10 @@ func (c *calendarRate) AllowNShard(i uint64, now, n int64) (ratelimit.Decision, 
 func (c *calendarRate) RefundTo(o ratelimit.Origin, now, n int64) {
 	c.rate.RefundTo(o, c.clock.At(now), n)
 }
+
+// RefundLate is RefundTo: a calendar places windows, which give back in
+// the window that counted the charge.
+func (c *calendarRate) RefundLate(o ratelimit.Origin, at, _, n, _ int64) { c.RefundTo(o, at, n) }
 
 func (c *calendarRate) adopt(old localRate, now int64) bool {
 	o, ok := old.(*calendarRate)

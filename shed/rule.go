@@ -223,13 +223,15 @@ type Rule struct {
 	// CountAll (zero), or only failures of some kind, the others given
 	// back when the request is done (the middleware knows its status;
 	// Decide's callers tell it with Token.DoneStatus). Rate rules only.
-	// A known limit of the TokenBucket: a request done after its bucket
-	// has refilled what it took, and admitted others, gives back a slot
-	// those others already used, so the bucket can then admit up to that
-	// request's cost more at once than its burst (a burst of 2 refilled
-	// 1 a second, a success at 0 done after a failure at 1 s: three
-	// failures admitted at 1 s). Windows give back in the window that
-	// counted the request and stay exact.
+	// A TokenBucket gives back only what the request's tokens still weigh
+	// when it is done: nothing once the bucket has refilled them (a burst
+	// of 2 refilled 1 a second, a success at 0 done after a failure at
+	// 1 s: two failures admitted at 1 s, not three). Its known limit
+	// (ratelimit.GCRA.RefundLate): a request given back after requests
+	// admitted before it were given back can still return up to its cost
+	// more than the bucket holds. Windows give back in the window that
+	// counted the request, a SlidingLog never an entry made after it: they
+	// stay exact.
 	Count Count
 	// CGNATFactor multiplies an IP rule's Limit (and a token bucket's
 	// refill) for a client address in a carrier-grade NAT range

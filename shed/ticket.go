@@ -115,11 +115,14 @@ type ticket struct {
 }
 
 // charge is a Global rate rule that an attempt charged: its index in the
-// set's rules, and where its rate took the units (localRate.AllowNShard),
-// so that a refund gives them back there and nowhere else.
+// set's rules, where its rate took the units (localRate.AllowNShard), so
+// that a refund gives them back there and nowhere else, and when a bucket
+// had them paid off (the admission's now plus its ResetAfter), so that a
+// late refund gives back only what they still weigh (localRate.RefundLate).
 type charge struct {
-	rule int
-	from ratelimit.Origin
+	rule  int
+	from  ratelimit.Origin
+	until int64
 }
 
 // newTicket returns a fresh ticket of c, its held lists backed by its own

@@ -56,8 +56,11 @@ type memLimit interface {
 	// path, the other fields (zeroed, see HitResult.forget) when they
 	// apply.
 	decide(h *Hit, now int64, wait time.Duration, out *HitResult)
-	// undo gives back what decide charged for h (out is decide's outcome).
-	undo(h *Hit, now int64, out *HitResult)
+	// undo gives back what decide charged for h at now (out is decide's
+	// outcome), at late, the refund's instant: now for the all-or-nothing
+	// rollback, later for a refund after the work (a bucket then gives back
+	// only what the charge still weighs).
+	undo(h *Hit, now, late int64, out *HitResult)
 	// release gives a lease back; false when it was not held.
 	release(lease Lease, now int64) (bool, error)
 	stats() concurrency.TableStats
@@ -269,7 +272,7 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 			// All or nothing: give back what the earlier hits took, latest
 			// first.
 			for j := i - 1; j >= 0; j-- {
-				ls[hits[j].Limit-1].undo(&hits[j], now, &res.Hits[j])
+				ls[hits[j].Limit-1].undo(&hits[j], now, now, &res.Hits[j])
 			}
 			res.Allowed, res.Decider, res.N, res.Wait = false, i, i+1, 0
 			return nil

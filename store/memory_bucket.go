@@ -178,6 +178,13 @@ func (w *warpedBucket) Refund(s *ratelimit.GCRAState, now, n int64) {
 	w.g.Refund(s, w.clock.phi(now), n)
 }
 
+// RefundLate gives back at real time now what n tokens taken at real time
+// at, paid off at real time until, still weigh (ratelimit.GCRA.RefundLate
+// on the warped clock).
+func (w *warpedBucket) RefundLate(s *ratelimit.GCRAState, at, now, n, until int64) {
+	w.g.RefundLate(s, w.clock.phi(at), w.clock.phi(now), n, w.clock.phi(until))
+}
+
 // Recovered reports whether s is a full bucket at real time now.
 func (w *warpedBucket) Recovered(s *ratelimit.GCRAState, now int64) bool {
 	return w.g.Recovered(s, w.clock.phi(now))

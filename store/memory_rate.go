@@ -88,6 +88,13 @@ func withAlgo[S any, P interface {
 
 // reserveAlgo is a rate configuration that can reserve (a token bucket,
 // warped or not); the times and waits are the limit's own.
+// lateAlgo is a rate configuration whose refund after the work differs
+// from its refund at the admission: a token bucket's
+// (ratelimit.GCRA.RefundLate).
+type lateAlgo[S any] interface {
+	RefundLate(s *S, at, now, n, until int64)
+}
+
 type reserveAlgo[S any] interface {
 	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation
 	Cancel(s *S, now, n int64, r ratelimit.Reservation)
@@ -177,11 +184,12 @@ func (r *rateLimit[S, P, A]) allowN(s *S, now, n int64) ratelimit.Decision {
 	return r.algo.AllowN(s, now, n)
 }
 
-func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
+func (r *rateLimit[S, P, A]) undo(h *Hit, now, late int64, out *HitResult) {
 	if h.Cost == 0 {
 		return
 	}
-	now = r.b.clock.At(now)
+	until := now + int64(out.Decision.ResetAfter) // a bucket's: paid off then
+	now, late, until = r.b.clock.At(now), r.b.clock.At(late), r.b.clock.At(until)
 	st := &r.keys.shared
 	if out.Overflow {
 		if !r.share {
@@ -201,6 +209,10 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now int64, out *HitResult) {
 	if out.Wait > 0 {
 		rv := ratelimit.Reservation{Decision: out.Decision, Wait: out.Wait, End: out.Reserved}
 		any(r.algo).(reserveAlgo[S]).Cancel(st, now, h.Cost, rv)
+		return
+	}
+	if b, ok := any(r.algo).(lateAlgo[S]); ok && late > now {
+		b.RefundLate(st, now, late, h.Cost, until)
 		return
 	}
 	r.algo.Refund(st, now, h.Cost)
@@ -271,7 +283,7 @@ func (l *leaseTable) decide(h *Hit, now int64, _ time.Duration, out *HitResult) 
 	}
 }
 
-func (l *leaseTable) undo(_ *Hit, now int64, out *HitResult) {
+func (l *leaseTable) undo(_ *Hit, now, _ int64, out *HitResult) {
 	if out.Lease.Held() {
 		// Not held only if it expired at now already: a zero TTL cannot
 		// be registered, so this gives the permits back.

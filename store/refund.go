@@ -15,9 +15,13 @@ type Refunder interface {
 	// admitting decision charged) on the key's state, as of res.Now, the
 	// admitting decision's instant (Memory; a network store its own clock's
 	// reading of it): a window's count in the window that counted it,
-	// never a later one; a bucket's debt; a log's latest admission. A hit
-	// whose reservation is still pending (HitResult.Wait) is cancelled as
-	// of req.Now instead. res is that admitting decision's
+	// never a later one; a bucket's debt, only what the hit's tokens still
+	// weigh at req.Now (paid off at res.Now plus the hit's ResetAfter:
+	// ratelimit.GCRA.RefundLate, with its limit); a log's entries made at
+	// res.Now or before that still count, never an admission made since
+	// (a refund that comes after the admission expired frees nothing). A
+	// hit whose reservation is still pending (HitResult.Wait) is cancelled
+	// as of req.Now instead. res is that admitting decision's
 	// Result, so the store knows where each hit was counted (a key's own
 	// state or the shared overflow state). What a window no longer holds
 	// (it has rolled over) is not given back, and a Concurrency hit is
@@ -46,13 +50,14 @@ func (m *Memory) Refund(_ context.Context, req *Request, res *Result) error {
 		if l.registered().Algorithm == Concurrency {
 			continue
 		}
-		// A charge goes back as of its admission (res.Now: its window); a
-		// reservation still pending is cancelled as of now.
+		// A charge goes back as of its admission (res.Now: its window; a
+		// bucket only what it still weighs at req.Now); a reservation still
+		// pending is cancelled as of now.
 		at := res.Now
 		if res.Hits[i].Wait > 0 {
 			at = req.Now
 		}
-		l.undo(h, at, &res.Hits[i])
+		l.undo(h, at, max(at, req.Now), &res.Hits[i])
 	}
 	return nil
 }

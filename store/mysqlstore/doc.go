@@ -39,8 +39,11 @@
 // SKIP LOCKED); call it from a ticker. Reset forgets a key (an operator's
 // pardon), Refund gives back what an admitted decision charged (one more
 // CALL, under the same locks in the same order; a window's count in the
-// window that counted it; run Migrate again after upgrading: the refund
-// procedure takes the admission's instant), and Usage reads a key's
+// window that counted it; of a token bucket's debt only the part the
+// admission still owes when the refund comes, never the tokens refilled
+// since, which later admissions may be using; run Migrate again after
+// upgrading: the refund procedure takes the admission's instant and the
+// instant each bucket hit left its bucket full), and Usage reads a key's
 // use of its current window without charging it (a store.Usage). Update
 // changes a limit in place (its Limit; not a token bucket's rate).
 //

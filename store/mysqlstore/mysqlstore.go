@@ -170,7 +170,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 	if err := s.limits.Decision(req, res, &lim); err != nil {
 		return err
 	}
-	q := s.hitsQuery(s.decideSQL, req, &lim)
+	q := s.hitsQuery(s.decideSQL, req, &lim, nil)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	reply, err := s.queryRetryingDeadlocks(cctx, q)
@@ -185,10 +185,12 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, res *store.Resul
 
 // hitsQuery returns the statement that calls proc (decide's or refund's
 // "CALL name('") on req: the hits and the lock order as JSON string
-// literals, then the numbers of more, if any, as arguments of their own.
+// literals, then for a refund (admitted, the admitting result; nil for a
+// decision) its instant, a number, and the instant each hit's admission
+// left its token bucket full (sqlquota.PaidOff), a JSON string literal.
 // Names and keys travel in hex and numbers in decimal, so the literals
 // hold no quote or backslash whatever the input or SQL mode.
-func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*sqlquota.Limit, more ...int64) string {
+func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*sqlquota.Limit, admitted *store.Result) string {
 	var b strings.Builder
 	b.Grow(len(s.set) + len(proc) + 128*req.N)
 	b.WriteString(s.set)
@@ -228,9 +230,19 @@ func (s *Store) hitsQuery(proc string, req *store.Request, lim *[store.MaxHits]*
 		b.Write(strconv.AppendInt(num[:0], int64(j), 10))
 	}
 	b.WriteString("]'")
-	for _, v := range more {
+	if admitted != nil {
 		b.WriteString(", ")
-		b.Write(strconv.AppendInt(num[:0], v, 10))
+		b.Write(strconv.AppendInt(num[:0], admitted.Now, 10))
+		b.WriteString(", '[")
+		for i := range req.N {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('"')
+			b.Write(strconv.AppendInt(num[:0], sqlquota.PaidOff(admitted, i), 10))
+			b.WriteByte('"')
+		}
+		b.WriteString("]'")
 	}
 	b.WriteByte(')')
 	return b.String()
@@ -363,20 +375,22 @@ func (s *Store) Release(_ context.Context, lease store.Lease, _ int64) error {
 const (
 	errNoSuchTable     = 1146 // ER_NO_SUCH_TABLE
 	errNoSuchProcedure = 1305 // ER_SP_DOES_NOT_EXIST
+	errProcedureArgs   = 1318 // ER_SP_WRONG_NO_OF_ARGS: a procedure of a former version
 	errStatementTime   = 1969 // ER_STATEMENT_TIMEOUT
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
 )
 
 // failed maps the error of a call: the caller's ctx.Err() when its context
 // ended, and otherwise an error matching store.ErrUnavailable, with a hint
-// when the schema was never migrated or the server's deadline passed.
+// when the schema was never migrated (or not since an upgrade) or the
+// server's deadline passed.
 func (s *Store) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
 		switch me.Number {
-		case errNoSuchTable, errNoSuchProcedure:
+		case errNoSuchTable, errNoSuchProcedure, errProcedureArgs:
 			err = fmt.Errorf("mysqlstore: prefix %s is not migrated (call Migrate): %w", s.prefix, err)
 		case errStatementTime:
 			err = fmt.Errorf("mysqlstore: the server aborted the call after %v: %w", s.timeout, context.DeadlineExceeded)

@@ -291,13 +291,18 @@ END
 -- ;;
 -- refund gives back, for each hit of an admitted decision (req and ord as
 -- decide's), its cost on its state, under row locks taken in decide's
--- order: a token bucket's debt as of now (never below a full bucket), a
--- fixed window's count in the window that counted it, the one of at (the
--- admitting decision's now, Unix ns), while the row still holds that
--- window, never a later window's. No count goes below zero, and a state
--- with no row has nothing to give back. Returns the number of states
--- changed.
-CREATE OR REPLACE PROCEDURE @refund@(IN req LONGTEXT, IN ord LONGTEXT, IN at BIGINT)
+-- order. A token bucket gets back the part of the admission's debt it
+-- still owes at now: the admission left it paid off at untils[i] (a JSON
+-- array of one Unix ns per hit, as strings), so min(cost, limit)
+-- intervals, at most untils[i] - now; nothing once untils[i] has passed,
+-- nor while the debt exceeds the burst (tokens owed beyond empty); never
+-- fuller than full. A fixed window gets back its count in the window that
+-- counted it, the one of at (the admitting decision's now, Unix ns), while
+-- the row still holds that window, never a later window's. No count goes
+-- below zero, and a state with no row has nothing to give back. Returns
+-- the number of states changed. CREATE OR REPLACE replaces a former
+-- version whatever its parameters.
+CREATE OR REPLACE PROCEDURE @refund@(IN req LONGTEXT, IN ord LONGTEXT, IN at BIGINT, IN untils LONGTEXT)
 MODIFIES SQL DATA
 BEGIN
   DECLARE v_n, v_i, v_j INT DEFAULT 0;
@@ -305,7 +310,7 @@ BEGIN
   DECLARE v_key VARBINARY(767);
   DECLARE v_kind SMALLINT;
   DECLARE v_months INT;
-  DECLARE v_now, v_cost, v_lim, v_par, v_shift, v_cur, v_changed, v_dummy BIGINT DEFAULT 0;
+  DECLARE v_now, v_cost, v_lim, v_par, v_shift, v_cur, v_back, v_changed, v_dummy BIGINT DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_dummy = 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -336,8 +341,13 @@ BEGIN
     SET v_months = CAST(JSON_VALUE(req, CONCAT('$[', v_i, '][7]')) AS SIGNED);
     IF v_cost > 0 THEN
       IF v_kind = 1 THEN
-        UPDATE @state@ SET a = GREATEST(a - LEAST(v_cost, v_lim) * v_par, v_now), expires = a
-          WHERE name = v_name AND kind = 1 AND k = v_key AND a > v_now;
+        -- As ratelimit.GCRA.RefundLate, of the debt the admission still adds:
+        -- the tokens the bucket refilled since are not given back again.
+        SET v_back = LEAST(LEAST(v_cost, v_lim) * v_par,
+          CAST(JSON_VALUE(untils, CONCAT('$[', v_i, ']')) AS SIGNED) - v_now);
+        UPDATE @state@ SET a = GREATEST(a - v_back, v_now), expires = a
+          WHERE name = v_name AND kind = 1 AND k = v_key
+            AND v_back > 0 AND a > v_now AND a - v_lim * v_par <= v_now;
       ELSE
         -- As concurrency.FixedWindow.Refund: the admission's window, while
         -- the row counts it.

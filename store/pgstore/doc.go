@@ -47,7 +47,10 @@
 // store.Usage), and
 // Refund (store.Refunder) gives back what an admitted decision charged, in
 // one call of the schema's refund function under the same locks: a rule
-// that counts only failures, or a cost settled after the work.
+// that counts only failures, or a cost settled after the work. A token
+// bucket gets back only the part of the admission's debt it still owes
+// when the refund comes, never the tokens it has refilled since, which
+// later admissions may be using.
 //
 // Decide refuses a hit with a max wait (store.Hit.MaxWait: a token bucket
 // reservation) with an error matching errors.ErrUnsupported: the SQL
@@ -72,7 +75,8 @@
 //
 // Migrate again after upgrading: the refund function and the instances
 // table came after the first schema, and the refund function now takes the
-// admission's instant (every statement is idempotent; the former refund
-// function is dropped, so a Store not upgraded fails its refunds, giving
-// back nothing, until it is).
+// admission's instant and the instant each bucket hit left its bucket full
+// (every statement is idempotent; the former refund functions are dropped,
+// so a Store not upgraded fails its refunds, giving back nothing, until it
+// is).
 package pgstore

@@ -97,7 +97,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		timeout:    cfg.timeout,
 		waitMS:     int32(min(max(cfg.timeout/time.Millisecond, 1), math.MaxInt32)),
 		decideSQL:  "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-		refundSQL:  "SELECT " + q + ".refund($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+		refundSQL:  "SELECT " + q + ".refund($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
 		resetSQL:   "DELETE FROM " + q + ".state WHERE name = $1 AND kind = $2 AND key = $3",
 		beatSQL:    "SELECT " + q + ".beat($1, $2)",
 		leaveSQL:   "DELETE FROM " + q + ".instances WHERE id = $1",

@@ -11,10 +11,12 @@ var _ store.Refunder = (*Store)(nil)
 
 // Refund gives back req's hits (store.Refunder) in one statement, a call of
 // the schema's refund function, under the locks and in the order of
-// Decide: a token bucket's debt as of the database's clock now (never
-// fuller than full), a window's count in the window that counted it, the
-// one of res.Now (the database's clock at the admitting decision), while
-// the key's row still holds that window (a sliding window's as its
+// Decide: of a token bucket's debt, only the part the admission still owes
+// at the database's clock now (the bucket was paid off at res.Now plus the
+// hit's ResetAfter; what it has refilled since is not given back again;
+// never fuller than full), and a window's count in the window that counted
+// it, the one of res.Now (the database's clock at the admitting decision),
+// while the key's row still holds that window (a sliding window's as its
 // previous count too), never a later window's. No count goes below zero.
 // res must be the admitting result (no key here counts on a shared
 // overflow state). Errors are Decide's; a lost reply is not retried, so a
@@ -36,8 +38,14 @@ func (s *Store) Refund(ctx context.Context, req *store.Request, res *store.Resul
 	args := s.args(req, &lim)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	untils := make([]int64, req.N)
+	for i := range untils {
+		untils[i] = sqlquota.PaidOff(res, i)
+	}
 	var n int64
-	args = append(args, res.Now) // the windows are the admission's
+	// The windows are the admission's; a bucket gives back only what the
+	// admission still owes.
+	args = append(args, res.Now, untils)
 	if err := s.pool.QueryRow(cctx, s.refundSQL, args...).Scan(&n); err != nil {
 		return s.failed(ctx, err)
 	}

@@ -55,9 +55,10 @@ func TestRefundNeverGoesBelowEmpty(t *testing.T) {
 	}
 }
 
-// TestMigrateDropsTheFormerRefund: Migrate over a schema of the former
+// TestMigrateDropsTheFormerRefund: Migrate over a schema of a former
 // version, whose refund function gave back in the window of the refund's
-// time, leaves only the refund that takes the admission's instant.
+// time or a bucket's whole cost, leaves only the refund that takes the
+// admission's instant and each bucket's paid-off instant.
 func TestMigrateDropsTheFormerRefund(t *testing.T) {
 	p := sharedPool(t)
 	ctx := context.Background()
@@ -69,11 +70,13 @@ func TestMigrateDropsTheFormerRefund(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The former signature, as a schema migrated before held it.
-	if _, err := p.Exec(ctx, `CREATE FUNCTION "`+name+`".refund(names text[], kinds smallint[], keys bytea[], costs bigint[],
-		limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int) RETURNS bigint
-		LANGUAGE sql AS 'SELECT 0::bigint'`); err != nil {
-		t.Fatal(err)
+	// The former signatures, as schemas migrated before held them.
+	for _, args := range []string{"", ", at bigint"} {
+		if _, err := p.Exec(ctx, `CREATE FUNCTION "`+name+`".refund(names text[], kinds smallint[], keys bytea[], costs bigint[],
+			limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int`+args+`) RETURNS bigint
+			LANGUAGE sql AS 'SELECT 0::bigint'`); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -83,6 +86,14 @@ func TestMigrateDropsTheFormerRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 1 {
-		t.Fatalf("%d refund functions after Migrate, want 1 (the former one dropped)", n)
+		t.Fatalf("%d refund functions after Migrate, want 1 (the former ones dropped)", n)
+	}
+	id := storetest.MustRegister(t, s, store.Spec{Name: "bucket", Algorithm: store.TokenBucket, Limit: 2,
+		Rate: ratelimit.Rate{Count: 2, Per: time.Hour}})
+	res := storetest.Decide(t, s, id, "k", 1)
+	var req store.Request
+	req.Add(id, "k", 1)
+	if err := s.Refund(ctx, &req, res); err != nil {
+		t.Fatalf("Refund after Migrate over the former schema: %v", err)
 	}
 }

@@ -336,24 +336,31 @@ LANGUAGE sql VOLATILE AS $f$
 $f$;
 
 -- refund gives back, for each hit of an admitted decision, costs[i] on its
--- state, under the same locks in the same order as decide: a token
--- bucket's debt as of now (clock_timestamp(), read once; never below a
--- full bucket), a window's count in the window that counted it, the one of
--- at (the admitting decision's now, Unix ns), while the row still holds
--- that window (a sliding window's as its previous count too), never a
--- later window's; no count goes below zero. A state with no row has
--- nothing to give back. limits[i] bounds what a bucket takes back (its
--- burst). Returns the number of states changed.
+-- state, under the same locks in the same order as decide. A token bucket
+-- gets back the part of the admission's debt it still owes at now
+-- (clock_timestamp(), read once): the admission left it paid off at
+-- untils[i] (Unix ns), so min(costs[i], limits[i]) intervals, at most
+-- untils[i] - now; nothing once untils[i] has passed, nor while the debt
+-- exceeds the burst (tokens owed beyond empty); never fuller than full. A
+-- window gets back its count in the window that counted it, the one of at
+-- (the admitting decision's now, Unix ns), while the row still holds that
+-- window (a sliding window's as its previous count too), never a later
+-- window's; no count goes below zero. A state with no row has nothing to
+-- give back. Returns the number of states changed. Each former signature is
+-- dropped first: CREATE OR REPLACE would add an overload beside it.
 DROP FUNCTION IF EXISTS @schema@.refund(text[], smallint[], bytea[], bigint[], bigint[], bigint[], bigint[], int[], int);
+DROP FUNCTION IF EXISTS @schema@.refund(text[], smallint[], bytea[], bigint[], bigint[], bigint[], bigint[], int[], int, bigint);
 CREATE OR REPLACE FUNCTION @schema@.refund(
   names text[], kinds smallint[], keys bytea[], costs bigint[],
-  limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int, at bigint) RETURNS bigint
+  limits bigint[], params bigint[], shifts bigint[], months int[], wait_ms int, at bigint,
+  untils bigint[]) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
   now bigint := (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint;
   n int := cardinality(names);
   lock bigint;
   w bigint;
+  back bigint;
   changed bigint := 0;
 BEGIN
   IF n IS NULL OR n < 1 THEN
@@ -369,9 +376,12 @@ BEGIN
   FOR i IN 1..n LOOP
     CONTINUE WHEN costs[i] <= 0;
     IF kinds[i] = 1 THEN
-      UPDATE @schema@.state st SET a = greatest(st.a - least(costs[i], limits[i]) * params[i], now),
-          expires = greatest(st.a - least(costs[i], limits[i]) * params[i], now)
-        WHERE st.name = names[i] AND st.kind = 1 AND st.key = keys[i] AND st.a > now;
+      -- As ratelimit.GCRA.RefundLate, of the debt the admission still adds:
+      -- the tokens the bucket refilled since are not given back again.
+      back := least(least(costs[i], limits[i]) * params[i], untils[i] - now);
+      UPDATE @schema@.state st SET a = greatest(st.a - back, now), expires = greatest(st.a - back, now)
+        WHERE st.name = names[i] AND st.kind = 1 AND st.key = keys[i]
+          AND back > 0 AND st.a > now AND st.a - limits[i] * params[i] <= now;
     ELSE
       -- As concurrency.FixedWindow.Refund and SlidingWindow.Refund: the
       -- admission's window w is the row's current one (b), or for a

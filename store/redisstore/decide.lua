@@ -14,7 +14,8 @@
 --   wait. The parameter is the emission interval in ns (token bucket), the
 --   window in µs (windows) or the lease TTL in µs (concurrency). Shift (µs)
 --   and months place the windows of the fixed and sliding windows on their
---   calendar, as store.WindowClock does (0 and 0 for the others). Wait is
+--   calendar, as store.WindowClock does (0 and 0 for the others; in a
+--   token bucket's refund the shift is its admission's reset_after, ns). Wait is
 --   the hit's max wait in ns when deciding (0: none; token buckets and
 --   fixed windows of a fixed length only), and in a refund what its
 --   reservation left: a bucket's state "u:r" or a fixed window's index
@@ -477,10 +478,11 @@ local function leases(key, meta, cost, limit, ttl)
 end
 
 -- refund gives back cost on the state of one hit of an admitted decision:
--- a bucket's and a log's as of now (t), a window's in the window that
--- counted it, the one of ta (the admission's instant on the window clock),
--- and a reservation still pending (a fixed window's) as of now (tw). Writes
--- keep each key's TTL.
+-- a bucket's as of now (t), at most what ta (ns) says is left of it, a window's in the window that counted it, the
+-- one of ta (the admission's instant on the window clock), a log's entries
+-- made at ta (the admission's instant on t's clock) or before, and a
+-- reservation still pending (a fixed window's) as of now (tw). Writes keep
+-- each key's TTL.
 local function refund(alg, key, cost, p, tw, ta, limit, reserved)
   if alg == 1 then -- token bucket: the debt, in ns, shrinks
     local v = redis.call('GET', key)
@@ -493,6 +495,14 @@ local function refund(alg, key, cost, p, tw, ta, limit, reserved)
       if v ~= reserved then return end
     elseif debt > limit * p then
       return -- reservations pending: nothing comes back (GCRA.Refund)
+    else
+      -- Only what the tokens still weigh now (GCRA.RefundLate): ta is
+      -- what of them the bucket had not refilled by now, in ns.
+      local back = math.min(math.min(cost, limit) * p, ta)
+      if back <= 0 then return end
+      debt = math.max(0, debt - back)
+      redis.call('SET', key, stateOf(debt), 'KEEPTTL')
+      return
     end
     debt = math.max(0, debt - math.min(cost, limit) * p)
     redis.call('SET', key, stateOf(debt), 'KEEPTTL')
@@ -522,13 +532,23 @@ local function refund(alg, key, cost, p, tw, ta, limit, reserved)
     elseif alg == 3 and i == at + 1 and pc > 0 then
       redis.call('HSET', key, 'p', math.max(0, pc - cost))
     end
-  elseif alg == 4 then -- sliding log: the latest admissions still in the window
-    local ts = redis.call('LRANGE', key, 0, cost - 1)
-    local k = 0
+  elseif alg == 4 then
+    -- Sliding log: the latest entries made at the admission's instant or
+    -- before (ta, on the log's clock) that still count, as
+    -- concurrency.SlidingLog.Refund: never an admission made since, whose
+    -- slot a late refund (a rule that counts only failures) would free.
+    -- Marked, then removed in one LREM, which keeps the TTL.
+    local ts = redis.call('LRANGE', key, 0, -1)
+    local marked = 0
     for j = 1, #ts do
-      if tonumber(ts[j]) + p > t then k = j end
+      if marked == cost then break end
+      local at = tonumber(ts[j])
+      if at <= ta and at + p > t then
+        redis.call('LSET', key, j - 1, '-')
+        marked = marked + 1
+      end
     end
-    if k > 0 then redis.call('LTRIM', key, k, -1) end
+    if marked > 0 then redis.call('LREM', key, 0, '-') end
   end
 end
 
@@ -539,7 +559,14 @@ if refunding then
     local alg, cost, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
     if cost > 0 and alg ~= 5 then
       local tw, ta = t, t
-      if alg == 2 or alg == 3 then
+      if alg == 1 then
+        -- Until its admission's instant plus its reset_after (the shift
+        -- value of a bucket's refund), the bucket owed its tokens: ta is
+        -- what of that is left now, in ns.
+        ta = (admitted - tu) * 1000 + tonumber(ARGV[b + 5])
+      elseif alg == 4 then
+        ta = admitted - EPOCH * 1000000 -- the log's clock
+      elseif alg == 2 or alg == 3 then
         local shift, months = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
         tw, ta = windowClock(tu, shift, months, p), windowClock(admitted, shift, months, p)
       end

@@ -53,8 +53,10 @@
 //
 // Refund (store.Refunder) gives a window's count back in the window that
 // counted it, the one of the admitting decision's TIME (store.Result.Now),
-// never to a later window; a bucket's debt and a sliding log's latest
-// admissions as of the server's clock at the refund.
+// never to a later window; a sliding log's entries made at that instant
+// or before, never an admission made since; a bucket's debt as of the
+// server's clock at the refund, only what the admission's tokens still
+// weigh then (ratelimit.GCRA.RefundLate, with its limit).
 //
 // A token bucket hit with a max wait (store.Hit.MaxWait) reserves its slot
 // in the same script, as Memory does, and Refund cancels the reservation

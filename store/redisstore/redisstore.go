@@ -293,7 +293,13 @@ func (s *Store) scriptArgs(req *store.Request, n int, res *store.Result, lim *[s
 				wait = strconv.FormatInt(r, 10) // a fixed window's index
 			}
 		}
-		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], l.args[3], l.args[4], wait)
+		shift := l.args[3]
+		if res != nil && l.spec.Algorithm == store.TokenBucket {
+			// A bucket's refund: its admission's ResetAfter in ns, so that
+			// the script gives back only what is left of it.
+			shift = int64(res.Hits[i].Decision.ResetAfter)
+		}
+		args = append(args, l.args[0], h.Cost, l.args[1], l.args[2], shift, l.args[4], wait)
 	}
 	args = append(args, int64(req.Wait))
 	if res != nil {

@@ -39,9 +39,11 @@ func (s *Store) Reset(ctx context.Context, id store.LimitID, key string) error {
 // (the server's TIME at the admitting decision), while the key's state
 // still holds that window (a sliding window's as its previous count too),
 // never a later window's; a fixed window's reservation still pending is
-// cancelled, and a bucket's debt and a sliding log's latest admissions
-// still in its window are given back, as of the server's clock now;
-// concurrency hits are left to their leases. res must be the admitting
+// cancelled; a bucket's debt is given back as of the server's clock now,
+// only what the hit's tokens still weigh then (they were paid off at
+// res.Now plus the hit's ResetAfter), and a sliding log's entries made at res.Now or before that still count
+// (the latest of them), never an admission made since; concurrency hits
+// are left to their leases. res must be the admitting
 // result (Redis needs it for its instant and its reservations; no key
 // there counts on a shared overflow state). Errors are Decide's; a lost
 // reply is not retried.

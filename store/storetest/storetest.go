@@ -75,7 +75,10 @@ func WithSkip(why string, parts ...string) Option { return skipOption{why: why, 
 // is free again, the ID is not reused), bad specs and requests (errors
 // starting with "store: ", nothing charged), a refund of a fixed or
 // sliding window's admission made after the next window filled (it gives
-// that next window nothing back), and for a store that
+// that next window nothing back), a refund of a token bucket's or sliding
+// log's admission made after the bucket refilled it or the log let it
+// expire (it gives nothing back to the admissions since), and for a store
+// that
 // implements store.Updater, Update: raising and lowering each algorithm's
 // limit keeps the key's usage (3 used of 3 raised to 4: exactly 1 more), a
 // token bucket's lowered rate keeps the tokens owed, reservations of a
@@ -121,6 +124,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 	for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindow} {
 		run(t, "refund_crossed/"+alg.String(), func(h *harness) { testRefundCrossed(h, alg) })
 	}
+	for _, alg := range []store.Algorithm{store.TokenBucket, store.SlidingLog} {
+		run(t, "refund_late/"+alg.String(), func(h *harness) { testRefundLate(h, alg) })
+	}
+	run(t, "refund_late/partial", func(h *harness) { testRefundLatePartial(h) })
 	for _, alg := range []store.Algorithm{store.TokenBucket, store.FixedWindow} {
 		run(t, "reserve/"+alg.String(), func(h *harness) { testReserve(h, alg) })
 	}
@@ -1017,6 +1024,110 @@ func testRefundCrossed(h *harness, alg store.Algorithm) {
 }
 
 const crossedLimit = 4
+
+// testRefundLatePartial checks that a token bucket's late refund gives
+// back what the admission still owes, no more: on a bucket of 8 per 4h (a
+// token every 30m), an admission of 2 (60m of debt on a full bucket) is
+// refunded after 3 tokens were taken (90m of debt). Admitted 3h before the
+// take, the bucket refilled its 2 before it: nothing comes back. Admitted
+// 30m before, it still owed 1 when the take added 3: that 1 (30m) comes
+// back, not 2, which would hand the take's tokens out again. The admitting
+// Result is made by hand, as the admission an instant ago said.
+func testRefundLatePartial(h *harness) {
+	rf, ok := h.s.(store.Refunder)
+	if !ok {
+		h.t.Skip("the store does not implement store.Refunder")
+	}
+	id := h.register(store.Spec{Name: "partial", Algorithm: store.TokenBucket, Limit: 8,
+		Rate: ratelimit.Rate{Count: 8, Per: 4 * time.Hour}})
+	for _, c := range []struct {
+		key       string
+		ago       time.Duration // of the refunded admission, before the take
+		remaining int64         // after the refund
+		reset     time.Duration // after the refund, at the take's instant
+	}{
+		{key: "refilled", ago: 3 * time.Hour, remaining: 5, reset: 90 * time.Minute},
+		{key: "half_refilled", ago: 30 * time.Minute, remaining: 6, reset: 60 * time.Minute},
+	} {
+		take := h.decide(store.Hit{Limit: id, Key: c.key, Cost: 3})
+		if !take.Allowed {
+			h.t.Fatalf("%s: 3 of 8 refused: %+v", c.key, take.Decision())
+		}
+		first := &store.Result{Now: take.Now - int64(c.ago), N: 1, Allowed: true}
+		first.Hits[0].Decision = ratelimit.Decision{Limit: 8, Remaining: 6, ResetAfter: time.Hour}
+		req := &store.Request{Now: h.now}
+		req.Add(id, c.key, 2)
+		if err := rf.Refund(context.Background(), req, first); errors.Is(err, errors.ErrUnsupported) {
+			h.t.Skipf("Refund is not supported: %v", err)
+		} else if err != nil {
+			h.t.Fatalf("%s: %v", c.key, err)
+		}
+		peek := h.decide(store.Hit{Limit: id, Key: c.key})
+		d := peek.Hits[0].Decision
+		// The debt shrinks with the time since the take, at most peek.Now -
+		// take.Now: the refund came between them.
+		since := time.Duration(peek.Now - take.Now)
+		if d.Remaining != c.remaining || d.ResetAfter > c.reset || d.ResetAfter < c.reset-since {
+			h.t.Errorf("%s: after a refund of 2 admitted %v before 3 taken: Remaining %d, ResetAfter %v; want %d and %v less at most %v",
+				c.key, c.ago, d.Remaining, d.ResetAfter, c.remaining, c.reset, since)
+		}
+	}
+}
+
+// testRefundLate checks that a refund gives back only what the refunded
+// admission still weighs when it comes (store.Refunder), as a rule that
+// counts only failures refunds a success once it is known: 2 of 4
+// admitted, then, once the bucket has refilled them or the log has let
+// them expire, more taken, then the first 2 refunded. What was taken since
+// stands: a token bucket gains only what it refilled since, a sliding log
+// nothing. (The bucket's take, 1, leaves it less than a burst ahead of the
+// first admission, so that a refund as of that admission's instant would
+// give the 2 back; the log's, all 4, overwrites the entries of the first,
+// so that a refund of the latest admissions, or of the oldest counting at
+// the refund, would give back 2 of the 4.)
+func testRefundLate(h *harness, alg store.Algorithm) {
+	rf, ok := h.s.(store.Refunder)
+	if !ok {
+		h.t.Skip("the store does not implement store.Refunder")
+	}
+	const limit = 4
+	p := h.period()
+	wait, take := p/2+p/8, int64(1) // the bucket refills the 2 in p/2
+	if alg == store.SlidingLog {
+		wait, take = p+p/8, limit
+	}
+	id := h.register(h.spec(alg, limit, p))
+	first := h.decide(store.Hit{Limit: id, Key: "k", Cost: 2})
+	if !first.Allowed {
+		h.t.Fatalf("2 of %d refused: %+v", limit, first.Decision())
+	}
+	h.advance(wait)
+	if d := h.peek(id, "k"); d.Remaining != limit {
+		h.t.Fatalf("%v after 2 of %d: Remaining %d, want all", wait, limit, d.Remaining)
+	}
+	since := h.decide(store.Hit{Limit: id, Key: "k", Cost: take})
+	if !since.Allowed {
+		h.t.Fatalf("%d of %d refused: %+v", take, limit, since.Decision())
+	}
+	req := &store.Request{Now: h.now}
+	req.Add(id, "k", 2)
+	if err := rf.Refund(context.Background(), req, first); errors.Is(err, errors.ErrUnsupported) {
+		h.t.Skipf("Refund is not supported: %v", err)
+	} else if err != nil {
+		h.t.Fatal(err)
+	}
+	peek := h.decide(store.Hit{Limit: id, Key: "k"})
+	// A bucket refills a token every p/limit: on a server's clock some
+	// may have come back between the take and the peek.
+	want := limit - take
+	if alg == store.TokenBucket {
+		want = min(limit, want+(peek.Now-since.Now)/int64(p/limit))
+	}
+	if got := peek.Hits[0].Decision.Remaining; got > want {
+		h.t.Fatalf("a refund of 2 admitted %v before, after %d taken since: Remaining %d, want at most %d",
+			time.Duration(since.Now-first.Now), take, got, want)
+	}
+}
 
 // refundCrossed is one run of testRefundCrossed on key. It returns what
 // went wrong, or "", and whether the run raced the server's clock.
