@@ -59,7 +59,8 @@ func (c *Controller) recost(a *ticket, now, actual int64) {
 		ch := &a.rated[k]
 		r := &a.set.rules[ch.rule]
 		if delta < 0 {
-			r.rate.RefundTo(ch.from, a.now, -delta) // at the admission: to the window or shard that counted it
+			// To the window or shard that counted it, what it still weighs.
+			r.rate.RefundLate(ch.from, a.now, now, -delta, ch.until)
 			continue
 		}
 		rd, from := r.rate.AllowNShard(a.semShard, now, delta)

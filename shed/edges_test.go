@@ -946,6 +946,37 @@ func TestLoginCountsOnlyFailures(t *testing.T) {
 	}
 }
 
+// TestLateRecostGivesBackOnlyWhatItStillWeighs: a Global token bucket
+// (a burst of 2 refilled 1 a second) charged 1 at 0 for work recosted to 0
+// after an admission at 1 s gives back nothing, since the bucket refilled
+// that token at 1 s: two admissions at 1 s, never three.
+func TestLateRecostGivesBackOnlyWhatItStillWeighs(t *testing.T) {
+	c, _, clk := newTest(t, []Rule{{Name: "cap", Identity: Global, Algorithm: TokenBucket, Limit: 2,
+		Rate: ratelimit.Per(1, time.Second)}})
+	try := func() (Decision, Token) {
+		d, tok, err := c.Decide(context.Background(), Attempt{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, tok
+	}
+	_, slow := try()
+	clk.add(time.Second)
+	if d, _ := try(); !d.Allowed {
+		t.Fatal("an admission a second later: rejected")
+	}
+	if err := slow.Recost(0); err != nil {
+		t.Fatal(err)
+	}
+	slow.DoneStatus(http.StatusOK)
+	if d, _ := try(); !d.Allowed {
+		t.Fatal("a second admission at 1 s: rejected")
+	}
+	if d, _ := try(); d.Allowed {
+		t.Fatal("a third admission at 1 s: the late recost gave back a token the bucket had refilled")
+	}
+}
+
 // TestLateSuccessNeverFreesALaterFailure: under a sliding log that counts
 // only failures, a success that ends long after it was admitted (the log
 // has let it expire, and failures have filled the log since) gives back
