@@ -299,16 +299,9 @@ func (b *ShardedBucket) Refund(now, n int64) {
 // one of this bucket's shards, panics. It takes no lock and allocates
 // nothing.
 func (b *ShardedBucket) RefundTo(o Origin, now, n int64) {
-	if n <= 0 || o == 0 {
-		if n < 0 {
-			panic("ratelimit: ShardedBucket.RefundTo with negative n")
-		}
-		return
+	if j, ok := b.origin("RefundTo", o, n); ok {
+		b.refundShard(j, now, n, math.MaxInt64)
 	}
-	if uint64(o) > b.mask+1 {
-		panic("ratelimit: ShardedBucket.RefundTo with an Origin of another bucket")
-	}
-	b.refundShard(uint64(o)-1, now, n, math.MaxInt64)
 }
 
 // RefundLateTo is RefundTo(o, at, n) for a refund that comes at now, after
@@ -320,18 +313,22 @@ func (b *ShardedBucket) RefundTo(o Origin, now, n int64) {
 // a negative n, or an Origin that is not one of this bucket's shards,
 // panics. It takes no lock and allocates nothing.
 func (b *ShardedBucket) RefundLateTo(o Origin, at, now, n, until int64) {
-	if n <= 0 || o == 0 {
-		if n < 0 {
-			panic("ratelimit: ShardedBucket.RefundLateTo with negative n")
-		}
-		return
+	if j, ok := b.origin("RefundLateTo", o, n); ok && until > now {
+		b.refundShard(j, at, n, until-now)
+	}
+}
+
+// origin returns the shard of o for method's refund of n, and whether
+// there is anything to give back there (not for n == 0 or the zero
+// Origin). A negative n, or an Origin of another bucket, panics.
+func (b *ShardedBucket) origin(method string, o Origin, n int64) (uint64, bool) {
+	if n < 0 {
+		panic("ratelimit: ShardedBucket." + method + " with negative n")
 	}
 	if uint64(o) > b.mask+1 {
-		panic("ratelimit: ShardedBucket.RefundLateTo with an Origin of another bucket")
+		panic("ratelimit: ShardedBucket." + method + " with an Origin of another bucket")
 	}
-	if owed := until - now; owed > 0 {
-		b.refundShard(uint64(o)-1, at, n, owed)
-	}
+	return uint64(o) - 1, n > 0 && o != 0
 }
 
 // refundFrom is Refund for a caller whose shard is home; n > 0.

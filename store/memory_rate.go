@@ -188,8 +188,7 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now, late int64, out *HitResult) {
 	if h.Cost == 0 {
 		return
 	}
-	until := now + int64(out.Decision.ResetAfter) // a bucket's: paid off then
-	now, late, until = r.b.clock.At(now), r.b.clock.At(late), r.b.clock.At(until)
+	now = r.b.clock.At(now)
 	st := &r.keys.shared
 	if out.Overflow {
 		if !r.share {
@@ -212,7 +211,9 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now, late int64, out *HitResult) {
 		return
 	}
 	if b, ok := any(r.algo).(lateAlgo[S]); ok && late > now {
-		b.RefundLate(st, now, late, h.Cost, until)
+		// A bucket's clock is the time itself; the admission left it paid
+		// off at now plus its ResetAfter.
+		b.RefundLate(st, now, late, h.Cost, now+int64(out.Decision.ResetAfter))
 		return
 	}
 	r.algo.Refund(st, now, h.Cost)
