@@ -32,8 +32,9 @@ type keyState struct {
 	// quotas are the upstream's own counts, from its response headers.
 	quotas [maxQuotas]quotaState
 
-	// sent numbers the requests dispatched to the upstream.
-	sent uint64
+	// sent numbers the requests dispatched to the upstream; answered
+	// counts those whose answer (or failure) came back, in any order.
+	sent, answered uint64
 
 	throttle throttleWindow
 
@@ -59,7 +60,7 @@ func (k *keyState) Reset() {
 	k.pacer, k.lastSlot = nil, 0
 	k.blockedUntil, k.epoch = 0, 0
 	k.quotas = [maxQuotas]quotaState{}
-	k.sent = 0
+	k.sent, k.answered = 0, 0
 	k.throttle = throttleWindow{}
 	k.sem, k.places = nil, nil
 }
@@ -85,16 +86,24 @@ func (k *keyState) earliestLocked(now int64) int64 {
 	return at
 }
 
+// dispatch identifies a request sent to the upstream: its number, and how
+// many requests sent before it were still unanswered then (the upstream
+// may count those after it: its report on this one may miss them).
+type dispatch struct {
+	seq, ahead uint64
+}
+
 // chargeLocked counts one request sent at now against the quotas the
-// upstream reported, and returns its dispatch number.
-func (k *keyState) chargeLocked(now int64) uint64 {
+// upstream reported, and returns its dispatch.
+func (k *keyState) chargeLocked(now int64) dispatch {
 	for i := range k.quotas {
 		if q := &k.quotas[i]; q.active && q.resetAt > now {
 			q.left--
 		}
 	}
+	d := dispatch{seq: k.sent + 1, ahead: k.sent - k.answered}
 	k.sent++
-	return k.sent
+	return d
 }
 
 // recovered reports whether k is indistinguishable from a fresh state at

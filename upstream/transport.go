@@ -56,7 +56,9 @@ const defaultBlock = time.Second
 //     upstream's view wins whenever it is stricter: a report of r left until
 //     a reset in t lets at most r more go before t, less the reserved share
 //     of the limit when the limit is reported, less every request sent
-//     after the one that was answered (a report cannot know of them). This
+//     after the one that was answered (a report cannot know of them) and
+//     every one sent before it that was still unanswered then (requests
+//     sent at once reach the upstream in any order). This
 //     reading is safe for fixed windows and token buckets alike; for an
 //     upstream whose limit refills within a second and that reports 0 left
 //     with a reset in whole seconds it is slow (the example in
@@ -207,7 +209,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	seq, waited, err := t.awaitTurn(ctx, k, start)
+	sent, waited, err := t.awaitTurn(ctx, k, start)
 	if err != nil {
 		t.releasePlace(k)
 		ref.Release()
@@ -220,7 +222,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.waitNanos.Add(clock.Now() - start)
 	}
 	resp, err := t.next.RoundTrip(req)
-	t.learn(k, seq, resp, err)
+	t.learn(k, sent, resp, err)
 	if err != nil || t.cfg.concurrency == 0 {
 		t.releasePlace(k)
 		ref.Release()
@@ -286,7 +288,7 @@ func (t *Transport) check(b turnBounds, now, at int64) error {
 
 // awaitTurn blocks until the request may be sent, charges it and returns its
 // dispatch number, and whether it had to wait.
-func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (seq uint64, waited bool, err error) {
+func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (sent dispatch, waited bool, err error) {
 	b := t.bounds(ctx, start)
 	if t.gcra == nil {
 		return t.awaitPacer(ctx, k, b)
@@ -296,10 +298,10 @@ func (t *Transport) awaitTurn(ctx context.Context, k *keyState, start int64) (se
 
 // awaitPacer is awaitTurn in pacer mode: wait out the key's blocks, then
 // for a pacer slot, and send when no block arrived meanwhile.
-func (t *Transport) awaitPacer(ctx context.Context, k *keyState, b turnBounds) (uint64, bool, error) {
+func (t *Transport) awaitPacer(ctx context.Context, k *keyState, b turnBounds) (dispatch, bool, error) {
 	for waited := false; ; waited = true {
 		if err := ctx.Err(); err != nil {
-			return 0, waited, err
+			return dispatch{}, waited, err
 		}
 		k.mu.Lock()
 		now := clock.Now()
@@ -307,23 +309,23 @@ func (t *Transport) awaitPacer(ctx context.Context, k *keyState, b turnBounds) (
 		k.mu.Unlock()
 		if from > now {
 			if err := t.check(b, now, from); err != nil {
-				return 0, waited, err
+				return dispatch{}, waited, err
 			}
 			if err := sleep(ctx, from-now); err != nil {
-				return 0, waited, err
+				return dispatch{}, waited, err
 			}
 			continue
 		}
 		ok, slept, err := t.pacerTurn(ctx, k, b, now)
 		waited = waited || slept
 		if err != nil {
-			return 0, waited, err
+			return dispatch{}, waited, err
 		}
 		if !ok {
 			continue
 		}
-		if seq, ok := t.claim(k, epoch, 0); ok {
-			return seq, waited, nil
+		if sent, ok := t.claim(k, epoch, 0); ok {
+			return sent, waited, nil
 		} // blocked while waiting for the slot: the slot is lost
 	}
 }
@@ -332,37 +334,37 @@ func (t *Transport) awaitPacer(ctx context.Context, k *keyState, b turnBounds) (
 // at or after the key's blocks at which the bucket holds a token, sleep
 // until then, and send when no block arrived meanwhile. Charging the bucket
 // at a future instant makes the turns exact and first come, first served.
-func (t *Transport) awaitBucket(ctx context.Context, k *keyState, b turnBounds) (uint64, bool, error) {
+func (t *Transport) awaitBucket(ctx context.Context, k *keyState, b turnBounds) (dispatch, bool, error) {
 	for waited := false; ; waited = true {
 		if err := ctx.Err(); err != nil {
-			return 0, waited, err
+			return dispatch{}, waited, err
 		}
 		r, err := t.reserve(k, b)
 		if err != nil {
-			return 0, waited, err
+			return dispatch{}, waited, err
 		}
 		if r.sent {
-			return r.seq, waited, nil
+			return r.dispatch, waited, nil
 		}
 		if err := sleep(ctx, r.at-r.now); err != nil {
 			k.mu.Lock()
 			t.refundLocked(k, r.mine, clock.Now())
 			k.mu.Unlock()
-			return 0, true, err
+			return dispatch{}, true, err
 		}
-		if seq, ok := t.claim(k, r.epoch, r.mine); ok {
-			return seq, true, nil
+		if sent, ok := t.claim(k, r.epoch, r.mine); ok {
+			return sent, true, nil
 		} // a block or an exhausted quota arrived while it slept: wait again
 	}
 }
 
 // turn is a token reserved for one request in token-bucket mode.
 type turn struct {
-	now, at int64  // when it was reserved, and the instant reserved
-	epoch   uint64 // the key's block epoch then
-	mine    uint64 // the key's reservation number for it
-	sent    bool   // at was now: charged at once, seq is its dispatch number
-	seq     uint64
+	now, at  int64  // when it was reserved, and the instant reserved
+	epoch    uint64 // the key's block epoch then
+	mine     uint64 // the key's reservation number for it
+	sent     bool   // at was now: charged at once, dispatch is its own
+	dispatch dispatch
 }
 
 // reserve reserves the key's next token within b, charging it at once when
@@ -389,7 +391,7 @@ func (t *Transport) reserve(k *keyState, b turnBounds) (turn, error) {
 	}
 	r.mine = k.reservation
 	if r.at <= now {
-		r.seq, r.sent = k.chargeLocked(now), true // no wait
+		r.dispatch, r.sent = k.chargeLocked(now), true // no wait
 	}
 	return r, nil
 }
@@ -397,7 +399,7 @@ func (t *Transport) reserve(k *keyState, b turnBounds) (turn, error) {
 // claim charges a request whose turn came, unless a block or an exhausted
 // quota arrived since the key's epoch was read; then, in token-bucket mode,
 // it gives back reservation mine and reports false.
-func (t *Transport) claim(k *keyState, epoch, mine uint64) (uint64, bool) {
+func (t *Transport) claim(k *keyState, epoch, mine uint64) (dispatch, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := clock.Now()
@@ -405,7 +407,7 @@ func (t *Transport) claim(k *keyState, epoch, mine uint64) (uint64, bool) {
 		if t.gcra != nil {
 			t.refundLocked(k, mine, now)
 		}
-		return 0, false
+		return dispatch{}, false
 	}
 	return k.chargeLocked(now), true
 }
@@ -548,11 +550,12 @@ func (t *Transport) releasePlace(k *keyState) {
 }
 
 // learn updates the key's state from the upstream's answer to the request
-// dispatched as number seq.
-func (t *Transport) learn(k *keyState, seq uint64, resp *http.Response, err error) {
+// sent.
+func (t *Transport) learn(k *keyState, sent dispatch, resp *http.Response, err error) {
 	now := clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.answered++
 	if err != nil {
 		// A failed round trip counts as a request not accepted, unless the
 		// caller gave up on it.
@@ -576,7 +579,7 @@ func (t *Transport) learn(k *keyState, seq uint64, resp *http.Response, err erro
 	}
 	date := time.Now() // wall-clock time for HTTP-dates; synctest's in a bubble
 	for _, q := range readQuotas(resp.Header, date) {
-		t.applyQuotaLocked(k, seq, now, q)
+		t.applyQuotaLocked(k, sent, now, q)
 	}
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return
@@ -594,12 +597,16 @@ func (t *Transport) learn(k *keyState, seq uint64, resp *http.Response, err erro
 }
 
 // applyQuotaLocked records quota q the upstream reported on the response to
-// request seq, at now. The count is made conservative: the reserved share
-// of the limit is taken off when the limit is known, and every request dispatched after seq is
-// assumed to be missing from it. A report replaces the one on file for the
-// same name when it is newer (a later request's) or stricter.
-func (t *Transport) applyQuotaLocked(k *keyState, seq uint64, now int64, q quota) {
-	left := q.remaining - int64(k.sent-seq)
+// request sent, at now. The count is made conservative: the reserved share
+// of the limit is taken off when the limit is known, and every request
+// dispatched after sent is assumed to be missing from it, and so is every
+// request dispatched before it that was still unanswered then (the
+// upstream may have counted it after this one: requests sent at once reach
+// it in any order). A report replaces the one on file for the same name
+// when it is newer (a later request's) or stricter.
+func (t *Transport) applyQuotaLocked(k *keyState, sent dispatch, now int64, q quota) {
+	seq := sent.seq
+	left := q.remaining - int64(k.sent-seq) - int64(sent.ahead)
 	if q.limit > 0 {
 		// The share of the limit kept back, as for the local burst: the
 		// usable part is the reserve's share rounded down, at least 1.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -267,6 +268,41 @@ func conforms(t *testing.T, times []int64, rate ratelimit.Rate, burst int64) {
 		if d := b.AllowN(at+int64(i), 1); !d.Allowed() {
 			t.Fatalf("request %d at %v exceeds %v with a burst of %d (%d requests in all)",
 				i, time.Duration(at-times[0]), rate, burst, len(times))
+		}
+	}
+}
+
+// TestQuotaReportCountsRequestsSentBeforeItStillInFlight: two requests
+// leave at once, A then B, and the upstream (5 left of 5) counts B first:
+// B's answer says 4 left, A's 3. A's answer is read first, then B's: B is
+// the later request, its report replaces A's, and it cannot know of A,
+// still in flight when B left. What the Transport then lets go before the
+// reset is at most what the upstream holds (3) less the reserved share
+// (1): 2, never 3.
+func TestQuotaReportCountsRequestsSentBeforeItStillInFlight(t *testing.T) {
+	tr, err := NewTransport(inMemory{}, ratelimit.Per(50, time.Second), WithBurst(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k keyState
+	report := func(remaining int) *http.Response {
+		h := http.Header{}
+		h.Set("X-RateLimit-Limit", "5")
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		h.Set("X-RateLimit-Reset", "1")
+		return &http.Response{StatusCode: http.StatusOK, Header: h}
+	}
+	const now = int64(1) << 40
+	k.mu.Lock()
+	a, b := k.chargeLocked(now), k.chargeLocked(now)
+	k.mu.Unlock()
+	tr.learn(&k, a, report(3), nil)
+	tr.learn(&k, b, report(4), nil)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range k.quotas {
+		if q := k.quotas[i]; q.active && q.left > 2 {
+			t.Fatalf("after reports of 3 (A) and 4 (B, counted first): %d may go, the upstream holds 3 less the reserve of 1", q.left)
 		}
 	}
 }
