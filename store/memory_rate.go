@@ -210,11 +210,13 @@ func (r *rateLimit[S, P, A]) undo(h *Hit, now, late int64, out *HitResult) {
 		any(r.algo).(reserveAlgo[S]).Cancel(st, now, h.Cost, rv)
 		return
 	}
-	if b, ok := any(r.algo).(lateAlgo[S]); ok && late > now {
-		// A bucket's clock is the time itself; the admission left it paid
-		// off at now plus its ResetAfter.
-		b.RefundLate(st, now, late, h.Cost, now+int64(out.Decision.ResetAfter))
-		return
+	if late > now { // after the work, not a rollback
+		if b, ok := any(r.algo).(lateAlgo[S]); ok {
+			// A bucket's clock is the time itself; the admission left it
+			// paid off at now plus its ResetAfter.
+			b.RefundLate(st, now, late, h.Cost, now+int64(out.Decision.ResetAfter))
+			return
+		}
 	}
 	r.algo.Refund(st, now, h.Cost)
 }
