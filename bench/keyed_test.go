@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"hash/maphash"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -129,21 +130,36 @@ func keyedImpls() []keyedImpl {
 				}
 		}},
 		{"xtimeratemap", func(b *testing.B) (func() func(string) bool, func() int, func()) {
-			var mu sync.Mutex
-			m := make(map[string]*rate.Limiter)
+			// A map of x/time/rate Limiters sharded 64 ways by a seeded
+			// hash of the key, each shard under its own mutex: what a
+			// user of x/time/rate would write for many keys and cores.
+			seed := maphash.MakeSeed()
+			var shards [64]struct {
+				mu sync.Mutex
+				m  map[string]*rate.Limiter
+				_  [48]byte // a shard a cache line of its own
+			}
+			for i := range shards {
+				shards[i].m = make(map[string]*rate.Limiter)
+			}
 			return shared(func(key string) bool {
-					mu.Lock()
-					l, ok := m[key]
+					sh := &shards[maphash.String(seed, key)%uint64(len(shards))]
+					sh.mu.Lock()
+					l, ok := sh.m[key]
 					if !ok {
 						l = rate.NewLimiter(perSecond, keyedBurst)
-						m[key] = l
+						sh.m[key] = l
 					}
-					mu.Unlock()
+					sh.mu.Unlock()
 					return l.Allow()
 				}), func() int {
-					mu.Lock()
-					defer mu.Unlock()
-					return len(m)
+					n := 0
+					for i := range shards {
+						shards[i].mu.Lock()
+						n += len(shards[i].m)
+						shards[i].mu.Unlock()
+					}
+					return n
 				}, func() {}
 		}},
 	}
