@@ -41,25 +41,29 @@ var keyedKeySet = sync.OnceValue(func() []string {
 	return keys
 })
 
-// keyedRequests is the order the benchmark decides the keys in: every key
-// once a round, so that it can check every key was used, in a fixed
-// random order unlike their first one, as clients come back. Each is a
-// fresh copy, made in this order, as a key read from a request is: its
-// bytes are at hand (a server has just parsed them), and an
-// implementation that keeps the key it first saw compares with that one.
-// Walked in the order of their insertion with the very strings inserted,
-// implementations that allocate a value per key (go-limiter's bucket,
-// x/time/rate's Limiter) found each next value just after the last one and
-// compared keys by pointer, a locality no server's traffic has.
-var keyedRequests = sync.OnceValue(func() []string {
-	keys := keyedKeySet()
+// keyedRequests is the order BenchmarkKeyed1e6Allow decides the keys in
+// (see inRequestOrder).
+var keyedRequests = sync.OnceValue(func() []string { return inRequestOrder(keyedKeySet()) })
+
+// inRequestOrder returns keys as a server's clients bring them back after
+// their first request: every key once, so that a benchmark can check every
+// key was used, in a fixed random order unlike the order of keys (that of
+// their insertion), each a fresh copy made in this order, as a key read
+// from a request is: its bytes are at hand (a server has just parsed
+// them), and an implementation that keeps the key it first saw compares
+// with that one. Walked in the order of their insertion with the very
+// strings inserted, implementations that allocate a value per key
+// (go-limiter's bucket, x/time/rate's Limiter) found each next value just
+// after the last one, and Go's maps compared keys by pointer: a locality
+// no server's traffic has.
+func inRequestOrder(keys []string) []string {
 	order := rand.New(rand.NewPCG(1, 2)).Perm(len(keys))
 	walk := make([]string, len(keys))
 	for i, k := range order {
 		walk[i] = strings.Clone(keys[k])
 	}
 	return walk
-})
+}
 
 type keyedImpl struct {
 	name string
