@@ -165,6 +165,9 @@ type Table[V any, P interface {
 	capacity   int64
 	overflow   Overflow
 	recovered  func(v *V, now int64) bool
+	// prefetch says that the buckets are too large to stay in a
+	// processor's caches (prefetchBytes): Prefetch reads them.
+	prefetch bool
 	// shared is the overflow state of OverflowShare.
 	shared V
 }
@@ -243,6 +246,7 @@ func NewTable[V any, P interface {
 		recovered:  recovered,
 	}
 	t.buckets = make([]bucket[V], totalBuckets(capacity, n))
+	t.prefetch = int64(len(t.buckets))*int64(unsafe.Sizeof(bucket[V]{})) >= prefetchBytes
 	// Before the first touch, so that the pages come huge (see
 	// adviseHugePages); a small table, or another OS, keeps small pages.
 	adviseHugePages(t.buckets)
@@ -517,6 +521,47 @@ func (t *Table[V, P]) Stats() TableStats {
 		s.Overflows += sh.overflows.Load()
 	}
 	return s
+}
+
+// prefetchBytes is the size of buckets from which Prefetch reads them:
+// below it a table mostly stays in a processor's caches, where Prefetch's
+// second hash of the key costs more than the misses it would overlap
+// (three tables of 20,000 keys, 1.2 MB each, decided together: 218 ns
+// without it, 236-245 with it; of 100,000 keys, 6 MB each: 563 and 481).
+const prefetchBytes = 4 << 20
+
+// Prefetch reads, and discards, the memory that a Get, Lookup or Peek of
+// key reads first: the keys, pin counts and states of its two candidate
+// buckets. A caller about to look up several keys, in several tables,
+// calls it for each of them first, so that their cache misses overlap
+// rather than follow one another: three per-key token buckets of 10^6
+// keys each, decided together through store.Memory, took 890 ns without
+// and 550 ns with it. It does nothing for a table of less than 4 MiB of
+// buckets, which mostly stays in the caches. Prefetch changes nothing,
+// allocates nothing and is safe for concurrent use.
+func (t *Table[V, P]) Prefetch(key string) {
+	if !t.prefetch {
+		return
+	}
+	sh, i1, i2 := t.locate(fixHash(maphash.String(t.seed, key)))
+	touchBucket(&sh.buckets[i1])
+	touchBucket(&sh.buckets[i2])
+}
+
+// touchBucket loads a word of each line that a probe of b reads: its
+// keys, its pin counts, and the first and last words of its states (all
+// of them for states of up to 16 bytes). The loads are atomic so that the
+// compiler keeps them. The states are read only where the race detector
+// is off: a state is written without atomics while its slot is held, and
+// a racing read, although discarded, would be reported.
+func touchBucket[V any](b *bucket[V]) {
+	b.keys[0].Load()
+	b.pins[0].Load()
+	if !raceEnabled && unsafe.Sizeof(b.state) >= 4 {
+		p := unsafe.Pointer(&b.state)
+		atomic.LoadUint32((*uint32)(p))
+		atomic.LoadUint32((*uint32)(unsafe.Add(p, unsafe.Sizeof(b.state)-4)))
+	}
 }
 
 // locate returns the shard of hash h and the numbers of its two candidate

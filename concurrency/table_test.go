@@ -287,6 +287,7 @@ func TestTableChurn(t *testing.T) {
 		iters = 2000
 	}
 	tb := newTestTable(t, capacity, WithShards(1), WithOverflow(OverflowShare))
+	tb.prefetch = true // as a large table's: Prefetch reads the buckets that Get, Delete and eviction write
 	var clock atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -297,6 +298,8 @@ func TestTableChurn(t *testing.T) {
 				x ^= x >> 7
 				x ^= x << 17
 				id := x%keys + 1
+				tb.Prefetch(strconv.FormatUint(id, 10))
+				tb.Prefetch(strconv.FormatUint((id*31)%keys+1, 10))
 				now := clock.Add(1)
 				r, ok := tb.Get(strconv.FormatUint(id, 10), now)
 				if !ok {
@@ -346,9 +349,64 @@ func TestTableDoesNotAllocate(t *testing.T) {
 			}
 			tb.Peek("absent")
 		},
+		"Prefetch": func() {
+			tb.Prefetch("present")
+			tb.Prefetch("absent")
+		},
 	} {
 		if a := testing.AllocsPerRun(1000, f); a != 0 {
 			t.Errorf("%s allocates %v per run", name, a)
+		}
+	}
+}
+
+// TestPrefetchChangesNothing: Prefetch of present and absent keys leaves
+// the entries, their states and the counters as they were.
+func TestPrefetchChangesNothing(t *testing.T) {
+	tb := newTestTable(t, 100, WithShards(1))
+	tb.prefetch = true // as a large table's
+	for i := range 50 {
+		r, _ := tb.Get("k"+strconv.Itoa(i), 0)
+		tableUse(t, r, uint64(i+1), 10)
+		r.Release()
+	}
+	before := tb.Stats()
+	for i := range 200 {
+		tb.Prefetch("k" + strconv.Itoa(i))
+	}
+	if after := tb.Stats(); after != before {
+		t.Fatalf("stats %+v after Prefetch, %+v before", after, before)
+	}
+	for i := range 200 {
+		r, ok := tb.Lookup("k" + strconv.Itoa(i))
+		if ok != (i < 50) {
+			t.Fatalf("k%d present %v after Prefetch, want %v", i, ok, i < 50)
+		}
+		if ok {
+			if v := r.Value(); v.owner.Load() != uint64(i+1) || v.hits.Load() != 1 || v.until.Load() != 10 {
+				t.Errorf("k%d's state changed: owner %d, hits %d, until %d", i, v.owner.Load(), v.hits.Load(), v.until.Load())
+			}
+			r.Release()
+		}
+	}
+}
+
+// TestPrefetchReadsOnlyLargeTables: Prefetch reads the buckets of a table
+// of prefetchBytes of buckets or more, and nothing of a smaller one.
+func TestPrefetchReadsOnlyLargeTables(t *testing.T) {
+	perSlot := int(unsafe.Sizeof(bucket[tstate]{})) / bucketSlots
+	for _, tc := range []struct {
+		capacity int
+		want     bool
+	}{
+		{1000, false},
+		{prefetchBytes / perSlot / 2, false},
+		{prefetchBytes / perSlot, true},
+	} {
+		tb := newTestTable(t, tc.capacity)
+		if tb.prefetch != tc.want {
+			t.Errorf("capacity %d (%d bytes of buckets): prefetch %v, want %v",
+				tc.capacity, len(tb.buckets)*int(unsafe.Sizeof(bucket[tstate]{})), tb.prefetch, tc.want)
 		}
 	}
 }

@@ -69,6 +69,9 @@ type memLimit interface {
 	registered() Spec
 	// reset makes key fresh (Resetter).
 	reset(key string)
+	// prefetch asks for the memory that deciding key reads
+	// (concurrency.Table.Prefetch).
+	prefetch(key string)
 }
 
 // Register validates spec and adds it. It returns the spec's validation
@@ -257,6 +260,13 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	}
 	now, wait := req.Now, req.Wait
 	hits := req.Hits[:req.N]
+	if len(hits) > 1 {
+		// Ask for every hit's entry before deciding the first, so that
+		// the cache misses of large tables overlap.
+		for i := range hits {
+			ls[hits[i].Limit-1].prefetch(hits[i].Key)
+		}
+	}
 	res.Allowed, res.Decider, res.Now, res.Wait = true, 0, now, 0
 	for i := range hits {
 		h, out := &hits[i], &res.Hits[i]

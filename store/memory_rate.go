@@ -229,6 +229,8 @@ func (r *rateLimit[S, P, A]) stats() concurrency.TableStats { return r.table.Sta
 
 func (r *rateLimit[S, P, A]) registered() Spec { return r.spec }
 
+func (r *rateLimit[S, P, A]) prefetch(key string) { r.table.Prefetch(key) }
+
 // leaseTable is a Concurrency limit of a Memory store. Like rateLimit it is
 // immutable: Update makes a new one of the new limit and TTL on the same
 // keys.
@@ -316,3 +318,5 @@ func (l *leaseTable) release(lease Lease, now int64) (bool, error) {
 func (l *leaseTable) stats() concurrency.TableStats { return l.table.Stats() }
 
 func (l *leaseTable) registered() Spec { return l.spec }
+
+func (l *leaseTable) prefetch(key string) { l.table.Prefetch(key) }

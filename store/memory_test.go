@@ -569,3 +569,42 @@ func TestMemoryOneBucketHitHonoursRequestWait(t *testing.T) {
 		t.Errorf("request wait %v, hit wait %v; want %v for both", res.Wait, res.Hits[0].Wait, wait)
 	}
 }
+
+// TestMemoryLayeredDecisionsOnLargeTables: requests of two hits on tables
+// large enough that Decide prefetches their entries (4 MiB of buckets and
+// more) are decided as on small ones: all or nothing, every key its own.
+func TestMemoryLayeredDecisionsOnLargeTables(t *testing.T) {
+	const capacity = 300_000 // 9 MB of buckets and more for each limit
+	for _, alg := range []store.Algorithm{store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.Concurrency} {
+		t.Run(alg.String(), func(t *testing.T) {
+			m := store.NewMemory()
+			wide := storetest.SpecOf(store.TokenBucket, "wide", 1000, time.Hour)
+			wide.Capacity = capacity
+			narrow := storetest.SpecOf(alg, "narrow", 3, time.Hour)
+			narrow.Capacity = capacity
+			a, b := mustRegister(t, m, wide), mustRegister(t, m, narrow)
+			now := int64(time.Hour)
+			for i := range 40 {
+				res := decide(t, m, now, store.Hit{Limit: a, Key: fmt.Sprint("a-", i), Cost: 1}, store.Hit{Limit: b, Key: fmt.Sprint("b-", i%10), Cost: 1})
+				if want := i < 30; res.Allowed != want {
+					t.Fatalf("request %d (b-%d's use %d): allowed %v, want %v", i, i%10, i/10+1, res.Allowed, want)
+				}
+			}
+			// The rejected requests' charges on the wide limit were given
+			// back; the admitted ones' stand.
+			for i := range 40 {
+				res := decide(t, m, now, store.Hit{Limit: a, Key: fmt.Sprint("a-", i), Cost: 1})
+				want := int64(1000 - 2)
+				if i >= 30 {
+					want = 1000 - 1
+				}
+				if got := res.Hits[0].Decision.Remaining; !res.Allowed || got != want {
+					t.Errorf("a-%d: allowed %v, remaining %d, want %d", i, res.Allowed, got, want)
+				}
+			}
+			if n := m.TableStats(a).Entries; n != 40 {
+				t.Errorf("the wide limit holds %d keys, want 40", n)
+			}
+		})
+	}
+}

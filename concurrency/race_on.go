@@ -1,0 +1,6 @@
+//go:build race
+
+package concurrency
+
+// raceEnabled reports that the race detector is on (see touchBucket).
+const raceEnabled = true
