@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"hash/maphash"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -17,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/store"
-	"golang.org/x/time/rate"
 )
 
 // keyedKeys is how many distinct keys BenchmarkKeyed1e6Allow really uses.
@@ -43,7 +41,7 @@ var keyedKeySet = sync.OnceValue(func() []string {
 
 // keyedRequests is the order BenchmarkKeyed1e6Allow decides the keys in
 // (see inRequestOrder).
-var keyedRequests = sync.OnceValue(func() []string { return inRequestOrder(keyedKeySet()) })
+var keyedRequests = sync.OnceValue(func() []string { return inRequestOrder(keyedKeySet(), 1) })
 
 // inRequestOrder returns keys as a server's clients bring them back after
 // their first request: every key once, so that a benchmark can check every
@@ -55,9 +53,9 @@ var keyedRequests = sync.OnceValue(func() []string { return inRequestOrder(keyed
 // strings inserted, implementations that allocate a value per key
 // (go-limiter's bucket, x/time/rate's Limiter) found each next value just
 // after the last one, and Go's maps compared keys by pointer: a locality
-// no server's traffic has.
-func inRequestOrder(keys []string) []string {
-	order := rand.New(rand.NewPCG(1, 2)).Perm(len(keys))
+// no server's traffic has. Each seed gives its own order.
+func inRequestOrder(keys []string, seed uint64) []string {
+	order := rand.New(rand.NewPCG(seed, 2)).Perm(len(keys))
 	walk := make([]string, len(keys))
 	for i, k := range order {
 		walk[i] = strings.Clone(keys[k])
@@ -134,37 +132,8 @@ func keyedImpls() []keyedImpl {
 				}
 		}},
 		{"xtimeratemap", func(b *testing.B) (func() func(string) bool, func() int, func()) {
-			// A map of x/time/rate Limiters sharded 64 ways by a seeded
-			// hash of the key, each shard under its own mutex: what a
-			// user of x/time/rate would write for many keys and cores.
-			seed := maphash.MakeSeed()
-			var shards [64]struct {
-				mu sync.Mutex
-				m  map[string]*rate.Limiter
-				_  [48]byte // a shard a cache line of its own
-			}
-			for i := range shards {
-				shards[i].m = make(map[string]*rate.Limiter)
-			}
-			return shared(func(key string) bool {
-					sh := &shards[maphash.String(seed, key)%uint64(len(shards))]
-					sh.mu.Lock()
-					l, ok := sh.m[key]
-					if !ok {
-						l = rate.NewLimiter(perSecond, keyedBurst)
-						sh.m[key] = l
-					}
-					sh.mu.Unlock()
-					return l.Allow()
-				}), func() int {
-					n := 0
-					for i := range shards {
-						shards[i].mu.Lock()
-						n += len(shards[i].m)
-						shards[i].mu.Unlock()
-					}
-					return n
-				}, func() {}
+			m := newShardedLimiters(perSecond, keyedBurst)
+			return shared(m.allow), m.len, func() {}
 		}},
 	}
 }

@@ -32,7 +32,7 @@ func BenchmarkPenaltyCheck(b *testing.B) {
 			}
 			until[k] = now + int64(5*time.Minute)
 		}
-		walk := inRequestOrder(keys)
+		walk := inRequestOrder(keys, 1)
 		impls := []struct {
 			name  string
 			check func(string) bool

@@ -48,7 +48,7 @@ import (
 )
 
 // defaultBench is the set the README's comparison table is made of.
-const defaultBench = "TryAcquireRelease|TokenBucketAllow|GlobalCap|Keyed1e6Allow|ShedGlobalCap|Middleware"
+const defaultBench = "TryAcquireRelease|TokenBucketAllow|GlobalCap|Keyed1e6Allow|Keyed1e6Layered|ShedGlobalCap|Middleware"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,7 +80,7 @@ func parseArgs(args []string, log io.Writer) (config, error) {
 	fs.SetOutput(log)
 	bench := fs.String("bench", defaultBench, "regexp of the top-level benchmarks (without the Benchmark prefix)")
 	filter := fs.String("filter", "", "regexp a case's full name (Benchmark.../impl/variant) must match to run")
-	benchtime := fs.String("benchtime", "300ms,Keyed1e6Allow=2000000x", "the -test.benchtime of each process: a default, then Name=value overrides, comma-separated")
+	benchtime := fs.String("benchtime", "300ms,Keyed1e6Allow=2000000x,Keyed1e6Layered=1000000x", "the -test.benchtime of each process: a default, then Name=value overrides, comma-separated")
 	cpu := fs.String("cpu", "2", "comma-separated GOMAXPROCS values; each is a case of its own")
 	rounds := fs.Int("rounds", 5, "rounds; each runs every case once, in its own process")
 	pkg := fs.String("pkg", ".", "the package whose benchmarks to run")
