@@ -22,7 +22,6 @@ func testReserve(h *harness, alg store.Algorithm) {
 	const iv = 10 * time.Second
 	id := h.register(h.spec(alg, 1, iv)) // 1 token, one per 10 s; or 1 per window of 10 s
 	other := h.register(h.spec(alg, 1, iv))
-	window := h.register(h.spec(store.FixedWindow, 1, time.Hour))
 	// reserve decides hits, each with its max wait.
 	reserve := func(hits ...store.Hit) (*store.Result, error) {
 		h.t.Helper()
@@ -88,6 +87,10 @@ func testReserve(h *harness, alg store.Algorithm) {
 	}
 	near("retry after", res.Decision().RetryAfter, base+4*iv)
 	// All or nothing: a later hit's rejection gives the reservation back.
+	// The window's hit is decided when the reservation starts, some 40 s
+	// on: its window must not end before (res.Now is the server's now on a
+	// server's clock).
+	window := h.register(h.spec(store.FixedWindow, 1, windowBeyond(res.Now, 2*time.Minute)))
 	h.decide(store.Hit{Limit: window, Key: "k", Cost: 1})
 	res, err = reserve(store.Hit{Limit: id, Key: "k", Cost: 1, MaxWait: time.Minute}, store.Hit{Limit: window, Key: "k", Cost: 1})
 	if err != nil {
@@ -168,4 +171,18 @@ func testReserve(h *harness, alg store.Algorithm) {
 	if _, err := reserve(store.Hit{Limit: id, Key: "n", Cost: 1, MaxWait: -1}); err == nil {
 		h.t.Fatal("a negative max wait: no error")
 	}
+}
+
+// windowBeyond returns the length of a fixed window, an hour or a few
+// minutes more, whose window holding now ends more than margin after now
+// (windows are aligned at multiples of their length): a hit decided up to
+// margin later is decided in the same window. On a server's clock a test
+// cannot choose its now, and a window of exactly an hour ends in the
+// minute before every full hour.
+func windowBeyond(now int64, margin time.Duration) time.Duration {
+	w := time.Hour
+	for int64(w)-now%int64(w) <= int64(margin) {
+		w += time.Minute
+	}
+	return w
 }
