@@ -229,7 +229,10 @@ func (m *Memory) lookup(id LimitID) memLimit {
 // Decide charges req's hits at req.Now, all or nothing (see Store). It
 // returns an error, charging nothing, when req is malformed (Request.Check),
 // names a limit this store does not hold (ErrUnknownLimit), or has a
-// negative Now. It does not allocate for a warm key.
+// negative Now. It does not allocate for a warm key. A request of several
+// hits asks for every hit's entry before deciding the first
+// (concurrency.Table.Prefetch), so that on large tables their cache misses
+// overlap.
 func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	if req == nil || res == nil {
 		return fmt.Errorf("store: Decide needs a request and a result")
