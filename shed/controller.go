@@ -126,7 +126,11 @@ type Controller struct {
 // storage is where a Controller's per-key rules keep their state: the
 // store and the limits registered in it.
 type storage struct {
-	store  store.Store
+	store store.Store
+	// prefetch is store where it can prefetch a key's entry (a Memory).
+	prefetch interface {
+		Prefetch(id store.LimitID, key string)
+	}
 	storeN int // store registrations, for unique store limit names
 	// scaledIDs are the store limits registered for overrides, by their
 	// parameters (under mu), so that overrides of equal scale share one.
@@ -196,6 +200,9 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	if c.storage.store == nil {
 		c.storage.store = store.NewMemory()
 	}
+	c.storage.prefetch, _ = c.storage.store.(interface {
+		Prefetch(id store.LimitID, key string)
+	})
 	if c.now == nil {
 		c.now = clock.Now
 	}

@@ -73,6 +73,16 @@ func (c *Controller) decide(ctx context.Context, a *ticket, d *Decision) error {
 	if p.fair {
 		a.buildFairKeys(p)
 	}
+	if checkPenalty && c.storage.prefetch != nil {
+		// The penalty check's lookup and the per-key rules' are
+		// independent: ask for the latter's entries first, so that their
+		// cache misses overlap.
+		for _, i := range p.stored {
+			if r := &a.set.rules[i]; r.Identity != Composite && a.buildKey(r.Identity) {
+				c.storage.prefetch.Prefetch(r.id, a.keyString(r.Identity))
+			}
+		}
+	}
 
 	// 1. The penalty box.
 	if checkPenalty {

@@ -361,6 +361,18 @@ func (m *Memory) Release(_ context.Context, lease Lease, now int64) error {
 	return nil
 }
 
+// Prefetch reads, and discards, the memory that deciding key on limit id
+// will read first (concurrency.Table.Prefetch): a caller with other work
+// to do before its Decide (a penalty check) calls it first, so that the
+// two cache misses overlap. It does nothing for an unknown limit or a
+// table of under 4 MiB of buckets. Safe for concurrent use; it allocates
+// nothing.
+func (m *Memory) Prefetch(id LimitID, key string) {
+	if l := m.lookup(id); l != nil {
+		l.prefetch(key)
+	}
+}
+
 // TableStats returns the key table counters of limit id (entries, capacity,
 // evictions, overflows); the zero TableStats for an unknown or
 // unregistered id.

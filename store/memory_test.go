@@ -608,3 +608,31 @@ func TestMemoryLayeredDecisionsOnLargeTables(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryPrefetchChangesNothing: Prefetch of a present or an absent
+// key, on a table large enough to be read, of an unknown or the zero
+// limit, inserts no key, changes no state and allocates nothing.
+func TestMemoryPrefetchChangesNothing(t *testing.T) {
+	m := store.NewMemory()
+	spec := storetest.SpecOf(store.TokenBucket, "large", 10, time.Hour)
+	spec.Capacity = 300_000 // 9 MB of buckets: Prefetch reads them
+	id := mustRegister(t, m, spec)
+	now := int64(time.Hour)
+	decide(t, m, now, store.Hit{Limit: id, Key: "present", Cost: 3})
+	prefetch := func() {
+		m.Prefetch(id, "present")
+		m.Prefetch(id, "absent")
+		m.Prefetch(0, "present")
+		m.Prefetch(id+100, "present")
+	}
+	prefetch()
+	if n := m.TableStats(id).Entries; n != 1 {
+		t.Fatalf("%d keys after Prefetch, want 1", n)
+	}
+	if res := decide(t, m, now, store.Hit{Limit: id, Key: "present", Cost: 1}); res.Hits[0].Decision.Remaining != 6 {
+		t.Errorf("present's remaining %d after Prefetch, want 6", res.Hits[0].Decision.Remaining)
+	}
+	if a := testing.AllocsPerRun(100, prefetch); a != 0 {
+		t.Errorf("Prefetch allocates %v per run", a)
+	}
+}
