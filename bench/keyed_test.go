@@ -180,76 +180,70 @@ func shared(f func(string) bool) func() func(string) bool {
 func BenchmarkKeyed1e6Allow(b *testing.B) {
 	keys, walk := keyedKeySet(), keyedRequests()
 	for _, impl := range keyedImpls() {
-		for _, parallel := range []bool{false, true} {
-			name := impl.name + "/serial"
-			if parallel {
-				name = impl.name + "/parallel"
+		serialAndParallel(b, impl.name, func(b *testing.B, parallel bool) {
+			heap0 := heapInUse()
+			allower, held, done := impl.new(b)
+			defer done()
+			allow := allower()
+			for _, k := range keys {
+				if !allow(k) {
+					b.Fatal("warm-up decision rejected")
+				}
 			}
-			b.Run(name, func(b *testing.B) {
-				heap0 := heapInUse()
-				allower, held, done := impl.new(b)
-				defer done()
-				allow := allower()
-				for _, k := range keys {
-					if !allow(k) {
-						b.Fatal("warm-up decision rejected")
+			// What the implementation holds for a million keys (the key
+			// strings, built beforehand, not counted); reported after
+			// the run, since ResetTimer drops metrics reported before.
+			perKey := float64(heapInUse()-heap0) / keyedKeys
+			// And how much of the process huge pages back then (a table
+			// advises them; the Go heap otherwise gets them only where
+			// THP is "always"): the TLB misses a random key avoids. Not
+			// a difference from before: a run of b.N = 1 came first in
+			// this process, and this run's table reuses its memory,
+			// huge pages and all.
+			huge := anonHugeBytes()
+			if n := held(); n != -1 && n != keyedKeys {
+				b.Fatalf("holds %d keys after warm-up, want %d", n, keyedKeys)
+			}
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			if !parallel {
+				i := 0
+				for range b.N {
+					if !allow(walk[i]) {
+						b.Fatal("rejected below the limit")
+					}
+					if i++; i == keyedKeys {
+						i = 0
 					}
 				}
-				// What the implementation holds for a million keys (the key
-				// strings, built beforehand, not counted); reported after
-				// the run, since ResetTimer drops metrics reported before.
-				perKey := float64(heapInUse()-heap0) / keyedKeys
-				// And how much of the process huge pages back then (a table
-				// advises them; the Go heap otherwise gets them only where
-				// THP is "always"): the TLB misses a random key avoids. Not
-				// a difference from before: a run of b.N = 1 came first in
-				// this process, and this run's table reuses its memory,
-				// huge pages and all.
-				huge := anonHugeBytes()
-				if n := held(); n != -1 && n != keyedKeys {
-					b.Fatalf("holds %d keys after warm-up, want %d", n, keyedKeys)
-				}
-				b.ReportAllocs()
-				cpu0 := processCPU(b)
-				b.ResetTimer()
-				if !parallel {
-					i := 0
-					for range b.N {
+			} else {
+				inParallel(b, 1, func(w, n int) {
+					allow := allower()
+					i := (w + 1) * (keyedKeys / 7) % keyedKeys
+					for range n {
 						if !allow(walk[i]) {
-							b.Fatal("rejected below the limit")
+							b.Error("rejected below the limit")
+							return
 						}
 						if i++; i == keyedKeys {
 							i = 0
 						}
 					}
-				} else {
-					inParallel(b, 1, func(w, n int) {
-						allow := allower()
-						i := (w + 1) * (keyedKeys / 7) % keyedKeys
-						for range n {
-							if !allow(walk[i]) {
-								b.Error("rejected below the limit")
-								return
-							}
-							if i++; i == keyedKeys {
-								i = 0
-							}
-						}
-					})
-				}
-				b.StopTimer()
-				// CPU time per decision, all threads and the GC included: on
-				// a shared machine it is steadier than wall time, which
-				// counts the time other processes held the cores.
-				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-				if n := held(); n != -1 && n != keyedKeys {
-					b.Fatalf("holds %d keys after the run, want %d", n, keyedKeys)
-				}
-				b.ReportMetric(perKey, "heap-B/key")
-				if huge >= 0 {
-					b.ReportMetric(float64(huge)/keyedKeys, "huge-B/key")
-				}
-			})
-		}
+				})
+			}
+			b.StopTimer()
+			// CPU time per decision, all threads and the GC included: on
+			// a shared machine it is steadier than wall time, which
+			// counts the time other processes held the cores.
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			if n := held(); n != -1 && n != keyedKeys {
+				b.Fatalf("holds %d keys after the run, want %d", n, keyedKeys)
+			}
+			b.ReportMetric(perKey, "heap-B/key")
+			if huge >= 0 {
+				b.ReportMetric(float64(huge)/keyedKeys, "huge-B/key")
+			}
+		})
 	}
 }

@@ -185,64 +185,58 @@ func (s *shardedLimiters) len() int {
 func BenchmarkKeyed1e6Layered(b *testing.B) {
 	keys, walk := layeredKeys(), layeredRequests()
 	for _, impl := range layeredImpls() {
-		for _, parallel := range []bool{false, true} {
-			name := impl.name + "/serial"
-			if parallel {
-				name = impl.name + "/parallel"
+		serialAndParallel(b, impl.name, func(b *testing.B, parallel bool) {
+			heap0 := heapInUse()
+			allower, held, done := impl.new(b)
+			defer done()
+			allow := allower()
+			ks := new([len(layers)]string)
+			for i := range keyedKeys {
+				*ks = [len(layers)]string{keys[0][i], keys[1][i], keys[2][i]}
+				if !allow(ks) {
+					b.Fatal("warm-up decision rejected")
+				}
 			}
-			b.Run(name, func(b *testing.B) {
-				heap0 := heapInUse()
-				allower, held, done := impl.new(b)
-				defer done()
-				allow := allower()
+			perKey := float64(heapInUse()-heap0) / float64(len(layers)*keyedKeys)
+			check := func(when string) {
+				for j := range layers {
+					if n := held(j); n != -1 && n != keyedKeys {
+						b.Fatalf("layer %s holds %d keys %s, want %d", layers[j], n, when, keyedKeys)
+					}
+				}
+			}
+			check("after warm-up")
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			run := func(allow func(*[len(layers)]string) bool, i, n int) bool {
 				ks := new([len(layers)]string)
-				for i := range keyedKeys {
-					*ks = [len(layers)]string{keys[0][i], keys[1][i], keys[2][i]}
+				for range n {
+					*ks = [len(layers)]string{walk[0][i], walk[1][i], walk[2][i]}
 					if !allow(ks) {
-						b.Fatal("warm-up decision rejected")
+						return false
+					}
+					if i++; i == keyedKeys {
+						i = 0
 					}
 				}
-				perKey := float64(heapInUse()-heap0) / float64(len(layers)*keyedKeys)
-				check := func(when string) {
-					for j := range layers {
-						if n := held(j); n != -1 && n != keyedKeys {
-							b.Fatalf("layer %s holds %d keys %s, want %d", layers[j], n, when, keyedKeys)
-						}
-					}
+				return true
+			}
+			if !parallel {
+				if !run(allow, 0, b.N) {
+					b.Fatal("rejected below the limit")
 				}
-				check("after warm-up")
-				b.ReportAllocs()
-				cpu0 := processCPU(b)
-				b.ResetTimer()
-				run := func(allow func(*[len(layers)]string) bool, i, n int) bool {
-					ks := new([len(layers)]string)
-					for range n {
-						*ks = [len(layers)]string{walk[0][i], walk[1][i], walk[2][i]}
-						if !allow(ks) {
-							return false
-						}
-						if i++; i == keyedKeys {
-							i = 0
-						}
+			} else {
+				inParallel(b, 1, func(w, n int) {
+					if !run(allower(), (w+1)*(keyedKeys/7)%keyedKeys, n) {
+						b.Error("rejected below the limit")
 					}
-					return true
-				}
-				if !parallel {
-					if !run(allow, 0, b.N) {
-						b.Fatal("rejected below the limit")
-					}
-				} else {
-					inParallel(b, 1, func(w, n int) {
-						if !run(allower(), (w+1)*(keyedKeys/7)%keyedKeys, n) {
-							b.Error("rejected below the limit")
-						}
-					})
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-				check("after the run")
-				b.ReportMetric(perKey, "heap-B/key")
-			})
-		}
+				})
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			check("after the run")
+			b.ReportMetric(perKey, "heap-B/key")
+		})
 	}
 }

@@ -34,3 +34,15 @@ func inParallel(b *testing.B, parallelism int, body func(w, n int)) {
 	}
 	wg.Wait()
 }
+
+// serialAndParallel runs body as name/serial and as name/parallel, telling
+// it which.
+func serialAndParallel(b *testing.B, name string, body func(b *testing.B, parallel bool)) {
+	for _, parallel := range []bool{false, true} {
+		mode := "/serial"
+		if parallel {
+			mode = "/parallel"
+		}
+		b.Run(name+mode, func(b *testing.B) { body(b, parallel) })
+	}
+}
