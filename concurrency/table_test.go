@@ -683,7 +683,7 @@ func TestTablePublishResolvesDuplicates(t *testing.T) {
 // bound, math.MaxInt overflowed the slot count (a panic) and 1<<40 was a
 // fatal out-of-memory that no recover catches.
 func TestTableCapacityAboveMaximumIsAnError(t *testing.T) {
-	for _, c := range []int{MaxTableCapacity + 1, 1 << 40, math.MaxInt} {
+	for _, c := range []int{MaxTableCapacity + 1, min(1<<40, math.MaxInt), math.MaxInt} {
 		tb, err := NewTable[tstate](c, trecovered)
 		if err == nil || tb != nil {
 			t.Errorf("NewTable(%d): no error", c)

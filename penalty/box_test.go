@@ -314,7 +314,7 @@ func TestBoxCheckNeverReportsAnotherKey(t *testing.T) {
 // MaxCapacity with an error, before allocating (math.MaxInt panicked and
 // 1<<40 was a fatal out-of-memory).
 func TestBoxCapacityAboveMaximumIsAnError(t *testing.T) {
-	for _, c := range []int{MaxCapacity + 1, 1 << 40, math.MaxInt} {
+	for _, c := range []int{MaxCapacity + 1, min(1<<40, math.MaxInt), math.MaxInt} {
 		if b, err := NewBox(c); err == nil || b != nil || !strings.HasPrefix(err.Error(), "penalty: ") {
 			t.Errorf("NewBox(%d): %v, want a penalty: error", c, err)
 		}

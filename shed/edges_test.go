@@ -741,7 +741,7 @@ func aimdLimiter(t *testing.T, initial, max int) *adaptive.Limiter {
 // error from New naming the maximum, never a panic or a fatal
 // out-of-memory.
 func TestHugeCapacityIsAnError(t *testing.T) {
-	for _, capacity := range []int{math.MaxInt, 1 << 40, concurrency.MaxTableCapacity + 1} {
+	for _, capacity := range []int{math.MaxInt, min(1<<40, math.MaxInt), concurrency.MaxTableCapacity + 1} {
 		_, err := New([]Rule{{Name: "ip", Identity: IP, Algorithm: FixedWindow, Limit: 5, Window: time.Hour, Capacity: capacity}}, quiet())
 		if err == nil || !strings.Contains(err.Error(), "capacity") {
 			t.Errorf("Capacity %d: %v, want an error about the capacity", capacity, err)

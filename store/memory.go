@@ -90,7 +90,7 @@ func (m *Memory) Register(_ context.Context, spec Spec) (LimitID, error) {
 	if p := m.limits.Load(); p != nil {
 		old = *p
 	}
-	if len(old) >= math.MaxUint32 {
+	if uint64(len(old)) >= math.MaxUint32 {
 		return 0, fmt.Errorf("store: too many limits")
 	}
 	l, err := newMemLimit(spec, b, LimitID(len(old)+1))

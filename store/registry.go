@@ -32,7 +32,7 @@ func (r *Registry[L]) Add(name string, l *L) (LimitID, error) {
 		return 0, fmt.Errorf("store: limit %q is registered already", name)
 	}
 	old := r.All()
-	if len(old) >= math.MaxUint32 {
+	if uint64(len(old)) >= math.MaxUint32 {
 		return 0, fmt.Errorf("store: too many limits")
 	}
 	next := append(slices.Clip(old), l)

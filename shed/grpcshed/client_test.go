@@ -283,7 +283,7 @@ func TestClientOptionErrors(t *testing.T) {
 		"ratio above 1":  WithRetryBudget(1.5, 1),
 		"negative ratio": WithRetryBudget(-0.1, 1),
 		"zero burst":     WithRetryBudget(0.1, 0),
-		"huge burst":     WithRetryBudget(0.1, math.MaxInt32+1),
+		"huge burst":     WithRetryBudget(0.1, hugeBurst()),
 	} {
 		if _, err := NewClient(o); err == nil {
 			t.Errorf("%s: NewClient accepted it", name)
@@ -333,4 +333,11 @@ func TestClientRetryNeverEarlyWhenItsTargetIsUntracked(t *testing.T) {
 			t.Fatalf("served at %v: the retry of an untracked target went before the 3s it was told", offsets(start, at))
 		}
 	})
+}
+
+// hugeBurst returns 2^31, a burst past the largest (where an int has 64
+// bits; where it has 32, the sum wraps to a negative burst, refused too).
+func hugeBurst() int {
+	n := math.MaxInt32
+	return n + 1
 }

@@ -109,7 +109,9 @@ func TestCheckCleanupTakesAnInt32Count(t *testing.T) {
 			t.Errorf("%d: %v", n, err)
 		}
 	}
-	for _, n := range []int{0, -1, 1 << 31} {
+	tooMany := 1<<31 - 1
+	tooMany++ // 2^31 (where an int has 32 bits it wraps to a negative limit, refused too)
+	for _, n := range []int{0, -1, tooMany} {
 		if err := ls.CheckCleanup(n); err == nil || !strings.HasPrefix(err.Error(), "teststore: cleanup limit must be from 1 to 2^31-1") {
 			t.Errorf("%d: %v", n, err)
 		}
