@@ -548,6 +548,11 @@ func (t *Table[V, P]) Prefetch(key string) {
 	touchBucket(&sh.buckets[i2])
 }
 
+// Prefetches reports whether Prefetch reads anything: whether the table
+// has 4 MiB of buckets or more. A caller that would call Prefetch for
+// several keys skips the calls when it says no.
+func (t *Table[V, P]) Prefetches() bool { return t.prefetch }
+
 // touchBucket loads a word of each line that a probe of b reads: its
 // keys, its pin counts, and the first and last words of its states (all
 // of them for states of up to 16 bytes). The loads are atomic so that the

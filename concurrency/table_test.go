@@ -404,9 +404,9 @@ func TestPrefetchReadsOnlyLargeTables(t *testing.T) {
 		{prefetchBytes / perSlot, true},
 	} {
 		tb := newTestTable(t, tc.capacity)
-		if tb.prefetch != tc.want {
+		if tb.Prefetches() != tc.want {
 			t.Errorf("capacity %d (%d bytes of buckets): prefetch %v, want %v",
-				tc.capacity, len(tb.buckets)*int(unsafe.Sizeof(bucket[tstate]{})), tb.prefetch, tc.want)
+				tc.capacity, len(tb.buckets)*int(unsafe.Sizeof(bucket[tstate]{})), tb.Prefetches(), tc.want)
 		}
 	}
 }

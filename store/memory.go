@@ -42,6 +42,10 @@ type Memory struct {
 	// limits is copied on write, indexed by LimitID-1; an unregistered
 	// limit leaves nil (a tombstone, so that IDs are never reused).
 	limits atomic.Pointer[[]memLimit]
+	// prefetch says that some limit ever registered has a table large
+	// enough for Decide to prefetch its hits (concurrency.Table.Prefetches):
+	// without one, Decide skips the calls, each of which would do nothing.
+	prefetch atomic.Bool
 }
 
 var _ Store = (*Memory)(nil)
@@ -70,8 +74,10 @@ type memLimit interface {
 	// reset makes key fresh (Resetter).
 	reset(key string)
 	// prefetch asks for the memory that deciding key reads
-	// (concurrency.Table.Prefetch).
+	// (concurrency.Table.Prefetch), and prefetches reports whether it
+	// reads anything (concurrency.Table.Prefetches).
 	prefetch(key string)
+	prefetches() bool
 }
 
 // Register validates spec and adds it. It returns the spec's validation
@@ -98,6 +104,9 @@ func (m *Memory) Register(_ context.Context, spec Spec) (LimitID, error) {
 		return 0, err
 	}
 	next := append(slices.Clip(old), l)
+	if l.prefetches() {
+		m.prefetch.Store(true)
+	}
 	if m.names == nil {
 		m.names = make(map[string]LimitID)
 	}
@@ -263,7 +272,7 @@ func (m *Memory) Decide(_ context.Context, req *Request, res *Result) error {
 	}
 	now, wait := req.Now, req.Wait
 	hits := req.Hits[:req.N]
-	if len(hits) > 1 {
+	if len(hits) > 1 && m.prefetch.Load() {
 		// Ask for every hit's entry before deciding the first, so that
 		// the cache misses of large tables overlap.
 		for i := range hits {

@@ -86,8 +86,6 @@ func withAlgo[S any, P interface {
 		reserve: CheckReserve(spec) == nil, limit: spec.Limit, b: b, spec: spec, keys: k}
 }
 
-// reserveAlgo is a rate configuration that can reserve (a token bucket,
-// warped or not); the times and waits are the limit's own.
 // lateAlgo is a rate configuration whose refund after the work differs
 // from its refund at the admission: a token bucket's
 // (ratelimit.GCRA.RefundLate).
@@ -95,6 +93,8 @@ type lateAlgo[S any] interface {
 	RefundLate(s *S, at, now, n, until int64)
 }
 
+// reserveAlgo is a rate configuration that can reserve (a token bucket,
+// warped or not); the times and waits are the limit's own.
 type reserveAlgo[S any] interface {
 	ReserveN(s *S, now, n int64, minWait, maxWait time.Duration) ratelimit.Reservation
 	Cancel(s *S, now, n int64, r ratelimit.Reservation)
@@ -230,6 +230,7 @@ func (r *rateLimit[S, P, A]) stats() concurrency.TableStats { return r.table.Sta
 func (r *rateLimit[S, P, A]) registered() Spec { return r.spec }
 
 func (r *rateLimit[S, P, A]) prefetch(key string) { r.table.Prefetch(key) }
+func (r *rateLimit[S, P, A]) prefetches() bool    { return r.table.Prefetches() }
 
 // leaseTable is a Concurrency limit of a Memory store. Like rateLimit it is
 // immutable: Update makes a new one of the new limit and TTL on the same
@@ -320,3 +321,4 @@ func (l *leaseTable) stats() concurrency.TableStats { return l.table.Stats() }
 func (l *leaseTable) registered() Spec { return l.spec }
 
 func (l *leaseTable) prefetch(key string) { l.table.Prefetch(key) }
+func (l *leaseTable) prefetches() bool    { return l.table.Prefetches() }

@@ -174,6 +174,17 @@ func (h *harness) register(spec store.Spec) store.LimitID {
 	return id
 }
 
+// refunder returns the store as a store.Refunder, and skips the test
+// where it is none.
+func (h *harness) refunder() store.Refunder {
+	h.t.Helper()
+	rf, ok := h.s.(store.Refunder)
+	if !ok {
+		h.t.Skip("the store does not implement store.Refunder")
+	}
+	return rf
+}
+
 // decide decides hits at h.now and checks the result's shape.
 func (h *harness) decide(hits ...store.Hit) *store.Result {
 	h.t.Helper()
@@ -951,10 +962,7 @@ func testReset(h *harness, alg store.Algorithm) {
 // an admitted decision charged comes back, one unit for one unit, on that
 // key only; a concurrency hit is left to its lease.
 func testRefund(h *harness, alg store.Algorithm) {
-	rf, ok := h.s.(store.Refunder)
-	if !ok {
-		h.t.Skip("the store does not implement store.Refunder")
-	}
+	rf := h.refunder()
 	if alg == store.Concurrency {
 		h.t.Skip("a concurrency hit is given back by its lease")
 	}
@@ -1002,10 +1010,7 @@ func testRefund(h *harness, alg store.Algorithm) {
 // its end proves nothing: it is run again on a fresh limit whose period is
 // twice as long, a few times at most.
 func testRefundCrossed(h *harness, alg store.Algorithm) {
-	rf, ok := h.s.(store.Refunder)
-	if !ok {
-		h.t.Skip("the store does not implement store.Refunder")
-	}
+	rf := h.refunder()
 	const tries = 5
 	period := h.period()
 	for try := range tries {
@@ -1034,10 +1039,7 @@ const crossedLimit = 4
 // back, not 2, which would hand the take's tokens out again. The admitting
 // Result is made by hand, as the admission an instant ago said.
 func testRefundLatePartial(h *harness) {
-	rf, ok := h.s.(store.Refunder)
-	if !ok {
-		h.t.Skip("the store does not implement store.Refunder")
-	}
+	rf := h.refunder()
 	id := h.register(store.Spec{Name: "partial", Algorithm: store.TokenBucket, Limit: 8,
 		Rate: ratelimit.Rate{Count: 8, Per: 4 * time.Hour}})
 	for _, c := range []struct {
@@ -1086,10 +1088,7 @@ func testRefundLatePartial(h *harness) {
 // so that a refund of the latest admissions, or of the oldest counting at
 // the refund, would give back 2 of the 4.)
 func testRefundLate(h *harness, alg store.Algorithm) {
-	rf, ok := h.s.(store.Refunder)
-	if !ok {
-		h.t.Skip("the store does not implement store.Refunder")
-	}
+	rf := h.refunder()
 	const limit = 4
 	p := h.period()
 	wait, take := p/2+p/8, int64(1) // the bucket refills the 2 in p/2
