@@ -1,5 +1,7 @@
 package adaptive
 
+import "time"
+
 // Algorithm computes a concurrency limit from windows of samples.
 //
 // Implementations are pure: no clock reads, no goroutines, no I/O; the
@@ -23,6 +25,22 @@ type Shedder interface {
 	Algorithm
 	// ShedFraction returns the share of admissions to shed, in [0, 1].
 	ShedFraction() float64
+}
+
+// QueueBounder is an Algorithm that also bounds how long a request may
+// have waited in the server before it reached the Limiter
+// (Request.Queued: in the kernel's socket buffers, the accept queue and
+// the Go run queue): the Limiter sheds a request that waited longer
+// (ErrShed), at once and whatever the limit, unless its priority is above
+// Critical. It is the per-request actuator for the overload that
+// Shedder's share acts on window by window: a request that waited that
+// long is evidence of the queue by itself, and shedding it keeps the wait
+// of the admitted ones bounded from the first request of a surge on. The
+// Limiter reads QueueBound once, in NewLimiter. Default is one.
+type QueueBounder interface {
+	Algorithm
+	// QueueBound returns the longest wait to admit; zero or less: none.
+	QueueBound() time.Duration
 }
 
 // runtimeUser is an Algorithm that asks its Limiter to read the Go

@@ -25,6 +25,15 @@ import (
 //     cores, so no concurrency limit binds, and the queue is in the run
 //     queue and the sockets, before any middleware; the limit itself is
 //     left to the rules below. WithoutSchedulingSignal turns it off.
+//   - Queue bound, per request: a request that waited more than five
+//     scheduling targets (50ms) in the server before it reached the
+//     Limiter (Request.Queued: from the kernel's receive timestamp of its
+//     bytes, which shed's middleware has when the server's listener is a
+//     connguard.Guard's) is shed at once (it is a QueueBounder). The share
+//     above reacts window by window to the whole process's delay; the
+//     bound acts on each request from the first of a surge on, so that
+//     the admitted ones never wait long. WithoutSchedulingSignal turns it
+//     off too.
 //   - Runtime thresholds: with WithRuntimeThresholds, scheduler latency,
 //     GC CPU fraction or heap near GOMEMLIMIT above their thresholds
 //     multiply the limit by 0.9.
@@ -113,7 +122,20 @@ type Default struct {
 	epLimit, epX float64 // largest limit and throughput of the shrinking episode
 }
 
-var _ Shedder = (*Default)(nil)
+var (
+	_ Shedder      = (*Default)(nil)
+	_ QueueBounder = (*Default)(nil)
+)
+
+// queueBoundTargets is Default's queue bound in scheduling targets: a
+// request that waited five times the mean delay the shedding keeps is
+// shed at once (50ms with the default target).
+const queueBoundTargets = 5
+
+// QueueBound returns the longest wait in front of the handler that
+// Default admits (see QueueBounder): five times the scheduling target
+// (50ms by default); zero with WithoutSchedulingSignal.
+func (d *Default) QueueBound() time.Duration { return queueBoundTargets * d.schedTarget }
 
 // NewDefault returns sluice's default algorithm. It accepts
 // WithInitialLimit, WithLimits, WithTolerance, WithMaxHealthyLatency,

@@ -23,8 +23,10 @@ var ErrLimited = errors.New("adaptive: concurrency limit reached")
 var ErrDeadline = errors.New("adaptive: deadline shorter than the predicted latency")
 
 // ErrShed is returned when the Algorithm sheds a share of admissions (see
-// Shedder) and this one is in it. It does not match ErrLimited: waiting
-// would not help, since the limit is not what is reached.
+// Shedder) and this one is in it, or when the request waited past the
+// Algorithm's queue bound (see QueueBounder). It does not match
+// ErrLimited: waiting would not help, since the limit is not what is
+// reached.
 var ErrShed = errors.New("adaptive: shed to keep the scheduling delay short")
 
 // weyl is the increment of the sequence that picks the admissions to shed:
@@ -55,6 +57,12 @@ type Request struct {
 	// Without fair share they are ignored.
 	Tenant string
 	Weight int
+	// Queued is how long the request waited in the server before it
+	// reached the Limiter: from its arrival at the host (the kernel's
+	// receive timestamp of its bytes) to the call; 0 when unknown. A
+	// QueueBounder's Limiter sheds a request that waited past its bound.
+	// shed's middleware fills it from connguard's arrival times.
+	Queued time.Duration
 }
 
 // Limiter enforces a limit that an Algorithm adapts from the outcomes of the
@@ -108,6 +116,9 @@ type Limiter struct {
 	shedSeq   atomic.Uint64
 	shedCount atomic.Int64 // shed in the current window
 	shedder   Shedder
+	// queueBound is the QueueBounder's bound on Request.Queued, ns; 0:
+	// none.
+	queueBound int64
 
 	// q is the queue of the callers that wait in Acquire (FIFO unless
 	// WithQueue says otherwise): the queueing package's, over sem.
@@ -146,6 +157,9 @@ func NewLimiter(alg Algorithm, opts ...LimiterOption) (*Limiter, error) {
 	}
 	l.shedder, _ = alg.(Shedder)
 	l.setShed()
+	if qb, ok := alg.(QueueBounder); ok {
+		l.queueBound = max(0, int64(qb.QueueBound()))
+	}
 	if l.q, err = queueing.New(sem, cfg.queue...); err != nil {
 		return nil, fmt.Errorf("adaptive: %w", err)
 	}
@@ -187,8 +201,9 @@ func (l *Limiter) TryAcquire() (Token, bool) {
 // pressure and the limit allow, and never blocks. It returns ErrDeadline when
 // r's deadline leaves less than the predicted service time (the latest
 // window's latency statistic), ErrShed when the Algorithm sheds a share of
-// admissions (Shedder; never a request of a priority above Critical) and r
-// is in it, and ErrLimited when there is no room. On success the Token must
+// admissions (Shedder) and r is in it or r waited past the Algorithm's
+// queue bound (QueueBounder) (neither for a request of a priority above
+// Critical), and ErrLimited when there is no room. On success the Token must
 // be reported exactly once. Safe for concurrent use.
 func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 	if r.Deadline != 0 && r.Deadline-now < l.rtt.Load() {
@@ -197,6 +212,10 @@ func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 	// One load when nothing is shed; else one add on a shared word, paid
 	// only during an overload.
 	if below := l.shedBelow.Load(); below != 0 && r.Priority <= 0 && l.shedSeq.Add(weyl) < below {
+		l.shedCount.Add(1)
+		return Token{}, ErrShed
+	}
+	if l.queueBound != 0 && int64(r.Queued) > l.queueBound && r.Priority <= 0 {
 		l.shedCount.Add(1)
 		return Token{}, ErrShed
 	}
@@ -402,6 +421,10 @@ func (l *Limiter) setShed() {
 	}
 	l.shedBelow.Store(below)
 }
+
+// QueueBound returns the longest Request.Queued the Limiter admits (see
+// QueueBounder); zero for none.
+func (l *Limiter) QueueBound() time.Duration { return time.Duration(l.queueBound) }
 
 // ShedFraction returns the share of admissions the Limiter sheds now (see
 // Shedder); zero for an Algorithm that is not a Shedder.

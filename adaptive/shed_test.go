@@ -235,3 +235,76 @@ func TestDefaultShedShareStaysBounded(t *testing.T) {
 		}
 	})
 }
+
+// The CPU case per request: a request that waited past Default's queue
+// bound in front of the handler is shed at once, from the first window on
+// (no window has closed, the share is still zero), whatever room the
+// limit has; one within the bound and one above Critical are admitted;
+// the sheds count in the window like the share's.
+func TestDefaultShedsARequestThatWaitedPastItsQueueBound(t *testing.T) {
+	d, err := NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.QueueBound(); got != 50*ms {
+		t.Fatalf("queue bound %v, want 5 scheduling targets (50ms)", got)
+	}
+	l, err := NewLimiter(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.QueueBound() != 50*ms {
+		t.Fatalf("Limiter's queue bound %v", l.QueueBound())
+	}
+	now := int64(time.Hour)
+	if _, err := l.TryAcquireAt(now, Request{Queued: 50*ms + 1}); !errors.Is(err, ErrShed) {
+		t.Fatalf("waited 50ms+1ns: %v, want ErrShed", err)
+	}
+	for _, r := range []Request{{Queued: 50 * ms}, {}, {Queued: time.Second, Priority: 1}} {
+		tok, err := l.TryAcquireAt(now, r)
+		if err != nil {
+			t.Fatalf("%+v: %v, want admitted", r, err)
+		}
+		tok.DoneAt(now+int64(ms), Success)
+	}
+	if got := l.shedCount.Load(); got != 1 {
+		t.Fatalf("shed count %d, want 1", got)
+	}
+	if l.ShedFraction() != 0 {
+		t.Fatalf("the bound moved the share: %v", l.ShedFraction())
+	}
+}
+
+func TestQueueBoundFollowsTheSchedulingTarget(t *testing.T) {
+	d, err := NewDefault(WithSchedulingTarget(30 * ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.QueueBound(); got != 150*ms {
+		t.Fatalf("queue bound %v with a 30ms target, want 150ms", got)
+	}
+	off, err := NewDefault(WithoutSchedulingSignal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLimiter(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.QueueBound() != 0 || l.QueueBound() != 0 {
+		t.Fatalf("queue bound %v / %v without the scheduling signal", off.QueueBound(), l.QueueBound())
+	}
+	tok, err := l.TryAcquireAt(int64(time.Hour), Request{Queued: time.Hour})
+	if err != nil {
+		t.Fatalf("shed without a bound: %v", err)
+	}
+	tok.DoneAt(int64(time.Hour)+int64(ms), Success)
+	// An Algorithm that is no QueueBounder has none either.
+	g, err := NewGradient2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := NewLimiter(g); err != nil || l.QueueBound() != 0 {
+		t.Fatalf("Gradient2's Limiter: bound %v, %v", l.QueueBound(), err)
+	}
+}

@@ -69,6 +69,14 @@ type Attempt struct {
 	// Controller's clock (WithClock; internal clock.Now by default), from
 	// which X-RateLimit-Reset is derived; zero means read that clock.
 	Now int64
+	// Queued is how long the attempt waited in the server before this
+	// decision, from its arrival at the host; zero when unknown, negative
+	// counts as zero. An Adaptive rule whose algorithm bounds it
+	// (adaptive.QueueBounder: Default, 50ms) sheds an attempt that waited
+	// longer, unless its Priority is CriticalPlus. The middleware fills it
+	// when the server's connection contexts carry arrival times
+	// (WithArrivals: connguard.Guard.ConnContext does it).
+	Queued time.Duration
 }
 
 // Kind classifies a Decision for the response.

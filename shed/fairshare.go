@@ -85,7 +85,7 @@ func (r *rule) lane(a *ticket) queueing.Lane {
 
 // adaptiveRequest returns the adaptive.Request of a for r's Limiter.
 func (r *rule) adaptiveRequest(a *ticket) adaptive.Request {
-	req := adaptive.Request{Priority: int8(a.ask.Priority)} // the same scale: 0 is Critical
+	req := adaptive.Request{Priority: int8(a.ask.Priority), Queued: a.ask.Queued} // the same scale: 0 is Critical
 	if id, ok := r.fairBy(); ok {
 		req.Tenant, req.Weight = a.fairName(id), a.weight()
 	}

@@ -185,6 +185,9 @@ func (c *Controller) askOf(a *ticket, r *http.Request, ip fingerprint.ClientIP, 
 // client's score is read as it stands) and counts and logs nothing.
 func (c *Controller) askAt(a *ticket, r *http.Request, ip *fingerprint.ClientIP, now int64, peek bool) {
 	a.ask.Now = now
+	if c.set.Load().queued {
+		a.ask.Queued = queuedOf(r)
+	}
 	if ip.Group.IsValid() {
 		a.ask.IP, a.ask.CGNAT = ip.Group.Addr(), ip.CGNAT
 		if ip.Source == fingerprint.SourceProxyPeer && !peek {

@@ -50,6 +50,10 @@ type ruleSet struct {
 	// (overrides are of per-key rules only) no decision names a store
 	// limit, and none is counted in an epoch.
 	stores bool
+	// queued reports that some Adaptive rule's Limiter bounds how long a
+	// request may have waited (adaptive.QueueBounder): the middleware
+	// reads each request's arrival (Attempt.Queued) only then.
+	queued bool
 	// keyed holds, by rule index, the parts of Composite rules (nil for
 	// the others; nil when there is none), and req what the middleware
 	// reads from a request for them.
@@ -171,6 +175,7 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 	for _, r := range s.rules {
 		s.counting = s.counting || r.Count != CountAll
 		s.stores = s.stores || !r.local()
+		s.queued = s.queued || (r.lim != nil && r.lim.QueueBound() > 0)
 		if r.Tier != "" && !containsString(s.tiers, r.Tier) {
 			s.tiers = append(s.tiers, r.Tier)
 		}

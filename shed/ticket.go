@@ -191,7 +191,7 @@ func (a *ticket) clearAsk() {
 		at.Attributes = nil
 	}
 	at.Cost, at.CGNAT, at.Tightened, at.reasons = 0, false, false, 0
-	at.Priority, at.Weight, at.Now = 0, 0, 0
+	at.Priority, at.Weight, at.Now, at.Queued = 0, 0, 0, 0
 }
 
 // buildKey builds the store key of identity id in buf, once, and reports

@@ -1,6 +1,7 @@
 package connguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Unbounded is the bound of a Guard that never refuses a connection for
@@ -300,6 +303,25 @@ func (g *Guard) ConnState(nc net.Conn, s http.ConnState) {
 	case http.StateHijacked:
 		c.setState(stateHijacked)
 	}
+}
+
+// ConnContext returns ctx carrying the arrival times of nc (see
+// shed.WithArrivals), when nc is one of the Guard's connections (after
+// unwrapping as ConnState does): set it as the http.Server's ConnContext
+// (or call it from the server's own), so that the middleware knows how
+// long each request waited in the server before it ran (Attempt.Queued)
+// and an Adaptive rule of Default sheds those that waited past its queue
+// bound. On Linux the Guard reads its TCP connections with the kernel's
+// receive timestamps (SO_TIMESTAMPNS): the wait counts from when the
+// bytes reached the host, so that it includes the accept queue, the
+// socket buffer and the Go run queue, where a CPU-bound server's queue
+// is. Elsewhere, and for connections that are not TCP, ctx is returned
+// as it is. Safe for concurrent use.
+func (g *Guard) ConnContext(ctx context.Context, nc net.Conn) context.Context {
+	if c := own(nc); c != nil && c.g == g && c.arr != nil {
+		return shed.WithArrivals(ctx, c)
+	}
+	return ctx
 }
 
 // own returns the Guard's conn under nc, or nil.

@@ -26,7 +26,9 @@ const (
 // once its first bytes arrived (TCP_DEFER_ACCEPT, for up to a second), so
 // that a refused connection's request is there to read before the 503.
 // With WithBacklog, on Linux, a TCP ln's accept queue is shortened
-// (listen(2) again). Both change ln itself, for every server that accepts
+// (listen(2) again). On Linux, a TCP ln gets the kernel's receive
+// timestamps (SO_TIMESTAMPNS), which its connections inherit: see
+// ConnContext. These change ln itself, for every server that accepts
 // from it.
 //
 // With WithPause, Accept waits without accepting while the pacing keeps
@@ -40,6 +42,7 @@ func (g *Guard) Listener(ln net.Listener) net.Listener {
 	if g.backlog > 0 {
 		setBacklog(ln, g.backlog)
 	}
+	stampArrivals(ln)
 	return &listener{Listener: ln, g: g, made: time.Now(), done: make(chan struct{})}
 }
 
@@ -80,7 +83,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			g.refuse(nc)
 			continue
 		}
-		c := &conn{Conn: nc, g: g}
+		c := &conn{Conn: nc, g: g, arr: timeArrivals(nc)}
 		victim, ok := g.admit(c)
 		if !ok {
 			g.ctr.full.Add(1)
@@ -122,6 +125,30 @@ type conn struct {
 	closed     atomic.Bool
 	prev, next *conn
 	held       bool
+	// arr times the arrival of what is read, where the system can; nil
+	// elsewhere.
+	arr *arrivals
+}
+
+// Read reads from the connection, noting when the bytes reached the host
+// where the system tells (see Guard.ConnContext).
+func (c *conn) Read(p []byte) (int, error) {
+	if c.arr == nil {
+		return c.Conn.Read(p)
+	}
+	return c.arr.read(p)
+}
+
+// LastArrival returns when the latest bytes read from the connection
+// reached the host, in Unix nanoseconds, and false when that is not known
+// (before the first read, or where the system does not tell): c is a
+// shed.ArrivalSource.
+func (c *conn) LastArrival() (int64, bool) {
+	if c.arr == nil {
+		return 0, false
+	}
+	at := c.arr.lastArrival()
+	return at, at != 0
 }
 
 // setState records a state change unless the Guard evicted c already.

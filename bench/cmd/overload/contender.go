@@ -126,6 +126,8 @@ type protection struct {
 	// handler only.
 	listen    func(net.Listener) net.Listener
 	connState func(net.Conn, http.ConnState)
+	// connContext is the server's ConnContext; nil for none.
+	connContext func(context.Context, net.Conn) context.Context
 	// guard is the guard contender's Guard, for its counters; nil otherwise.
 	guard *connguard.Guard
 	// limit reads the contender's current limit; nil when it has none.
@@ -349,7 +351,7 @@ func guardProtection(pc protectionConfig, spec guardSpec) (*protection, error) {
 		p.close()
 		return nil, err
 	}
-	p.listen, p.connState, p.guard = g.Listener, g.ConnState, g
+	p.listen, p.connState, p.connContext, p.guard = g.Listener, g.ConnState, g.ConnContext, g
 	return p, nil
 }
 

@@ -26,6 +26,10 @@ type loadConfig struct {
 	// fresh makes every request open a new connection and close it after
 	// its answer: the dial storm of HTTP/1.1 clients under overload.
 	fresh bool
+	// client is the HTTP/1.1 client of keep-alive cells: "raw" (rawClient,
+	// the default) or "go" (net/http's Transport). h2c and fresh cells use
+	// the Transport.
+	client string
 	// thenRate, when positive, is the arrival rate from thenAt on (rate
 	// before): a surge that ends.
 	thenRate float64
@@ -169,6 +173,15 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 		return loadResult{}, err
 	}
 	defer tr.CloseIdleConnections()
+	var raw *rawClient
+	switch {
+	case cfg.client != "raw" && cfg.client != "go" && cfg.client != "":
+		return loadResult{}, fmt.Errorf("overload: unknown client %q (raw or go)", cfg.client)
+	case cfg.client != "go" && cfg.proto == "1" && !cfg.fresh:
+		if raw, err = newRawClient(cfg.url, &dials); err != nil {
+			return loadResult{}, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -187,6 +200,12 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 	// count from the arrival, not from when the generator got to it, so that
 	// a late generator cannot hide a slow server.
 	one := func(at time.Time) {
+		if raw != nil {
+			status, err := raw.do(at.Add(cfg.deadline))
+			t1 := time.Now()
+			w.record(t1, t1.Sub(at), status, err)
+			return
+		}
 		rctx, rcancel := context.WithDeadline(ctx, at.Add(cfg.deadline))
 		defer rcancel()
 		req, err := http.NewRequestWithContext(rctx, http.MethodGet, cfg.url, nil)
@@ -259,6 +278,9 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 		time.Sleep(time.Until(end))
 	}
 	cancel()
+	if raw != nil {
+		raw.close()
+	}
 	wg.Wait()
 
 	w.mu.Lock()

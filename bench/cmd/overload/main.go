@@ -73,6 +73,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cpuWork := fs.Duration("cpu-work", time.Millisecond, "CPU per request of the CPU and mixed endpoints (calibrated into sha256 rounds)")
 	waitF := fs.Duration("downstream", 10*time.Millisecond, "downstream wait of the mixed endpoint")
 	proto := fs.String("http", "1", "HTTP version: 1 (HTTP/1.1) or h2c (HTTP/2 cleartext)")
+	clientF := fs.String("client", "raw", "HTTP/1.1 client of the load generator on kept-alive connections: raw (a lean client, able to send 10x the CPU endpoint's capacity from one core) or go (net/http's Transport)")
 	guardConns := fs.Int("guard-conns", DefaultGuardConns, "connection bound of the sluice-guard contender")
 	h2Streams := fs.Int("h2-streams", 0, "concurrent streams per HTTP/2 connection the server allows (0: net/http's default, 250)")
 	calib := fs.Duration("calibrate", time.Second, "length of each capacity measurement")
@@ -112,7 +113,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	case "load":
 		res, err := drive(loadConfig{
 			url: *url, rate: *rate, closed: *closed, duration: *duration, from: *from,
-			deadline: *deadline, proto: *proto, seed: *seed, fresh: *fresh,
+			deadline: *deadline, proto: *proto, client: *clientF, seed: *seed, fresh: *fresh,
 			thenRate: *thenRate, thenAt: *thenAt, bucket: *bucketF,
 		}, out)
 		if err != nil {
@@ -126,7 +127,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
-		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto,
+		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto, client: *clientF,
 		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, admitRate: *admitRate, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir,
 	}
 	cfg.scenarios = splitList(*scenarios)
@@ -173,7 +174,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 		return err
 	}
 	rep.Warnings = warnings
-	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "procs": strconv.Itoa(cfg.procs),
+	rep.Config = map[string]string{"args": strings.Join(args, " "), "http": cfg.proto, "client": cfg.client, "procs": strconv.Itoa(cfg.procs),
 		"slots": strconv.Itoa(cfg.slots), "duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
 		"rounds": strconv.Itoa(cfg.rounds), "deadline": cfg.deadline.String(), "cpu-work": cfg.cpuWork.String(), "h2-streams": strconv.Itoa(cfg.h2Streams), "guard-conns": strconv.Itoa(cfg.guardConns), "reject-load": strconv.FormatFloat(cfg.rejectLoad, 'g', -1, 64), "admit-rate": strconv.FormatFloat(cfg.admitRate, 'g', -1, 64), "pin-server": r.pin.server, "pin-load": r.pin.load}
 	writeTables(out, rep)

@@ -208,8 +208,12 @@ func describe(sc scenario, cfg map[string]string, rounds int64) string {
 func writeTables(out io.Writer, rep *report) {
 	fmt.Fprintf(out, "Run of %s UTC on %s: `go run ./cmd/overload %s`.\n", rep.Started.Format("2006-01-02 15:04"), machine(), rep.Config["args"])
 	fmt.Fprintf(out, "sha256 rounds per request: %d (%s of CPU in the server process). ", rep.Rounds, rep.Config["cpu-work"])
-	fmt.Fprintf(out, "Server GOMAXPROCS %s pinned to CPUs %q, load generator on CPUs %q, HTTP %s; %s rounds of cells of %s (first %s left out), client deadline %s, Poisson arrivals, keep-alive.\n",
-		rep.Config["procs"], rep.Config["pin-server"], rep.Config["pin-load"], rep.Config["http"], rep.Config["rounds"], rep.Config["duration"], rep.Config["warmup"], rep.Config["deadline"])
+	client := ""
+	if c := rep.Config["client"]; c != "" && rep.Config["http"] == "1" {
+		client = " (" + c + " client)"
+	}
+	fmt.Fprintf(out, "Server GOMAXPROCS %s pinned to CPUs %q, load generator on CPUs %q, HTTP %s%s; %s rounds of cells of %s (first %s left out), client deadline %s, Poisson arrivals, keep-alive.\n",
+		rep.Config["procs"], rep.Config["pin-server"], rep.Config["pin-load"], rep.Config["http"], client, rep.Config["rounds"], rep.Config["duration"], rep.Config["warmup"], rep.Config["deadline"])
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(out, "Warning: %s.\n", w)
 	}

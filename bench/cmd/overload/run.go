@@ -28,6 +28,7 @@ type runConfig struct {
 	cpuWork    time.Duration // of the CPU endpoint, calibrated into sha256 rounds
 	wait       time.Duration // the mixed endpoint's downstream wait
 	proto      string
+	client     string        // the load generator's HTTP/1.1 client: raw or go
 	calibrate  time.Duration // of each closed-loop capacity measurement
 	reject     bool          // also measure the server CPU per rejection
 	rejectLoad float64       // at this multiple of the CPU endpoint's capacity
@@ -168,7 +169,7 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	ldArgs := []string{
 		"-role", "load", "-url", "http://" + addr + "/", "-duration", spec.duration.String(),
 		"-from", spec.from.String(), "-deadline", r.cfg.deadline.String(), "-http", r.cfg.proto,
-		"-seed", strconv.FormatUint(spec.seed, 10),
+		"-client", r.cfg.client, "-seed", strconv.FormatUint(spec.seed, 10),
 	}
 	if spec.fresh {
 		ldArgs = append(ldArgs, "-fresh")

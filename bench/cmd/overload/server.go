@@ -267,6 +267,9 @@ func newServer(prot *protection, handler http.Handler, proto string, h2Streams i
 			}
 		},
 	}
+	if prot.connContext != nil {
+		srv.ConnContext = prot.connContext
+	}
 	if prot.listen != nil {
 		ln = prot.listen(ln)
 	}

@@ -1,0 +1,82 @@
+//go:build linux
+
+package connguard
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Reading a connection with its receive timestamps allocates nothing per
+// read, returns what was sent, and io.EOF once the peer closed.
+func TestArrivalReadsAllocateNothingAndEndWithEOF(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("receive timestamps are read on Linux only")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback listener: %v", err)
+	}
+	defer ln.Close()
+	g, err := New(fixed(0), Unbounded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl := g.Listener(ln)
+	peer, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	if _, err := peer.Write([]byte("x")); err != nil { // TCP_DEFER_ACCEPT: the first bytes let Accept return
+		t.Fatal(err)
+	}
+	nc, err := gl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := nc.(*conn)
+	if c.arr == nil {
+		t.Fatal("a TCP connection on Linux is read without timestamps")
+	}
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 16)
+	read := func() {
+		if n, err := nc.Read(buf); n != 1 || err != nil || buf[0] != 'x' {
+			t.Fatalf("read %d %q %v", n, buf[:n], err)
+		}
+	}
+	read()
+	x := []byte("x")
+	if a := testing.AllocsPerRun(50, func() {
+		if _, err := peer.Write(x); err != nil {
+			t.Fatal(err)
+		}
+		read()
+	}); a != 0 {
+		t.Fatalf("%v allocations per read", a)
+	}
+	_ = peer.Close()
+	if n, err := nc.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("after the peer closed: %d %v, want io.EOF", n, err)
+	}
+}
+
+// receiveTime finds the timestamp among control messages, and refuses
+// truncated or malformed ones without reading past them.
+func TestReceiveTimeParsesOnlyWholeMessages(t *testing.T) {
+	if _, ok := receiveTime(nil); ok {
+		t.Fatal("a timestamp in no control message")
+	}
+	if _, ok := receiveTime(make([]byte, 3)); ok {
+		t.Fatal("a timestamp in 3 bytes")
+	}
+	zero := make([]byte, 64) // a header of length 0: malformed
+	if _, ok := receiveTime(zero); ok {
+		t.Fatal("a timestamp in a zero header")
+	}
+}

@@ -1,0 +1,122 @@
+package connguard_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/shed/connguard"
+)
+
+// Each request served behind the Guard, with its ConnContext, finds in
+// its context when its bytes reached the host: on Linux the kernel's
+// receive timestamp, after the client started writing it and before the
+// client read its answer, for the first request of a connection and for
+// the next one on the same connection; elsewhere nothing (the Guard
+// leaves the context as it is).
+func TestConnContextTellsWhenEachRequestArrived(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback listener: %v", err)
+	}
+	g := newGuard(t, new(share), connguard.Unbounded)
+	arrived := make(chan int64, 2)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			at := int64(-1) // no source
+			if src, ok := shed.ArrivalsFrom(r.Context()); ok {
+				if a, ok := src.LastArrival(); ok {
+					at = a
+				} else {
+					at = 0 // a source that does not know
+				}
+			}
+			arrived <- at
+		}),
+		ConnState:         g.ConnState,
+		ConnContext:       g.ConnContext,
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(g.Listener(ln)) }()
+	defer func() {
+		_ = srv.Close()
+		if err := <-served; err != http.ErrServerClosed {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	// The host stamps packets once some socket asked for it, which the
+	// kernel turns on a moment after the first asks (deferred work): a
+	// connection's first request may come before. So the test dials until
+	// a first request is stamped (a bounded number of times), then checks
+	// it and the next one on the same connection.
+	for range 50 {
+		if stamped := requestTwice(t, ln.Addr().String(), arrived); stamped || runtime.GOOS != "linux" {
+			return
+		}
+	}
+	t.Fatal("no request of 50 connections had a receive timestamp")
+}
+
+// requestTwice sends two requests on one new connection to addr and checks
+// their arrival times (from arrived: -1 no source, 0 unknown): within the
+// time the request was written and the time its answer was read. It
+// reports false when the first one's was unknown (not yet stamped).
+func requestTwice(t *testing.T, addr string, arrived chan int64) bool {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i := range 2 { // the connection's first request, then one kept alive
+		before := time.Now().UnixNano()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		after := time.Now().UnixNano()
+		at := <-arrived
+		switch {
+		case runtime.GOOS != "linux":
+			if at != -1 {
+				t.Fatalf("request %d: arrival %d where the system has no receive timestamps", i, at)
+			}
+		case at == -1:
+			t.Fatalf("request %d: no arrival source in the context", i)
+		case at == 0 && i == 0:
+			return false
+		case at < before || at > after:
+			t.Fatalf("request %d: arrived at %d, not within [%d, %d] (written, answered)", i, at, before, after)
+		}
+	}
+	return true
+}
+
+// A connection that is not the Guard's (another listener's) gets its
+// context unchanged.
+func TestConnContextIgnoresOtherConnections(t *testing.T) {
+	g := newGuard(t, new(share), connguard.Unbounded)
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	ctx := t.Context()
+	if got := g.ConnContext(ctx, a); got != ctx {
+		t.Fatal("ConnContext changed the context of a connection that is not the Guard's")
+	}
+	if _, ok := shed.ArrivalsFrom(ctx); ok {
+		t.Fatal("a bare context carries arrivals")
+	}
+}
