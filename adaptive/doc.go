@@ -27,23 +27,28 @@
 // latency gradient finds the limit; since Default starts at its minimum
 // limit, its baseline is the unqueued latency. In bench's out-of-process
 // benchmark (cmd/overload: 8 slots x 20ms, 1s client deadline, medians of
-// three rounds) Default kept goodput at 0.99 of capacity at 5x and 10x
-// with a p99 of 42 and 49ms (unloaded 24ms; with the former initial limit
-// of 20, 79 and 71ms; failsafe-go's adaptive limiter in the same run 72
-// and 161ms). A CPU-bound endpoint on few cores never holds more requests
-// than cores, so no concurrency limit binds: the latency the Limiter times
-// stays flat while the queue grows in the Go run queue and the sockets, in
-// front of any middleware. Only the scheduling delay sees that queue, and
-// only shedding a share of the arrivals acts on it: Default's scheduling
-// target, on by default (WithoutSchedulingSignal turns it off; the signal
-// is the whole process's, so a CPU hog elsewhere in it sheds requests
-// too). On one core over HTTP/1.1, over three runs of three rounds on a
-// shared, busy machine, the median at 5x was goodput 0.49 of capacity
-// with a p99 of 227ms, at 10x 0.58 with 731ms (the best run 207 and
-// 171ms, the worst 873 and 996ms), where every peer and a static limit of
-// one shed nothing and answered at 0.8 to 1s; at 2x, in the run with the
-// fairest calibration, it kept 0.80 with a p99 of 155ms. A rejection still costs the server 76 to 140 µs of CPU on a
-// kept-alive connection and 110 to 190 µs on a new one, so four or nine
-// rejections per admitted request take much of a core before any handler
-// runs, and whatever else takes the core tips it over.
+// three rounds, 2026-12-05) Default kept goodput at 0.99-1.01 of capacity
+// at 5x and 10x with a p99 of 41 and 43ms (unloaded 22-29ms), where
+// failsafe-go's adaptive limiter had 63 and 64ms.
+//
+// A CPU-bound endpoint on few cores never holds more requests than
+// cores, so no concurrency limit binds: the latency the Limiter times
+// stays flat while the queue grows in the Go run queue, the sockets and
+// the accept queue, in front of any middleware. Two signals see it.
+// Each request's own wait, when the server knows when its bytes arrived
+// (Request.Queued: shed's middleware has it behind a connguard.Guard,
+// from the kernel's receive timestamps): Default sheds a request that
+// waited past its queue bound (5 scheduling targets, 50ms) at once. And
+// the whole process's scheduling delay, without arrival times: Default
+// sheds a share of the arrivals while its mean is above the scheduling
+// target (10ms), moving the share window by window. Both are on by
+// default (WithoutSchedulingSignal turns both off; the delay is the whole
+// process's, so a CPU hog elsewhere in it sheds requests too). In the
+// same benchmark on one core (1ms of CPU per request, 876 req/s), behind
+// the Guard, Default kept goodput 0.80 of capacity at 5x and 0.71 at 10x
+// with a p99 of 52ms, where every peer served at a p99 of 0.99s; the
+// middleware alone, on the share only, kept 0.51 at 189ms at 5x and
+// collapsed at 10x. At 10x the rest is what net/http costs to read and
+// answer each request that is shed (about 30µs at 8,700 a second): a
+// third of the core before any work.
 package adaptive

@@ -28,7 +28,8 @@ func Example() {
 	}
 	srv := &http.Server{
 		Handler:           c.Middleware(http.NotFoundHandler()),
-		ConnState:         g.ConnState, // idle connections go first at the bound
+		ConnState:         g.ConnState,   // idle connections go first at the bound
+		ConnContext:       g.ConnContext, // each request's arrival, for Default's queue bound
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	_ = srv // srv.Serve(g.Listener(ln)) serves behind the Guard
@@ -73,7 +74,7 @@ func Example_pause() {
 		fmt.Println(err)
 		return
 	}
-	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ConnState: g.ConnState, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ConnState: g.ConnState, ConnContext: g.ConnContext, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(g.Listener(ln)) }()
 	_ = srv.Close()

@@ -22,8 +22,10 @@ import (
 var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName, pauseConnName, pauseCloseName}
 
 // defaultContenders are those of the default run: the references, the
-// peers and sluice's Default (sluice's other algorithms through -contenders).
-var defaultContenders = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "sluice"}
+// peers, sluice's Default through the middleware alone and behind the
+// connection guard with its arrival times (sluice's other algorithms and
+// the guard's variants through -contenders).
+var defaultContenders = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "sluice", guardName}
 
 // rejectName is the protection of the rejection-cost run: sluice's
 // middleware with an adaptive rule whose only permit is held, so every
@@ -47,8 +49,10 @@ type shedAll struct{}
 func (shedAll) Shedding() float64 { return 1 }
 
 // guardName is sluice's Default middleware with a connguard.Guard on the
-// server's listener and ConnState: refusals at accept while the Default
-// rule sheds, and a bound on the connections held.
+// server's listener, ConnState and ConnContext: refusals at accept while
+// the Default rule sheds, a bound on the connections held, and each
+// request's arrival time, so that Default sheds those that waited past
+// its queue bound.
 const guardName = "sluice-guard"
 
 // pauseName is the guard contender whose listener pauses instead of
