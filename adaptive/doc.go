@@ -28,8 +28,8 @@
 // limit, its baseline is the unqueued latency. In bench's out-of-process
 // benchmark (cmd/overload: 8 slots x 20ms, 1s client deadline, medians of
 // three rounds, 2026-12-05) Default kept goodput at 0.99-1.01 of capacity
-// at 5x and 10x with a p99 of 41 and 43ms (unloaded 22-29ms), where
-// failsafe-go's adaptive limiter had 63 and 64ms.
+// at 5x and 10x with a p99 of 41 and 42ms (unloaded 22-24ms), where
+// failsafe-go's adaptive limiter had 64 and 65ms.
 //
 // A CPU-bound endpoint on few cores never holds more requests than
 // cores, so no concurrency limit binds: the latency the Limiter times
@@ -38,17 +38,17 @@
 // Each request's own wait, when the server knows when its bytes arrived
 // (Request.Queued: shed's middleware has it behind a connguard.Guard,
 // from the kernel's receive timestamps): Default sheds a request that
-// waited past its queue bound (5 scheduling targets, 50ms) at once. And
+// waited past its queue bound (2 scheduling targets, 20ms) at once. And
 // the whole process's scheduling delay, without arrival times: Default
 // sheds a share of the arrivals while its mean is above the scheduling
 // target (10ms), moving the share window by window. Both are on by
 // default (WithoutSchedulingSignal turns both off; the delay is the whole
 // process's, so a CPU hog elsewhere in it sheds requests too). In the
 // same benchmark on one core (1ms of CPU per request, 876 req/s), behind
-// the Guard, Default kept goodput 0.80 of capacity at 5x and 0.71 at 10x
-// with a p99 of 52ms, where every peer served at a p99 of 0.99s; the
-// middleware alone, on the share only, kept 0.51 at 189ms at 5x and
-// collapsed at 10x. At 10x the rest is what net/http costs to read and
-// answer each request that is shed (about 30µs at 8,700 a second): a
-// third of the core before any work.
+// the Guard, Default kept goodput 0.94 of capacity at 5x and 0.80 at 10x
+// with a p99 of 22ms, where every peer served at a p99 of 0.78 to 1s; the
+// middleware alone, on the share only, kept 0.69 at 187ms at 5x and
+// collapsed at 10x (0.25 at 969ms). At 10x most of the rest is what
+// net/http costs to read and answer each request that is shed (about
+// 30µs at 8,700 a second): a quarter of the core before any work.
 package adaptive

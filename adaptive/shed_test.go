@@ -246,21 +246,21 @@ func TestDefaultShedsARequestThatWaitedPastItsQueueBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.QueueBound(); got != 50*ms {
-		t.Fatalf("queue bound %v, want 5 scheduling targets (50ms)", got)
+	if got := d.QueueBound(); got != 20*ms {
+		t.Fatalf("queue bound %v, want 2 scheduling targets (20ms)", got)
 	}
 	l, err := NewLimiter(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.QueueBound() != 50*ms {
+	if l.QueueBound() != 20*ms {
 		t.Fatalf("Limiter's queue bound %v", l.QueueBound())
 	}
 	now := int64(time.Hour)
-	if _, err := l.TryAcquireAt(now, Request{Queued: 50*ms + 1}); !errors.Is(err, ErrShed) {
-		t.Fatalf("waited 50ms+1ns: %v, want ErrShed", err)
+	if _, err := l.TryAcquireAt(now, Request{Queued: 20*ms + 1}); !errors.Is(err, ErrShed) {
+		t.Fatalf("waited 20ms+1ns: %v, want ErrShed", err)
 	}
-	for _, r := range []Request{{Queued: 50 * ms}, {}, {Queued: time.Second, Priority: 1}} {
+	for _, r := range []Request{{Queued: 20 * ms}, {}, {Queued: time.Second, Priority: 1}} {
 		tok, err := l.TryAcquireAt(now, r)
 		if err != nil {
 			t.Fatalf("%+v: %v, want admitted", r, err)
@@ -280,8 +280,8 @@ func TestQueueBoundFollowsTheSchedulingTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.QueueBound(); got != 150*ms {
-		t.Fatalf("queue bound %v with a 30ms target, want 150ms", got)
+	if got := d.QueueBound(); got != 60*ms {
+		t.Fatalf("queue bound %v with a 30ms target, want 60ms", got)
 	}
 	off, err := NewDefault(WithoutSchedulingSignal())
 	if err != nil {

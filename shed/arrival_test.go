@@ -33,7 +33,7 @@ func defaultRule(t *testing.T) Rule {
 }
 
 // A request whose connection tells it arrived a second ago has waited past
-// Default's queue bound (50ms) before the middleware saw it: it is shed
+// Default's queue bound (20ms) before the middleware saw it: it is shed
 // with a 503, at once, while the limit has room. One that just arrived,
 // one whose source does not know, one without a source and a CriticalPlus
 // one that waited as long are admitted.
@@ -85,13 +85,13 @@ func TestDecideShedsAnAttemptThatWaitedPastTheQueueBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	d, _, err := c.Decide(t.Context(), Attempt{Queued: 51 * time.Millisecond})
+	d, _, err := c.Decide(t.Context(), Attempt{Queued: 21 * time.Millisecond})
 	if err != nil || d.Allowed || d.Kind != Shedding || d.Rule != "endpoint" {
-		t.Fatalf("waited 51ms: %+v, %v; want shed by the rule", d, err)
+		t.Fatalf("waited 21ms: %+v, %v; want shed by the rule", d, err)
 	}
-	d, tok, err := c.Decide(t.Context(), Attempt{Queued: 50 * time.Millisecond})
+	d, tok, err := c.Decide(t.Context(), Attempt{Queued: 20 * time.Millisecond})
 	if err != nil || !d.Allowed {
-		t.Fatalf("waited 50ms: %+v, %v; want admitted", d, err)
+		t.Fatalf("waited 20ms: %+v, %v; want admitted", d, err)
 	}
 	tok.Done(Success)
 }

@@ -25,9 +25,12 @@
 // runtime's signals (the scheduling delay that adaptive.Default sheds by on
 // a CPU-bound server) are the simulator process's own, not the simulated
 // server's. The standard "sluice" controller therefore runs Default with
-// adaptive.WithoutSchedulingSignal, and with the initial limit of 20 that
-// every algorithm gets here. How Default protects a CPU-bound endpoint is
-// measured out of process, by bench's cmd/overload.
+// adaptive.WithoutSchedulingSignal (which also turns its per-request queue
+// bound off: a simulated request reaches the Limiter when it arrives, so
+// adaptive.Request.Queued, its wait in front of the handler, would always
+// be zero), and with the initial limit of 20 that every algorithm gets
+// here. How Default protects a CPU-bound endpoint is measured out of
+// process, by bench's cmd/overload.
 //
 // The queueing disciplines (NewQueue, StandardQueue: fifo, lifo, codel,
 // adaptive_lifo_codel, priority) make requests wait in front of a fixed

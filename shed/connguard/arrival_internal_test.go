@@ -80,3 +80,54 @@ func TestReceiveTimeParsesOnlyWholeMessages(t *testing.T) {
 		t.Fatal("a timestamp in a zero header")
 	}
 }
+
+// BenchmarkRead reads one byte the peer wrote, from a TCP connection read
+// plainly and from one read with its receive timestamps (recvmsg).
+func BenchmarkRead(b *testing.B) {
+	for _, stamped := range []bool{false, true} {
+		name := "read"
+		if stamped {
+			name = "recvmsg"
+		}
+		b.Run(name, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Skipf("no loopback listener: %v", err)
+			}
+			defer ln.Close()
+			peer, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer peer.Close()
+			nc, err := ln.Accept()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			var r io.Reader = nc
+			if stamped {
+				stampArrivals(ln)
+				a := timeArrivals(nc)
+				if a == nil {
+					b.Fatal("no timestamps")
+				}
+				r = readerFunc(a.read)
+			}
+			x, buf := []byte("x"), make([]byte, 16)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := peer.Write(x); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := r.Read(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
@@ -119,4 +120,52 @@ func TestConnContextIgnoresOtherConnections(t *testing.T) {
 	if _, ok := shed.ArrivalsFrom(ctx); ok {
 		t.Fatal("a bare context carries arrivals")
 	}
+}
+
+// Over TLS the server reads the Guard's connection under a *tls.Conn:
+// ConnContext unwraps it, and each request's arrival is the receive time
+// of the latest TLS record read, within the request's round trip.
+func TestConnContextTellsArrivalsUnderTLS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("receive timestamps are read on Linux only")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback listener: %v", err)
+	}
+	g := newGuard(t, new(share), connguard.Unbounded)
+	arrived := make(chan int64, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := int64(-1)
+		if src, ok := shed.ArrivalsFrom(r.Context()); ok {
+			at, _ = src.LastArrival()
+		}
+		arrived <- at
+	}))
+	srv.Listener = g.Listener(ln)
+	srv.Config.ConnState, srv.Config.ConnContext = g.ConnState, g.ConnContext
+	srv.StartTLS()
+	defer srv.Close()
+	client := srv.Client()
+	for range 50 { // until the host stamps packets (see TestConnContextTellsWhenEachRequestArrived)
+		before := time.Now().UnixNano()
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		after := time.Now().UnixNano()
+		switch at := <-arrived; {
+		case at == -1:
+			t.Fatal("no arrival source in a TLS request's context")
+		case at == 0:
+			continue
+		case at < before || at > after:
+			t.Fatalf("arrived at %d, not within [%d, %d]", at, before, after)
+		default:
+			return
+		}
+	}
+	t.Fatal("no TLS request of 50 had a receive timestamp")
 }
