@@ -2,11 +2,13 @@ package connguard_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,14 +45,7 @@ func TestConnContextTellsWhenEachRequestArrived(t *testing.T) {
 		ConnContext:       g.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(g.Listener(ln)) }()
-	defer func() {
-		_ = srv.Close()
-		if err := <-served; err != http.ErrServerClosed {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	serve(t, srv, g.Listener(ln))
 	// The host stamps packets once some socket asked for it, which the
 	// kernel turns on a moment after the first asks (deferred work): a
 	// connection's first request may come before. So the test dials until
@@ -168,4 +163,52 @@ func TestConnContextTellsArrivalsUnderTLS(t *testing.T) {
 		}
 	}
 	t.Fatal("no TLS request of 50 had a receive timestamp")
+}
+
+// Install keeps a server's own hooks: its ConnState sees every state
+// change and its ConnContext's value reaches the handler, beside the
+// Guard's arrival times (on Linux) and the Guard's connection count.
+func TestInstallKeepsTheServersOwnHooks(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback listener: %v", err)
+	}
+	g := newGuard(t, new(share), connguard.Unbounded)
+	type key struct{}
+	var states atomic.Int64
+	seen := make(chan bool, 1)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, arrivals := shed.ArrivalsFrom(r.Context())
+			seen <- r.Context().Value(key{}) == "mine" && (arrivals || runtime.GOOS != "linux")
+		}),
+		ConnState:         func(net.Conn, http.ConnState) { states.Add(1) },
+		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return context.WithValue(ctx, key{}, "mine") },
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	g.Install(srv)
+	serve(t, srv, g.Listener(ln))
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if !<-seen {
+		t.Fatal("the handler lost the server's context value or the Guard's arrivals")
+	}
+	if states.Load() < 2 { // new, active
+		t.Fatalf("the server's ConnState saw %d changes", states.Load())
+	}
+	if s := g.Stats(); s.Accepted != 1 || s.Open != 1 {
+		t.Fatalf("the Guard did not hold the connection: %+v", s)
+	}
 }

@@ -25,14 +25,17 @@
 // # Use
 //
 //	g, err := connguard.New(ctl, 1000)           // ctl is the *shed.Controller
-//	srv := &http.Server{Handler: ctl.Middleware(h), ConnState: g.ConnState, ConnContext: g.ConnContext}
+//	srv := &http.Server{Handler: ctl.Middleware(h)}
+//	g.Install(srv)                               // its ConnState and ConnContext
 //	err = srv.Serve(g.Listener(ln))
 //
-// ConnState must be installed for idle connections to be closed first
-// (without it every connection counts as busy); a server that has a
-// ConnState of its own calls the Guard's from it. ConnContext gives the
-// middleware each request's arrival time (see Arrival times); a server
-// with a ConnContext of its own passes its context through the Guard's.
+// Install sets the server's ConnState and ConnContext, calling the
+// server's own first. ConnState is what closes idle connections first
+// (without it every connection counts as busy); ConnContext gives the
+// middleware each request's arrival time (see Arrival times): without it
+// the Guard still bounds and refuses, but Default cannot shed by the
+// wait. A server wired by hand sets both to the Guard's methods, or calls
+// them from its own.
 //
 // # Decisions at accept
 //
@@ -147,7 +150,8 @@
 // scheduling targets: 20ms) at once, so that what it admits never waited
 // long and a surge is met from its first requests, not a window later:
 //
-//	srv := &http.Server{Handler: ctl.Middleware(h), ConnState: g.ConnState, ConnContext: g.ConnContext}
+//	srv := &http.Server{Handler: ctl.Middleware(h)}
+//	g.Install(srv)
 //
 // The time is that of the latest bytes read from the connection: for an
 // HTTP/1.1 request, its own (net/http has read its header when the

@@ -33,14 +33,7 @@ func TestServerBehindTheGuardClosesIdleFirstAndAnswersShedWith503(t *testing.T) 
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	gate := &gateListener{Listener: ln, open: make(chan struct{}, 8)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(g.Listener(gate)) }()
-	defer func() {
-		_ = srv.Close()
-		if err := <-served; err != http.ErrServerClosed {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	serve(t, srv, g.Listener(gate))
 	url := "http://" + ln.Addr().String() + "/"
 	get := func(c *http.Client) *http.Response {
 		t.Helper()
@@ -120,4 +113,17 @@ type gateListener struct {
 func (l *gateListener) Accept() (net.Conn, error) {
 	<-l.open
 	return l.Listener.Accept()
+}
+
+// serve runs srv on ln until the test ends, then closes it and checks
+// that Serve ended as a close ends it.
+func serve(t *testing.T, srv *http.Server, ln net.Listener) {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-served; err != http.ErrServerClosed {
+			t.Errorf("Serve: %v", err)
+		}
+	})
 }

@@ -26,12 +26,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	srv := &http.Server{
-		Handler:           c.Middleware(http.NotFoundHandler()),
-		ConnState:         g.ConnState,   // idle connections go first at the bound
-		ConnContext:       g.ConnContext, // each request's arrival, for Default's queue bound
-		ReadHeaderTimeout: 5 * time.Second,
-	}
+	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second}
+	// Idle connections go first at the bound; each request's arrival
+	// time reaches Default's queue bound.
+	g.Install(srv)
 	_ = srv // srv.Serve(g.Listener(ln)) serves behind the Guard
 	fmt.Printf("shedding %v, %+v\n", c.Shedding(), g.Stats())
 	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0 IdleShed:0 Pauses:0 Paused:0s}
@@ -74,7 +72,8 @@ func Example_pause() {
 		fmt.Println(err)
 		return
 	}
-	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ConnState: g.ConnState, ConnContext: g.ConnContext, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second}
+	g.Install(srv)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(g.Listener(ln)) }()
 	_ = srv.Close()

@@ -324,6 +324,31 @@ func (g *Guard) ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	return ctx
 }
 
+// Install wires the Guard into srv: its ConnState and ConnContext become
+// the Guard's, after srv's own when it has them (srv's ConnState is
+// called first; srv's ConnContext's context is the one the Guard adds
+// to). Then srv.Serve(g.Listener(ln)) serves behind the Guard with the
+// bound, idle connections closed first and each request's arrival time.
+// Call it before serving, once; it is not safe for concurrent use with
+// srv.
+func (g *Guard) Install(srv *http.Server) {
+	if prev := srv.ConnState; prev != nil {
+		srv.ConnState = func(c net.Conn, s http.ConnState) {
+			prev(c, s)
+			g.ConnState(c, s)
+		}
+	} else {
+		srv.ConnState = g.ConnState
+	}
+	if prev := srv.ConnContext; prev != nil {
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			return g.ConnContext(prev(ctx, c), c)
+		}
+	} else {
+		srv.ConnContext = g.ConnContext
+	}
+}
+
 // own returns the Guard's conn under nc, or nil.
 func own(nc net.Conn) *conn {
 	for range 8 { // a bounded unwrapping: tls.Conn and its like

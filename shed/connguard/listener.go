@@ -83,7 +83,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			g.refuse(nc)
 			continue
 		}
-		c := &conn{Conn: nc, g: g, arr: timeArrivals(nc)}
+		c := &conn{Conn: nc, g: g}
 		victim, ok := g.admit(c)
 		if !ok {
 			g.ctr.full.Add(1)
@@ -95,6 +95,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			_ = victim.Conn.Close() // its server goroutine sees the error and ends
 		}
 		g.ctr.accepted.Add(1)
+		c.arr = timeArrivals(nc) // before the server has c: no other goroutine reads it yet
 		return c, nil
 	}
 }
