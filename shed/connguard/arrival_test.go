@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/connguard"
 )
@@ -210,5 +211,78 @@ func TestInstallKeepsTheServersOwnHooks(t *testing.T) {
 	}
 	if s := g.Stats(); s.Accepted != 1 || s.Open != 1 {
 		t.Fatalf("the Guard did not hold the connection: %+v", s)
+	}
+}
+
+// The whole chain on loopback: a Controller with one Adaptive rule of
+// Default behind the Guard (Install). With a queue bound of 2ns every
+// request has waited past it by the time the middleware runs (the kernel
+// stamped its bytes before the server's goroutine woke, read and parsed
+// them), so on Linux it is shed with a 503, unless it is CriticalPlus;
+// with the default bound (20ms) an idle server admits it. Elsewhere no
+// arrival is known and everything is admitted.
+func TestGuardedMiddlewareShedsWhatWaitedPastTheQueueBound(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []adaptive.Option
+		crit   bool
+		status int
+	}{
+		{"bound 2ns", []adaptive.Option{adaptive.WithSchedulingTarget(time.Nanosecond)}, false, http.StatusServiceUnavailable},
+		{"bound 2ns, CriticalPlus", []adaptive.Option{adaptive.WithSchedulingTarget(time.Nanosecond)}, true, http.StatusOK},
+		{"default bound", nil, false, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if runtime.GOOS != "linux" && tc.status != http.StatusOK {
+				tc.status = http.StatusOK // no arrival times: nothing waited, as far as anyone knows
+			}
+			alg, err := adaptive.NewDefault(tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, err := adaptive.NewLimiter(alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctl, err := shed.New([]shed.Rule{{Name: "endpoint", Algorithm: shed.Adaptive, Limiter: lim}},
+				shed.WithClient(func(*http.Request) shed.Client {
+					if tc.crit {
+						return shed.Client{Priority: shed.CriticalPlus}
+					}
+					return shed.Client{}
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ctl.Close()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Skipf("no loopback listener: %v", err)
+			}
+			g := newGuard(t, ctl, connguard.Unbounded)
+			srv := &http.Server{Handler: ctl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})), ReadHeaderTimeout: 5 * time.Second}
+			g.Install(srv)
+			serve(t, srv, g.Listener(ln))
+			client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+			defer client.CloseIdleConnections()
+			// The host may stamp the first packets late (see
+			// TestConnContextTellsWhenEachRequestArrived): a few requests, the
+			// last one counts.
+			status := 0
+			for range 5 {
+				resp, err := client.Get("http://" + ln.Addr().String() + "/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if status = resp.StatusCode; status == tc.status {
+					break
+				}
+			}
+			if status != tc.status {
+				t.Fatalf("status %d, want %d", status, tc.status)
+			}
+		})
 	}
 }
