@@ -44,11 +44,13 @@
 // target (10ms), moving the share window by window. Both are on by
 // default (WithoutSchedulingSignal turns both off; the delay is the whole
 // process's, so a CPU hog elsewhere in it sheds requests too). In the
-// same benchmark on one core (1ms of CPU per request, 876 req/s), behind
+// same benchmark on one core (1ms of CPU per request, 871 req/s), behind
 // the Guard, Default kept goodput 0.94 of capacity at 5x and 0.80 at 10x
-// with a p99 of 22ms, where every peer served at a p99 of 0.78 to 1s; the
+// with a p99 of 22ms (the best of four runs; the worst 0.79 and 0.56, at
+// the same p99), where every peer served at a p99 of 0.78 to 1s; the
 // middleware alone, on the share only, kept 0.69 at 187ms at 5x and
 // collapsed at 10x (0.25 at 969ms). At 10x most of the rest is what
-// net/http costs to read and answer each request that is shed (about
-// 30µs at 8,700 a second): a quarter of the core before any work.
+// net/http costs to read and answer each request that is shed (30 to
+// 65µs of the server's CPU, as the host's speed varied): a quarter to a
+// half of the core before any work.
 package adaptive
