@@ -85,7 +85,10 @@ const (
 	// limit follows the latency and drops that Token.Done reports. With
 	// adaptive.Default it also sheds a share of the requests while the Go
 	// scheduling delay is high (adaptive.Shedder: a CPU-bound server that
-	// no limit binds). Global only.
+	// no limit binds), and each request that waited past its queue bound
+	// (20ms) before the middleware saw it (adaptive.QueueBounder;
+	// Attempt.Queued, which the middleware knows behind a
+	// connguard.Guard). Global only.
 	Adaptive = Concurrency + 1
 )
 
