@@ -117,8 +117,9 @@ type Limiter struct {
 	shedCount atomic.Int64 // shed in the current window
 	shedder   Shedder
 	// queueBound is the QueueBounder's bound on Request.Queued, ns; 0:
-	// none.
+	// none. shedByWait counts the requests shed past it, ever.
 	queueBound int64
+	shedByWait atomic.Uint64
 
 	// q is the queue of the callers that wait in Acquire (FIFO unless
 	// WithQueue says otherwise): the queueing package's, over sem.
@@ -217,6 +218,7 @@ func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 	}
 	if l.queueBound != 0 && int64(r.Queued) > l.queueBound && r.Priority <= 0 {
 		l.shedCount.Add(1)
+		l.shedByWait.Add(1)
 		return Token{}, ErrShed
 	}
 	if l.overPressure(r.Class) {
@@ -425,6 +427,11 @@ func (l *Limiter) setShed() {
 // QueueBound returns the longest Request.Queued the Limiter admits (see
 // QueueBounder); zero for none.
 func (l *Limiter) QueueBound() time.Duration { return time.Duration(l.queueBound) }
+
+// ShedByWait returns how many requests the Limiter has shed because they
+// had waited past its queue bound (see QueueBounder). Safe for concurrent
+// use.
+func (l *Limiter) ShedByWait() uint64 { return l.shedByWait.Load() }
 
 // ShedFraction returns the share of admissions the Limiter sheds now (see
 // Shedder); zero for an Algorithm that is not a Shedder.

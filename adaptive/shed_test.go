@@ -270,6 +270,9 @@ func TestDefaultShedsARequestThatWaitedPastItsQueueBound(t *testing.T) {
 	if got := l.shedCount.Load(); got != 1 {
 		t.Fatalf("shed count %d, want 1", got)
 	}
+	if got := l.ShedByWait(); got != 1 {
+		t.Fatalf("ShedByWait %d, want 1", got)
+	}
 	if l.ShedFraction() != 0 {
 		t.Fatalf("the bound moved the share: %v", l.ShedFraction())
 	}

@@ -59,7 +59,7 @@ func TestMiddlewareShedsARequestThatWaitedPastTheQueueBound(t *testing.T) {
 	if got := serve(long); got != http.StatusServiceUnavailable {
 		t.Fatalf("a request that waited 1s: %d, want 503", got)
 	}
-	if s := c.Stats(); s.Shedding != 1 || s.Rules[0].Rejected != 1 {
+	if s := c.Stats(); s.Shedding != 1 || s.Rules[0].Rejected != 1 || s.Rules[0].ShedByWait != 1 {
 		t.Fatalf("not counted as shed: %+v", s)
 	}
 	for name, ctx := range map[string]context.Context{

@@ -239,6 +239,10 @@ type RuleStats struct {
 	// TightenedWouldReject counts attempts the rule's tightened limit
 	// would have rejected, with tightening in dry-run (Suspicion.DryRun).
 	TightenedWouldReject uint64
+	// ShedByWait counts the attempts an Adaptive rule shed because they
+	// had waited past its algorithm's queue bound (adaptive.QueueBounder,
+	// Attempt.Queued) when it decided them; they are among Rejected.
+	ShedByWait uint64
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -295,6 +299,7 @@ func (c *Controller) Stats() Stats {
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
+			rs.ShedByWait = r.lim.ShedByWait()
 		case r.sem.ok():
 			rs.Inflight = r.sem.Inflight()
 			if r.queue != nil {

@@ -177,6 +177,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			{"fail_open", r.FailOpen}, {"fail_closed", r.FailClosed}, {"overflowed", r.Overflowed}, {"overflow_prefix", r.OverflowPrefix}} {
 			o.ObserveInt64(in.ruleDecisions, count(d.n), m.with(name, keyOutcome.String(d.outcome)))
 		}
+		if r.Algorithm == shed.Adaptive {
+			o.ObserveInt64(in.ruleDecisions, count(r.ShedByWait), m.with(name, keyOutcome.String("shed_by_wait")))
+		}
 		o.ObserveInt64(in.ruleRefunds, count(r.Refunded), m.with(name, keyResult.String("refunded")))
 		o.ObserveInt64(in.ruleRefunds, count(r.RefundsLost), m.with(name, keyResult.String("lost")))
 		o.ObserveInt64(in.ruleOverspent, count(r.Overspent), byRule)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
@@ -284,4 +285,43 @@ func TestUnregisterLeavesOtherMetrics(t *testing.T) {
 		sluice.decisions{sluice.outcome=shedding} 0
 		sluice.decisions{sluice.outcome=penalized} 0
 	`, "sluice.decisions")
+}
+
+// An Adaptive rule reports the attempts it shed because they waited past
+// its algorithm's queue bound, among its decisions.
+func TestShedByWaitObserved(t *testing.T) {
+	r, mp := newReader(t)
+	alg, err := adaptive.NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}}, shed.WithClock(fixedClock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := otelshed.New(mp, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unregister()
+	if d, _, err := c.Decide(context.Background(), shed.Attempt{Queued: time.Second}); err != nil || d.Allowed {
+		t.Fatalf("decide after a 1s wait: %+v, %v", d, err)
+	}
+	var got []string
+	for _, line := range strings.Split(render(gather(t, r), "sluice.rule.decisions"), "\n") {
+		if strings.Contains(line, "outcome=rejected") || strings.Contains(line, "outcome=shed_by_wait") {
+			got = append(got, line)
+		}
+	}
+	if w := want(`
+		sluice.rule.decisions{sluice.outcome=rejected,sluice.rule.name=adaptive} 1
+		sluice.rule.decisions{sluice.outcome=shed_by_wait,sluice.rule.name=adaptive} 1
+	`); strings.Join(got, "\n") != w {
+		t.Fatalf("decisions:\n%s\nwant:\n%s", strings.Join(got, "\n"), w)
+	}
 }

@@ -114,6 +114,9 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(descRuleRefunds, r.RefundsLost, r.Name, "lost")
 		e.counter(descRuleOverspent, r.Overspent, r.Name)
 		e.gauge(descRuleLimit, float64(r.Limit), r.Name)
+		if r.Algorithm == shed.Adaptive {
+			e.counter(descRuleDecisions, r.ShedByWait, r.Name, "shed_by_wait")
+		}
 		if r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive) {
 			e.gauge(descRuleInflight, float64(r.Inflight), r.Name)
 			e.gauge(descRuleWaiting, float64(r.Waiting), r.Name)

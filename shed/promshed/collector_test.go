@@ -112,7 +112,7 @@ sluice_penalty_strikes_total 1
 # HELP sluice_penalty_timeouts_total Penalty timeouts started.
 # TYPE sluice_penalty_timeouts_total counter
 sluice_penalty_timeouts_total 1
-# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix).
+# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix); for Adaptive rules, shed_by_wait (rejected because they waited past the algorithm's queue bound before the decision).
 # TYPE sluice_rule_decisions_total counter
 sluice_rule_decisions_total{outcome="allowed",rule="inflight"} 2
 sluice_rule_decisions_total{outcome="allowed",rule="per-ip"} 2
@@ -241,6 +241,26 @@ func TestAdaptiveLimitGauge(t *testing.T) {
 			t.Fatalf("decide: %+v, %v", d, err)
 		}
 		toks = append(toks, tok)
+	}
+	// One that waited past Default's queue bound (20ms) is shed, and
+	// counted as shed by its wait.
+	if d, _, err := c.Decide(context.Background(), shed.Attempt{Queued: time.Second}); err != nil || d.Allowed {
+		t.Fatalf("decide after a 1s wait: %+v, %v", d, err)
+	}
+	decisions := `
+# HELP sluice_rule_decisions_total Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix); for Adaptive rules, shed_by_wait (rejected because they waited past the algorithm's queue bound before the decision).
+# TYPE sluice_rule_decisions_total counter
+sluice_rule_decisions_total{outcome="allowed",rule="adaptive"} 3
+sluice_rule_decisions_total{outcome="fail_closed",rule="adaptive"} 0
+sluice_rule_decisions_total{outcome="fail_open",rule="adaptive"} 0
+sluice_rule_decisions_total{outcome="overflow_prefix",rule="adaptive"} 0
+sluice_rule_decisions_total{outcome="overflowed",rule="adaptive"} 0
+sluice_rule_decisions_total{outcome="rejected",rule="adaptive"} 1
+sluice_rule_decisions_total{outcome="shed_by_wait",rule="adaptive"} 1
+sluice_rule_decisions_total{outcome="would_reject",rule="adaptive"} 0
+`
+	if err := testutil.CollectAndCompare(col, strings.NewReader(decisions), "sluice_rule_decisions_total"); err != nil {
+		t.Error(err)
 	}
 	want := `
 # HELP sluice_rule_inflight Permits held of a Global concurrency or adaptive rule.

@@ -61,7 +61,7 @@ var (
 		"One series per rule, always 1, naming its category, identity and algorithm.",
 		[]string{"rule", "category", "identity", "algorithm"}, nil)
 	descRuleDecisions = prometheus.NewDesc("sluice_rule_decisions_total",
-		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix).",
+		"Attempts each rule decided: allowed, rejected, would_reject (dry-run), fail_open and fail_closed (the store failed), overflowed (the key did not fit the store's full table: shed with 503, counted on the shared overflow state, or decided on its network prefix), overflow_prefix (those of them decided on the limit of the client's network prefix); for Adaptive rules, shed_by_wait (rejected because they waited past the algorithm's queue bound before the decision).",
 		[]string{"rule", "outcome"}, nil)
 	descRuleRefunds = prometheus.NewDesc("sluice_rule_refunds_total",
 		"Charges given back after the work (a status the rule does not count, a lower true cost): refunded, or lost (the store could not).",

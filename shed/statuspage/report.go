@@ -136,6 +136,9 @@ type RuleReport struct {
 	FailOpen    uint64 `json:"fail_open"`
 	FailClosed  uint64 `json:"fail_closed"`
 	Overflowed  uint64 `json:"overflowed"`
+	// ShedByWait counts the rejections of an Adaptive rule for a wait
+	// past its queue bound (among Rejected).
+	ShedByWait uint64 `json:"shed_by_wait,omitempty"`
 	// AllowedRate and RejectedRate are per second.
 	AllowedRate  *float64 `json:"allowed_per_second"`
 	RejectedRate *float64 `json:"rejected_per_second"`
@@ -237,7 +240,7 @@ func build(s *shed.Stats, h *ring, interval time.Duration) Report {
 			Name: r.Name, Category: r.Category, Tier: r.Tier, Identity: r.Identity.String(), Algorithm: r.Algorithm.String(),
 			Limit: r.Limit, Concurrent: concurrent(r), Inflight: r.Inflight, Waiting: r.Waiting,
 			Allowed: r.Allowed, Rejected: r.Rejected, WouldReject: r.WouldReject,
-			FailOpen: r.FailOpen, FailClosed: r.FailClosed, Overflowed: r.Overflowed,
+			FailOpen: r.FailOpen, FailClosed: r.FailClosed, Overflowed: r.Overflowed, ShedByWait: r.ShedByWait,
 			Keys: r.Table.Entries, KeyCapacity: r.Table.Capacity,
 		}
 		rep.Rules[i].History = history(h, r.Name, i, b.at)
