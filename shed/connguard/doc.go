@@ -163,8 +163,9 @@
 // Measured in bench/cmd/overload (a CPU-bound endpoint, 1 ms of CPU per
 // request, the server on one core, medians of three rounds): with the
 // Guard and its ConnContext, Default kept goodput 0.94 of capacity at 5x
-// and 0.80 at 10x with a p99 of 22 ms (the best of four runs; the worst
-// 0.79 and 0.56, as the host's speed varied); the middleware alone, which sees
+// and 0.80 at 10x with a p99 of 22 ms (the best of five runs; the worst
+// 0.79 and 0.54, and one round of three collapsed at 10x, as the host's
+// speed varied); the middleware alone, which sees
 // the queue only through the process's scheduling delay, kept 0.69 at
 // 187 ms at 5x and collapsed at 10x (0.25, at 969 ms).
 //
