@@ -106,10 +106,14 @@ func (a anyShed) Shedding() float64 {
 }
 
 // DefaultGuardConns is the guard contender's connection bound unless
-// -guard-conns says otherwise: the bound connguard's package doc uses,
-// which is also about what one core answers within the 1 s deadline here
-// (capacity x deadline, 400 to 1,000 connections).
-const DefaultGuardConns = 1000
+// -guard-conns says otherwise, sized as connguard's doc says: for the
+// arrival rate to answer (shed or not) times how long a request holds its
+// connection. At 10x on one core (about 8,700 requests a second, each
+// held at least Default's 20 ms queue bound, longer in a burst) a bound
+// of 1000 was reached in two rounds of nine, whose refusals and idle
+// evictions cut their goodput to 0.03 and 0.56; at 4000 at most 878
+// connections were open in six.
+const DefaultGuardConns = 4000
 
 // protectionConfig is what a contender is built from.
 type protectionConfig struct {
