@@ -44,12 +44,13 @@
 // target (10ms), moving the share window by window. Both are on by
 // default (WithoutSchedulingSignal turns both off; the delay is the whole
 // process's, so a CPU hog elsewhere in it sheds requests too). In the
-// same benchmark on one core (1ms of CPU per request, 871 req/s), behind
-// the Guard, Default kept goodput 0.94 of capacity at 5x and 0.80 at 10x
-// with a p99 of 22ms (the best of five runs; the worst 0.79 and 0.54, at
-// the same p99, and one round of three collapsed at 10x), where every peer served at a p99 of 0.78 to 1s; the
-// middleware alone, on the share only, kept 0.69 at 187ms at 5x and
-// collapsed at 10x (0.25 at 969ms). At 10x most of the rest is what
+// same benchmark on one core (1ms of CPU per request, 840 req/s), behind
+// the Guard, Default kept goodput 0.93 of capacity at 5x and 0.83 at 10x
+// with a p99 of 22ms (over six runs that day 0.79-0.94 and 0.54-0.83, the
+// low ones on a slower host or with a connection bound the clients
+// reached), where every peer served at a p99 of 0.78 to 1s; the
+// middleware alone, on the share only, kept 0.56-0.69 at 187-459ms at 5x
+// and collapsed at 10x (0.25-0.39 at 969-972ms). At 10x most of the rest is what
 // net/http costs to read and answer each request that is shed (30 to
 // 65µs of the server's CPU, as the host's speed varied): a quarter to a
 // half of the core before any work.

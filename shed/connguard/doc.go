@@ -172,12 +172,12 @@
 //
 // Measured in bench/cmd/overload (a CPU-bound endpoint, 1 ms of CPU per
 // request, the server on one core, medians of three rounds): with the
-// Guard and its ConnContext, Default kept goodput 0.94 of capacity at 5x
-// and 0.80 at 10x with a p99 of 22 ms (the best of five runs; the worst
-// 0.79 and 0.54, and one round of three collapsed at 10x, as the host's
-// speed varied); the middleware alone, which sees
-// the queue only through the process's scheduling delay, kept 0.69 at
-// 187 ms at 5x and collapsed at 10x (0.25, at 969 ms).
+// Guard and its ConnContext, Default kept goodput 0.93 of capacity at 5x
+// and 0.83 at 10x with a p99 of 22 ms (over six runs that day 0.79-0.94
+// and 0.54-0.83, the low ones on a slower host or with a bound the
+// clients reached); the middleware alone, which sees the queue only
+// through the process's scheduling delay, kept 0.56-0.69 at 187-459 ms at
+// 5x and collapsed at 10x (0.25-0.39, at 969-972 ms).
 //
 // # Cost and counting
 //
