@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Reading a connection with its receive timestamps allocates nothing per
@@ -79,6 +81,32 @@ func TestReceiveTimeParsesOnlyWholeMessages(t *testing.T) {
 	if _, ok := receiveTime(zero); ok {
 		t.Fatal("a timestamp in a zero header")
 	}
+	// Another message first, then the timestamp: found past the first.
+	other := cmsg(syscall.SOL_SOCKET, syscall.SCM_RIGHTS, make([]byte, 4))
+	stamp := cmsg(syscall.SOL_SOCKET, syscall.SCM_TIMESTAMPNS, timespecBytes(syscall.Timespec{Sec: 7, Nsec: 9}))
+	if at, ok := receiveTime(append(other, stamp...)); !ok || at != 7_000_000_009 {
+		t.Fatalf("receiveTime = %d, %v; want 7000000009", at, ok)
+	}
+	// A timestamp message cut short is refused, not read past its end.
+	if _, ok := receiveTime(stamp[:len(stamp)-8]); ok {
+		t.Fatal("a truncated timestamp message read")
+	}
+}
+
+// cmsg returns one control message of level and typ carrying data, padded
+// as the kernel pads it.
+func cmsg(level, typ int32, data []byte) []byte {
+	b := make([]byte, syscall.CmsgSpace(len(data)))
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(syscall.CmsgLen(len(data)))
+	copy(b[syscall.CmsgLen(0):], data)
+	return b
+}
+
+// timespecBytes returns ts as the kernel lays it out in a control message.
+func timespecBytes(ts syscall.Timespec) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts))
 }
 
 // BenchmarkRead reads one byte the peer wrote, from a TCP connection read

@@ -32,15 +32,7 @@ func TestConnContextTellsWhenEachRequestArrived(t *testing.T) {
 	arrived := make(chan int64, 2)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			at := int64(-1) // no source
-			if src, ok := shed.ArrivalsFrom(r.Context()); ok {
-				if a, ok := src.LastArrival(); ok {
-					at = a
-				} else {
-					at = 0 // a source that does not know
-				}
-			}
-			arrived <- at
+			arrived <- arrivalOf(r)
 		}),
 		ConnState:         g.ConnState,
 		ConnContext:       g.ConnContext,
@@ -132,11 +124,7 @@ func TestConnContextTellsArrivalsUnderTLS(t *testing.T) {
 	g := newGuard(t, new(share), connguard.Unbounded)
 	arrived := make(chan int64, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		at := int64(-1)
-		if src, ok := shed.ArrivalsFrom(r.Context()); ok {
-			at, _ = src.LastArrival()
-		}
-		arrived <- at
+		arrived <- arrivalOf(r)
 	}))
 	srv.Listener = g.Listener(ln)
 	srv.Config.ConnState, srv.Config.ConnContext = g.ConnState, g.ConnContext
@@ -285,4 +273,15 @@ func TestGuardedMiddlewareShedsWhatWaitedPastTheQueueBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// arrivalOf returns the arrival time r's context carries: -1 when it
+// carries no source, 0 when the source does not know.
+func arrivalOf(r *http.Request) int64 {
+	src, ok := shed.ArrivalsFrom(r.Context())
+	if !ok {
+		return -1
+	}
+	at, _ := src.LastArrival() // 0 when not known
+	return at
 }
