@@ -36,7 +36,10 @@ type Shedder interface {
 // Shedder's share acts on window by window: a request that waited that
 // long is evidence of the queue by itself, and shedding it keeps the wait
 // of the admitted ones bounded from the first request of a surge on. The
-// Limiter reads QueueBound once, in NewLimiter. Default is one.
+// Limiter reads QueueBound in NewLimiter and after each Update, so the
+// bound may follow the windows (Window.ShedByWait counts its sheds); one
+// that is zero in NewLimiter bounds nothing, ever (shed's middleware then
+// does not measure waits). Default is one.
 type QueueBounder interface {
 	Algorithm
 	// QueueBound returns the longest wait to admit; zero or less: none.

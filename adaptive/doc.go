@@ -38,7 +38,8 @@
 // Each request's own wait, when the server knows when its bytes arrived
 // (Request.Queued: shed's middleware has it behind a connguard.Guard,
 // from the kernel's receive timestamps): Default sheds a request that
-// waited past its queue bound (2 scheduling targets, 20ms) at once. And
+// waited past its queue bound (2 scheduling targets, 20ms; half a target,
+// 5ms, while the bound sheds an overload rather than a burst) at once. And
 // the whole process's scheduling delay, without arrival times: Default
 // sheds a share of the arrivals while its mean is above the scheduling
 // target (10ms), moving the share window by window. Both are on by

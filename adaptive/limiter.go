@@ -116,10 +116,13 @@ type Limiter struct {
 	shedSeq   atomic.Uint64
 	shedCount atomic.Int64 // shed in the current window
 	shedder   Shedder
-	// queueBound is the QueueBounder's bound on Request.Queued, ns; 0:
-	// none. shedByWait counts the requests shed past it, ever.
-	queueBound int64
+	// queueBound is the QueueBounder's bound on Request.Queued, ns, read
+	// from bounder after each Update; 0: none. shedByWait counts the
+	// requests shed past it, ever, waitShed those of the current window.
+	queueBound atomic.Int64
 	shedByWait atomic.Uint64
+	waitShed   atomic.Int64
+	bounder    QueueBounder
 
 	// q is the queue of the callers that wait in Acquire (FIFO unless
 	// WithQueue says otherwise): the queueing package's, over sem.
@@ -158,8 +161,9 @@ func NewLimiter(alg Algorithm, opts ...LimiterOption) (*Limiter, error) {
 	}
 	l.shedder, _ = alg.(Shedder)
 	l.setShed()
-	if qb, ok := alg.(QueueBounder); ok {
-		l.queueBound = max(0, int64(qb.QueueBound()))
+	if qb, ok := alg.(QueueBounder); ok && qb.QueueBound() > 0 {
+		l.bounder = qb
+		l.setQueueBound()
 	}
 	if l.q, err = queueing.New(sem, cfg.queue...); err != nil {
 		return nil, fmt.Errorf("adaptive: %w", err)
@@ -216,8 +220,9 @@ func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 		l.shedCount.Add(1)
 		return Token{}, ErrShed
 	}
-	if l.queueBound != 0 && int64(r.Queued) > l.queueBound && r.Priority <= 0 {
+	if b := l.queueBound.Load(); b != 0 && int64(r.Queued) > b && r.Priority <= 0 {
 		l.shedCount.Add(1)
+		l.waitShed.Add(1)
 		l.shedByWait.Add(1)
 		return Token{}, ErrShed
 	}
@@ -388,6 +393,7 @@ func (l *Limiter) maybeClose(now int64) {
 	w.Drops = int(l.drops.Swap(0))
 	w.StaleDrops = int(l.staleDrops.Swap(0))
 	w.Shed = int(l.shedCount.Swap(0))
+	w.ShedByWait = int(l.waitShed.Swap(0))
 	sum := l.sumNs.Swap(0)
 	minNs := l.minNs.Swap(math.MaxInt64)
 	w.MaxInflight = int(l.maxInflight.Swap(l.sem.Inflight()))
@@ -407,6 +413,14 @@ func (l *Limiter) maybeClose(now int64) {
 	}
 	_ = l.sem.SetLimit(limit) // never fails for a positive limit
 	l.setShed()
+	l.setQueueBound()
+}
+
+// setQueueBound publishes the QueueBounder's bound.
+func (l *Limiter) setQueueBound() {
+	if l.bounder != nil {
+		l.queueBound.Store(max(0, int64(l.bounder.QueueBound())))
+	}
 }
 
 // setShed publishes the Shedder's share of admissions to shed.
@@ -424,9 +438,9 @@ func (l *Limiter) setShed() {
 	l.shedBelow.Store(below)
 }
 
-// QueueBound returns the longest Request.Queued the Limiter admits (see
-// QueueBounder); zero for none.
-func (l *Limiter) QueueBound() time.Duration { return time.Duration(l.queueBound) }
+// QueueBound returns the longest Request.Queued the Limiter admits now
+// (see QueueBounder); zero for none.
+func (l *Limiter) QueueBound() time.Duration { return time.Duration(l.queueBound.Load()) }
 
 // ShedByWait returns how many requests the Limiter has shed because they
 // had waited past its queue bound (see QueueBounder). Safe for concurrent

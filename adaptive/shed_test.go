@@ -278,6 +278,120 @@ func TestDefaultShedsARequestThatWaitedPastItsQueueBound(t *testing.T) {
 	}
 }
 
+// boundWindow runs one window of l at start: shedWaits requests that
+// waited a second, each of which must be shed, then served ones that
+// waited 1ms, admitted and done one after the other; the last done, 150ms
+// on, closes the window (one that opened at start or, the first, at
+// start+1ms).
+func boundWindow(t *testing.T, l *Limiter, start int64, served, shedWaits int) {
+	t.Helper()
+	for range shedWaits {
+		if _, err := l.TryAcquireAt(start, Request{Queued: time.Second}); !errors.Is(err, ErrShed) {
+			t.Fatalf("waited 1s: %v, want ErrShed", err)
+		}
+	}
+	windows := l.Windows()
+	for i := range served {
+		tok, err := l.TryAcquireAt(start, Request{Queued: ms})
+		if err != nil {
+			t.Fatalf("waited 1ms: %v, want admitted", err)
+		}
+		done := start + int64(ms)
+		if i == served-1 {
+			done = start + int64(150*ms)
+		}
+		tok.DoneAt(done, Success)
+	}
+	if l.Windows() == windows && windows > 0 {
+		t.Fatalf("the window at %v did not close", time.Duration(start))
+	}
+}
+
+func TestDefaultTightensTheQueueBoundWhileItShedsAnOverload(t *testing.T) {
+	d, err := NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLimiter(withoutRuntime{d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := int64(time.Hour)
+	// Each window starts where the last one closed (150ms on), so that
+	// its samples close it only at its last done.
+	next := func() int64 { start += int64(150 * ms); return start }
+	boundWindow(t, l, next(), 20, 0) // opens the first window
+	boundWindow(t, l, next(), 20, 9) // shed fewer than half the served: a burst
+	if got := l.QueueBound(); got != 20*ms {
+		t.Fatalf("bound %v after a window that shed 9 for 20 served, want 20ms", got)
+	}
+	boundWindow(t, l, next(), 20, 10) // half: an overload
+	if got := l.QueueBound(); got != 5*ms {
+		t.Fatalf("bound %v after a window that shed 10 for 20 served, want half the target (5ms)", got)
+	}
+	now := next()
+	if _, err := l.TryAcquireAt(now, Request{Queued: 5*ms + 1}); !errors.Is(err, ErrShed) {
+		t.Fatalf("waited 5ms+1ns under the standing bound: %v, want ErrShed", err)
+	}
+	tok, err := l.TryAcquireAt(now, Request{Queued: time.Second, Priority: 1})
+	if err != nil {
+		t.Fatalf("CriticalPlus under the standing bound: %v, want admitted", err)
+	}
+	tok.DoneAt(now+int64(ms), Success)
+	boundWindow(t, l, now, 20, 10) // still overloaded: the bound stays
+	if got := l.QueueBound(); got != 5*ms {
+		t.Fatalf("bound %v in a second window of overload, want 5ms", got)
+	}
+	boundWindow(t, l, next(), 20, 0) // the overload is over
+	if got := l.QueueBound(); got != 20*ms {
+		t.Fatalf("bound %v after a window that shed nothing, want 20ms again", got)
+	}
+}
+
+func TestWindowCountsTheShedByWait(t *testing.T) {
+	rec := &boundRecorder{bound: 20 * ms}
+	l, err := NewLimiter(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundWindow(t, l, int64(time.Hour), 12, 0)
+	boundWindow(t, l, int64(time.Hour+150*ms), 12, 7)
+	if len(rec.windows) != 2 {
+		t.Fatalf("%d windows, want 2", len(rec.windows))
+	}
+	if w := rec.windows[1]; w.ShedByWait != 7 || w.Shed != 7 || w.Count != 12 {
+		t.Fatalf("window shed %d (%d by wait) of %d served, want 7 (7) of 12", w.Shed, w.ShedByWait, w.Count)
+	}
+	if l.ShedByWait() != 7 {
+		t.Fatalf("ShedByWait %d, want 7", l.ShedByWait())
+	}
+	rec.bound = 3 * ms // read after each Update
+	boundWindow(t, l, int64(time.Hour+300*ms), 12, 0)
+	if l.QueueBound() != 3*ms {
+		t.Fatalf("Limiter's bound %v after the algorithm's moved to 3ms", l.QueueBound())
+	}
+}
+
+// withoutRuntime is Default without the Go runtime's signals, whose
+// scheduling delay is this test process's: its share sheds nothing.
+type withoutRuntime struct{ *Default }
+
+func (withoutRuntime) usesRuntime() bool { return false }
+
+// boundRecorder is a QueueBounder at a fixed limit of 100 that records
+// its windows and bounds the wait by bound.
+type boundRecorder struct {
+	bound   time.Duration
+	windows []Window
+}
+
+func (b *boundRecorder) Limit() int                { return 100 }
+func (b *boundRecorder) QueueBound() time.Duration { return b.bound }
+func (b *boundRecorder) Update(w Window) int {
+	b.windows = append(b.windows, w)
+	return 100
+}
+
 func TestQueueBoundFollowsTheSchedulingTarget(t *testing.T) {
 	d, err := NewDefault(WithSchedulingTarget(30 * ms))
 	if err != nil {

@@ -16,9 +16,12 @@ type Window struct {
 	// decreased: that decrease already answered them (one reduction per
 	// round trip, as in TCP), so algorithms do not count them again.
 	StaleDrops int
-	// Shed is the number of admissions the Algorithm shed at random
-	// during the window (see Shedder).
+	// Shed is the number of admissions the Limiter shed during the
+	// window: at random (Shedder) or because they waited past the queue
+	// bound (QueueBounder).
 	Shed int
+	// ShedByWait is the part of Shed that had waited past the queue bound.
+	ShedByWait int
 	// RTT is the chosen latency statistic (a percentile, see WithPercentile)
 	// of the Success samples; zero when Count is zero.
 	RTT time.Duration

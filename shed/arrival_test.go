@@ -94,4 +94,7 @@ func TestDecideShedsAnAttemptThatWaitedPastTheQueueBound(t *testing.T) {
 		t.Fatalf("waited 20ms: %+v, %v; want admitted", d, err)
 	}
 	tok.Done(Success)
+	if rs := c.Stats().Rules[0]; rs.ShedByWait != 1 || rs.Rejected != 1 || rs.QueueBound != 20*time.Millisecond {
+		t.Fatalf("rule stats: shed by wait %d of %d rejected, queue bound %v; want 1 of 1, 20ms", rs.ShedByWait, rs.Rejected, rs.QueueBound)
+	}
 }

@@ -243,6 +243,10 @@ type RuleStats struct {
 	// had waited past its algorithm's queue bound (adaptive.QueueBounder,
 	// Attempt.Queued) when it decided them; they are among Rejected.
 	ShedByWait uint64
+	// QueueBound is an Adaptive rule's queue bound in force: the longest
+	// Attempt.Queued it admits now (adaptive.QueueBounder; Default's
+	// tightens under a standing overload); zero when it has none.
+	QueueBound time.Duration
 	// Limit is the limit in force (an adaptive rule's current limit).
 	Limit int64
 	// Inflight is the permits held of a Global Concurrency or Adaptive
@@ -299,7 +303,7 @@ func (c *Controller) Stats() Stats {
 		switch {
 		case r.lim != nil:
 			rs.Limit, rs.Inflight, rs.Waiting = int64(r.lim.Limit()), int64(r.lim.Inflight()), r.lim.Waiting()
-			rs.ShedByWait = r.lim.ShedByWait()
+			rs.ShedByWait, rs.QueueBound = r.lim.ShedByWait(), r.lim.QueueBound()
 		case r.sem.ok():
 			rs.Inflight = r.sem.Inflight()
 			if r.queue != nil {

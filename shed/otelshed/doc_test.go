@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/shed/otelshed"
@@ -72,7 +73,17 @@ func TestTableDescribesEveryInstrument(t *testing.T) {
 	// has to here) shows the rate wait metrics.
 	paced := shed.Rule{Name: "paced", Algorithm: shed.TokenBucket, Limit: 1000, Rate: ratelimit.Per(1000, time.Second),
 		MaxWait: time.Millisecond}
-	c := newController(t, healthyStore{store.NewMemory(), h}, paced)
+	// Default, whose queue bound shows the bound's gauge, with room for
+	// every attempt of the scenario.
+	alg, err := adaptive.NewDefault(adaptive.WithInitialLimit(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newController(t, healthyStore{store.NewMemory(), h}, paced, shed.Rule{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim})
 	m, err := otelshed.New(mp, c)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ type instruments struct {
 	ruleRateWaits                                                                                         metric.Int64ObservableCounter
 	ruleRateWaitTime                                                                                      metric.Float64ObservableCounter
 	ruleRateWaiting                                                                                       metric.Int64ObservableGauge
+	ruleQueueBound                                                                                        metric.Float64ObservableGauge
 }
 
 // create makes every instrument on meter and returns them for the
@@ -126,6 +127,9 @@ func (in *instruments) create(meter metric.Meter) ([]metric.Observable, error) {
 		"Attempts whose true cost the rule could no longer charge (the quota was spent by then).")
 	in.ruleLimit = gauge("sluice.rule.limit", "{cost}",
 		"Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.")
+	qb, err := meter.Float64ObservableGauge("sluice.rule.queue.bound", metric.WithUnit("s"),
+		metric.WithDescription("Longest wait before the decision that an adaptive rule admits now (its algorithm's queue bound); only rules that have one."))
+	in.ruleQueueBound, errs, all = qb, append(errs, err), append(all, qb)
 	in.ruleInflight = gauge("sluice.rule.inflight", "{cost}",
 		"Permits held of a Global concurrency or adaptive rule.")
 	in.ruleWaiting = gauge("sluice.rule.queue.waiting", "{attempt}",

@@ -179,6 +179,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		}
 		if r.Algorithm == shed.Adaptive {
 			o.ObserveInt64(in.ruleDecisions, count(r.ShedByWait), m.with(name, keyOutcome.String("shed_by_wait")))
+			if r.QueueBound > 0 {
+				o.ObserveFloat64(in.ruleQueueBound, r.QueueBound.Seconds(), byRule)
+			}
 		}
 		o.ObserveInt64(in.ruleRefunds, count(r.Refunded), m.with(name, keyResult.String("refunded")))
 		o.ObserveInt64(in.ruleRefunds, count(r.RefundsLost), m.with(name, keyResult.String("lost")))

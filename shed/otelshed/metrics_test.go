@@ -324,4 +324,9 @@ func TestShedByWaitObserved(t *testing.T) {
 	`); strings.Join(got, "\n") != w {
 		t.Fatalf("decisions:\n%s\nwant:\n%s", strings.Join(got, "\n"), w)
 	}
+	if got, w := render(gather(t, r), "sluice.rule.queue.bound"), want(`
+		sluice.rule.queue.bound{sluice.rule.name=adaptive} 0.02
+	`); got != w {
+		t.Fatalf("queue bound:\n%s\nwant:\n%s", got, w)
+	}
 }

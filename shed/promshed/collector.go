@@ -116,6 +116,9 @@ func (col *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(descRuleLimit, float64(r.Limit), r.Name)
 		if r.Algorithm == shed.Adaptive {
 			e.counter(descRuleDecisions, r.ShedByWait, r.Name, "shed_by_wait")
+			if r.QueueBound > 0 {
+				e.gauge(descRuleQueueBound, r.QueueBound.Seconds(), r.Name)
+			}
 		}
 		if r.Identity == shed.Global && (r.Algorithm == shed.Concurrency || r.Algorithm == shed.Adaptive) {
 			e.gauge(descRuleInflight, float64(r.Inflight), r.Name)

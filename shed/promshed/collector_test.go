@@ -269,8 +269,11 @@ sluice_rule_inflight{rule="adaptive"} 3
 # HELP sluice_rule_limit Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.
 # TYPE sluice_rule_limit gauge
 sluice_rule_limit{rule="adaptive"} 7
+# HELP sluice_rule_queue_bound_seconds Longest wait before the decision that an adaptive rule admits now (its algorithm's queue bound); only rules that have one.
+# TYPE sluice_rule_queue_bound_seconds gauge
+sluice_rule_queue_bound_seconds{rule="adaptive"} 0.02
 `
-	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "sluice_rule_limit", "sluice_rule_inflight"); err != nil {
+	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "sluice_rule_limit", "sluice_rule_inflight", "sluice_rule_queue_bound_seconds"); err != nil {
 		t.Error(err)
 	}
 	for _, tok := range toks {

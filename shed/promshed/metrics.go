@@ -71,6 +71,9 @@ var (
 	descRuleLimit = prometheus.NewDesc("sluice_rule_limit",
 		"Limit in force: the burst or quota of a rate rule, the permits of a concurrency rule, the current limit of an adaptive rule.",
 		[]string{"rule"}, nil)
+	descRuleQueueBound = prometheus.NewDesc("sluice_rule_queue_bound_seconds",
+		"Longest wait before the decision that an adaptive rule admits now (its algorithm's queue bound); only rules that have one.",
+		[]string{"rule"}, nil)
 	descRuleInflight = prometheus.NewDesc("sluice_rule_inflight",
 		"Permits held of a Global concurrency or adaptive rule.", []string{"rule"}, nil)
 	descRuleWaiting = prometheus.NewDesc("sluice_rule_queue_waiting",
@@ -108,7 +111,7 @@ var (
 		descDecisions, descDryRun, descFailedOpen, descStoreErrors, descLeasesLost, descInflight,
 		descQueueWaits, descQueueWaitSeconds, descQueueShed, descDoubleDone, descPanics, descUnknownPeers, descEarlyWarnings, descProxyNoHeader, descCGNAT, descExempt, descTightened, descTightenedWouldReject, descPeeks, descGone, descStrikes,
 		descPenaltyKeys, descPenaltyCapacity, descPenaltyEvictions, descPenaltyTimeouts,
-		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleInflight, descRuleWaiting,
+		descRuleInfo, descRuleDecisions, descRuleRefunds, descRuleOverspent, descRuleLimit, descRuleQueueBound, descRuleInflight, descRuleWaiting,
 		descRuleRateWaits, descRuleRateWaitSeconds, descRuleRateWaiting,
 		descRuleKeys, descRuleKeysCapacity, descRuleEvictions, descRuleOverflows,
 	}

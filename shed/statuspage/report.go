@@ -139,6 +139,9 @@ type RuleReport struct {
 	// ShedByWait counts the rejections of an Adaptive rule for a wait
 	// past its queue bound (among Rejected).
 	ShedByWait uint64 `json:"shed_by_wait,omitempty"`
+	// QueueBoundSeconds is an Adaptive rule's queue bound in force (see
+	// shed.RuleStats.QueueBound); zero, left out, when it has none.
+	QueueBoundSeconds float64 `json:"queue_bound_seconds,omitempty"`
 	// AllowedRate and RejectedRate are per second.
 	AllowedRate  *float64 `json:"allowed_per_second"`
 	RejectedRate *float64 `json:"rejected_per_second"`
@@ -241,7 +244,7 @@ func build(s *shed.Stats, h *ring, interval time.Duration) Report {
 			Limit: r.Limit, Concurrent: concurrent(r), Inflight: r.Inflight, Waiting: r.Waiting,
 			Allowed: r.Allowed, Rejected: r.Rejected, WouldReject: r.WouldReject,
 			FailOpen: r.FailOpen, FailClosed: r.FailClosed, Overflowed: r.Overflowed, ShedByWait: r.ShedByWait,
-			Keys: r.Table.Entries, KeyCapacity: r.Table.Capacity,
+			QueueBoundSeconds: r.QueueBound.Seconds(), Keys: r.Table.Entries, KeyCapacity: r.Table.Capacity,
 		}
 		rep.Rules[i].History = history(h, r.Name, i, b.at)
 		if a != nil {

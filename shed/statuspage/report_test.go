@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -321,6 +322,33 @@ func TestQueueWaitTotalAndMean(t *testing.T) {
 			t.Errorf("mean queue wait %v, want 0.3 s", m)
 		}
 	})
+}
+
+func TestAdaptiveRuleReportsItsQueueBoundAndWhatItShed(t *testing.T) {
+	alg, err := adaptive.NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := adaptive.NewLimiter(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shed.New([]shed.Rule{{Name: "endpoint", Algorithm: shed.Adaptive, Limiter: lim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := statuspage.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := c.Decide(context.Background(), shed.Attempt{Queued: time.Second}); err != nil || d.Allowed {
+		t.Fatalf("decide after a 1s wait: %+v, %v", d, err)
+	}
+	r := p.Report().Rules[0]
+	if r.ShedByWait != 1 || r.Rejected != 1 || r.QueueBoundSeconds != 0.02 {
+		t.Errorf("shed by wait %d of %d rejected, queue bound %v s; want 1 of 1, 0.02 s", r.ShedByWait, r.Rejected, r.QueueBoundSeconds)
+	}
 }
 
 func TestReportReadsThePagesClock(t *testing.T) {
