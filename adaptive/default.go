@@ -34,15 +34,10 @@ import (
 //     bound acts on each request from the first of a surge on, so that
 //     the admitted ones never wait long. After a window that shed past the
 //     bound at least half as many requests as it served (an overload, not
-//     the burst of a server at its capacity) the bound is half a target
-//     (5ms) until a window sheds fewer: a standing queue is bounded
-//     tighter than a burst, as adaptive LIFO and CoDel do. Measured in
-//     bench/cmd/overload (one core, three interleaved rounds), against
-//     the 20ms bound alone: p99 7ms instead of 22 at 5x and 10x with the
-//     same goodput (0.93 / 0.66 against 0.91 / 0.66), the mixed endpoint
-//     0.96 / 0.85 at 19ms instead of 0.93 / 0.64 at 34-44ms, and after
-//     the CPU per request doubled at full load the p99 was back under
-//     twice the unloaded one within 200-500ms, never with 20ms alone.
+//     the burst of a server at its capacity) the bound is a quarter of a
+//     target (2.5ms) until a window sheds fewer: a standing queue is
+//     bounded tighter than a burst, as adaptive LIFO and CoDel do (see
+//     queueBoundTargets for the figures).
 //     WithoutSchedulingSignal turns the bound off too.
 //   - Runtime thresholds: with WithRuntimeThresholds, scheduler latency,
 //     GC CPU fraction or heap near GOMEMLIMIT above their thresholds
@@ -144,21 +139,32 @@ var (
 // Default's queue bound, in scheduling targets: twice the mean delay the
 // shedding keeps (20ms with the default target) while the queue in front
 // of the handler comes and goes, so that the bursts of a server at its
-// capacity pass; half of it (5ms) after a window that shed past the bound
-// at least half as many requests as it served (standingShed), an
-// overload rather than a burst, as adaptive LIFO and CoDel bound a
-// standing queue tighter than a burst.
+// capacity pass; a quarter of it (2.5ms) after a window that shed past
+// the bound at least half as many requests as it served (standingShed),
+// an overload rather than a burst. In bench/cmd/overload (one core, 1ms
+// of CPU per request, three interleaved rounds per comparison), fixed
+// bounds of 10, 20 and 50ms kept goodput 0.92, 0.97 and 1.01 of capacity
+// at 1x (10ms shed 9% of the bursts of a server at its capacity) and
+// 0.79, 0.78 and 0.73 at 10x with a p99 of 12, 22 and 52ms. Against 20ms
+// alone, a standing bound of 5ms kept the goodput (0.93 / 0.66 against
+// 0.91 / 0.66 at 5x / 10x) at a p99 of 7ms instead of 22; 2.5ms against
+// 5ms, another run: 0.96 / 0.78 at 4ms against 0.84 / 0.76 at 7ms, 0.99
+// against 0.98 at 1x, and after the work per request doubled at full load
+// the p99 was back under twice the unloaded one within 200-300ms in every
+// round, where 5ms missed it in four rounds of nine (its p99 was the
+// bound plus the doubled work, about twice the unloaded p99) and 20ms in
+// every round.
 const (
 	queueBoundTargets    = 2.0
-	standingBoundTargets = 0.5
+	standingBoundTargets = 0.25
 	standingShed         = 0.5
 )
 
 // QueueBound returns the longest wait in front of the handler that
 // Default admits now (see QueueBounder): twice the scheduling target
-// (20ms by default), or half of it (5ms) after a window of overload (one
-// that shed past the bound at least half as many requests as it served);
-// zero with WithoutSchedulingSignal.
+// (20ms by default), or a quarter of it (2.5ms) after a window of
+// overload (one that shed past the bound at least half as many requests
+// as it served); zero with WithoutSchedulingSignal.
 func (d *Default) QueueBound() time.Duration {
 	if d.standing {
 		return time.Duration(standingBoundTargets * float64(d.schedTarget))

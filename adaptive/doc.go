@@ -38,21 +38,20 @@
 // Each request's own wait, when the server knows when its bytes arrived
 // (Request.Queued: shed's middleware has it behind a connguard.Guard,
 // from the kernel's receive timestamps): Default sheds a request that
-// waited past its queue bound (2 scheduling targets, 20ms; half a target,
-// 5ms, while the bound sheds an overload rather than a burst) at once. And
-// the whole process's scheduling delay, without arrival times: Default
-// sheds a share of the arrivals while its mean is above the scheduling
-// target (10ms), moving the share window by window. Both are on by
+// waited past its queue bound (2 scheduling targets, 20ms; a quarter of a
+// target, 2.5ms, while the bound sheds an overload rather than a burst) at
+// once. And the whole process's scheduling delay, without arrival times:
+// Default sheds a share of the arrivals while its mean is above the
+// scheduling target (10ms), moving the share window by window. Both are on by
 // default (WithoutSchedulingSignal turns both off; the delay is the whole
 // process's, so a CPU hog elsewhere in it sheds requests too). In the
-// same benchmark on one core (1ms of CPU per request, 840 req/s), behind
-// the Guard, Default kept goodput 0.93 of capacity at 5x and 0.83 at 10x
-// with a p99 of 22ms (over six runs that day 0.79-0.94 and 0.54-0.83, the
-// low ones on a slower host or with a connection bound the clients
-// reached), where every peer served at a p99 of 0.78 to 1s; the
-// middleware alone, on the share only, kept 0.56-0.69 at 187-459ms at 5x
-// and collapsed at 10x (0.25-0.39 at 969-972ms). At 10x most of the rest is what
-// net/http costs to read and answer each request that is shed (30 to
-// 65µs of the server's CPU, as the host's speed varied): a quarter to a
-// half of the core before any work.
+// same benchmark on one core (1ms of CPU per request, 879 req/s), behind
+// the Guard, Default kept goodput 0.90 of capacity at 5x and 0.75 at 10x
+// at a p99 of 5ms (over the day's runs 0.79-0.96 and 0.54-0.83; 22ms with
+// the 20ms bound alone), where every peer served at a p99 of 0.69 to 1s;
+// the middleware alone, on the share only, kept 0.52-0.69 at 179-532ms at
+// 5x and collapsed at 10x (0.15-0.39 at 966-973ms). At 10x most of the rest
+// is what net/http costs to read and answer each request that is shed (30
+// to 65µs of the server's CPU, as the host's speed varied): a quarter to
+// a half of the core before any work.
 package adaptive

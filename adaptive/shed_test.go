@@ -325,13 +325,14 @@ func TestDefaultTightensTheQueueBoundWhileItShedsAnOverload(t *testing.T) {
 	if got := l.QueueBound(); got != 20*ms {
 		t.Fatalf("bound %v after a window that shed 9 for 20 served, want 20ms", got)
 	}
-	boundWindow(t, l, next(), 20, 10) // half: an overload
-	if got := l.QueueBound(); got != 5*ms {
-		t.Fatalf("bound %v after a window that shed 10 for 20 served, want half the target (5ms)", got)
+	const standing = 2500 * time.Microsecond // a quarter of the target
+	boundWindow(t, l, next(), 20, 10)        // half: an overload
+	if got := l.QueueBound(); got != standing {
+		t.Fatalf("bound %v after a window that shed 10 for 20 served, want a quarter of the target (2.5ms)", got)
 	}
 	now := next()
-	if _, err := l.TryAcquireAt(now, Request{Queued: 5*ms + 1}); !errors.Is(err, ErrShed) {
-		t.Fatalf("waited 5ms+1ns under the standing bound: %v, want ErrShed", err)
+	if _, err := l.TryAcquireAt(now, Request{Queued: standing + 1}); !errors.Is(err, ErrShed) {
+		t.Fatalf("waited 2.5ms+1ns under the standing bound: %v, want ErrShed", err)
 	}
 	tok, err := l.TryAcquireAt(now, Request{Queued: time.Second, Priority: 1})
 	if err != nil {
@@ -339,8 +340,8 @@ func TestDefaultTightensTheQueueBoundWhileItShedsAnOverload(t *testing.T) {
 	}
 	tok.DoneAt(now+int64(ms), Success)
 	boundWindow(t, l, now, 20, 10) // still overloaded: the bound stays
-	if got := l.QueueBound(); got != 5*ms {
-		t.Fatalf("bound %v in a second window of overload, want 5ms", got)
+	if got := l.QueueBound(); got != standing {
+		t.Fatalf("bound %v in a second window of overload, want 2.5ms", got)
 	}
 	boundWindow(t, l, next(), 20, 0) // the overload is over
 	if got := l.QueueBound(); got != 20*ms {

@@ -72,7 +72,7 @@ type Attempt struct {
 	// Queued is how long the attempt waited in the server before this
 	// decision, from its arrival at the host; zero when unknown, negative
 	// counts as zero. An Adaptive rule whose algorithm bounds it
-	// (adaptive.QueueBounder: Default, 20ms, 5ms under a standing
+	// (adaptive.QueueBounder: Default, 20ms, 2.5ms under a standing
 	// overload) sheds an attempt that waited longer, unless its Priority
 	// is CriticalPlus. The middleware fills it when the server's
 	// connection contexts carry arrival times (WithArrivals:

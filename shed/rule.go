@@ -86,7 +86,7 @@ const (
 	// adaptive.Default it also sheds a share of the requests while the Go
 	// scheduling delay is high (adaptive.Shedder: a CPU-bound server that
 	// no limit binds), and each request that waited past its queue bound
-	// (20ms; 5ms under a standing overload) before the middleware saw it
+	// (20ms; 2.5ms under a standing overload) before the middleware saw it
 	// (adaptive.QueueBounder; Attempt.Queued, which the middleware knows
 	// behind a connguard.Guard). Global only.
 	Adaptive = Concurrency + 1

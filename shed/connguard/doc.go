@@ -157,7 +157,7 @@
 // (shed.WithArrivals), which sets each request's Attempt.Queued to the
 // time since its bytes reached the host. An Adaptive rule of
 // adaptive.Default sheds a request that waited past its queue bound (2
-// scheduling targets: 20ms; 5ms under a standing overload) at once, so
+// scheduling targets: 20ms; 2.5ms under a standing overload) at once, so
 // that what it admits never waited long and a surge is met from its first
 // requests, not a window later:
 //
