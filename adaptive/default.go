@@ -33,12 +33,12 @@ import (
 //     above reacts window by window to the whole process's delay; the
 //     bound acts on each request from the first of a surge on, so that
 //     the admitted ones never wait long. After a window that shed past the
-//     bound at least half as many requests as it served (an overload, not
-//     the burst of a server at its capacity) the bound is a quarter of a
-//     target (2.5ms) until a window sheds fewer: a standing queue is
-//     bounded tighter than a burst, as adaptive LIFO and CoDel do (see
-//     queueBoundTargets for the figures).
-//     WithoutSchedulingSignal turns the bound off too.
+//     bound at least half as many requests as it served, and ten or more
+//     (an overload, not the burst of a server at its capacity or the pause
+//     of a quiet one), the bound is a quarter of a target (2.5ms) until a
+//     window sheds fewer: a standing queue is bounded tighter than a
+//     burst, as adaptive LIFO and CoDel do (see queueBoundTargets for the
+//     figures). WithoutSchedulingSignal turns the bound off too.
 //   - Runtime thresholds: with WithRuntimeThresholds, scheduler latency,
 //     GC CPU fraction or heap near GOMEMLIMIT above their thresholds
 //     multiply the limit by 0.9.
@@ -141,7 +141,10 @@ var (
 // of the handler comes and goes, so that the bursts of a server at its
 // capacity pass; a quarter of it (2.5ms) after a window that shed past
 // the bound at least half as many requests as it served (standingShed),
-// an overload rather than a burst. In bench/cmd/overload (one core, 1ms
+// an overload rather than a burst, and at least ten (standingMinShed, the
+// samples a window needs by default), so that a quiet server whose rare
+// request met a pause (a collection, a slow neighbour) keeps the loose
+// bound. In bench/cmd/overload (one core, 1ms
 // of CPU per request, three interleaved rounds per comparison), fixed
 // bounds of 10, 20 and 50ms kept goodput 0.92, 0.97 and 1.01 of capacity
 // at 1x (10ms shed 9% of the bursts of a server at its capacity) and
@@ -158,13 +161,14 @@ const (
 	queueBoundTargets    = 2.0
 	standingBoundTargets = 0.25
 	standingShed         = 0.5
+	standingMinShed      = 10
 )
 
 // QueueBound returns the longest wait in front of the handler that
 // Default admits now (see QueueBounder): twice the scheduling target
 // (20ms by default), or a quarter of it (2.5ms) after a window of
 // overload (one that shed past the bound at least half as many requests
-// as it served); zero with WithoutSchedulingSignal.
+// as it served, and ten or more); zero with WithoutSchedulingSignal.
 func (d *Default) QueueBound() time.Duration {
 	if d.standing {
 		return time.Duration(standingBoundTargets * float64(d.schedTarget))
@@ -255,7 +259,7 @@ func (d *Default) runtimeCongested(r RuntimeSignals) bool {
 
 // Update applies one window (see the type's rules).
 func (d *Default) Update(w Window) int {
-	d.standing = w.ShedByWait > 0 && float64(w.ShedByWait) >= standingShed*float64(w.Count)
+	d.standing = w.ShedByWait >= standingMinShed && float64(w.ShedByWait) >= standingShed*float64(w.Count)
 	total := w.Count + w.Drops
 	if total == 0 {
 		return int(d.limit)

@@ -349,6 +349,27 @@ func TestDefaultTightensTheQueueBoundWhileItShedsAnOverload(t *testing.T) {
 	}
 }
 
+func TestAFewShedByWaitDoNotTightenTheQueueBound(t *testing.T) {
+	d, err := NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A quiet server: a window of 2 served and 9 shed (a pause, not an
+	// overload) keeps the loose bound; 10 of 20 tighten it.
+	start := int64(time.Hour)
+	for _, c := range []struct {
+		served, shed int
+		want         time.Duration
+	}{{2, 9, 20 * ms}, {20, 10, 2500 * time.Microsecond}, {0, 9, 20 * ms}} {
+		d.Update(Window{Start: start, End: start + int64(time.Second), Count: c.served, Shed: c.shed, ShedByWait: c.shed,
+			RTT: ms, MinRTT: ms, MeanRTT: ms})
+		if got := d.QueueBound(); got != c.want {
+			t.Fatalf("bound %v after a window of %d served and %d shed by their wait, want %v", got, c.served, c.shed, c.want)
+		}
+		start += int64(time.Second)
+	}
+}
+
 func TestWindowCountsTheShedByWait(t *testing.T) {
 	rec := &boundRecorder{bound: 20 * ms}
 	l, err := NewLimiter(rec)
