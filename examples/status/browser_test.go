@@ -146,6 +146,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		if !regexp.MustCompile(`data-f="rules.1.chart.limit" data-fmt="points" points="[0-9.]+,[0-9.]+ `).Match(dom) {
 			t.Errorf("load %d: the api rule's chart has fewer than two points", i+1)
 		}
+		// The adaptive rule's queue bound and its sheds for a wait, which
+		// the report leaves out at zero, as the script shows them.
+		if !regexp.MustCompile(`data-f="rules.1.queue_bound_seconds" data-fmt="ms">20.0 ms<`).Match(dom) ||
+			!regexp.MustCompile(`data-f="rules.1.shed_by_wait" data-fmt="count">\d+<`).Match(dom) {
+			t.Errorf("load %d: the api rule's queue bound or sheds by wait are not shown", i+1)
+		}
 		png, err := os.ReadFile(shot)
 		if err != nil {
 			t.Fatal(err)

@@ -33,6 +33,7 @@ func newPageTemplate() (pageTemplate, error) {
 	t, err := template.New("page").Funcs(template.FuncMap{
 		"rate": func(v *float64) string { return fmtFloat(v, 1, 1, "") },
 		"ms":   func(v *float64) string { return fmtFloat(v, 1000, 1, " ms") },
+		"msOf": func(v float64) string { return fmtFloat(&v, 1000, 1, " ms") },
 		"pct":  func(v float64) string { return strconv.FormatFloat(v*100, 'f', 0, 64) + "%" },
 		"mode": func(degraded bool) string {
 			if degraded {

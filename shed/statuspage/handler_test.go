@@ -97,7 +97,7 @@ func TestPageShowsTheRules(t *testing.T) {
 	for _, want := range []string{
 		`data-rule="per-ip"`, `data-rule="inflight"`,
 		`<td data-f="rules.0.allowed" data-fmt="int">3</td>`,
-		`<td data-f="rules.0.rejected" data-fmt="int">1</td>`,
+		`<td><span data-f="rules.0.rejected" data-fmt="int">1</span></td>`,
 		`<td data-f="rules.1.limit" data-fmt="int">2</td>`,
 		`<polyline class="inflight"`,
 		"This store does not report its health.",
@@ -109,6 +109,26 @@ func TestPageShowsTheRules(t *testing.T) {
 	res, body = serve(t, p, http.MethodHead, "/")
 	if res.StatusCode != 200 || body != "" || res.Header.Get("Content-Length") == "" {
 		t.Errorf("HEAD /: %d, body %q, length %q", res.StatusCode, body, res.Header.Get("Content-Length"))
+	}
+}
+
+func TestPageShowsTheQueueBoundAndTheShedByWaitOfAnAdaptiveRule(t *testing.T) {
+	clk := newFakeClock()
+	_, body := serve(t, newPage(t, shedByWait(t), clk), http.MethodGet, "/")
+	for _, want := range []string{
+		` · queue bound <span data-f="rules.0.queue_bound_seconds" data-fmt="ms">20.0 ms</span>`,
+		`<small>by wait <span data-f="rules.0.shed_by_wait" data-fmt="count">1</span></small>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// A rule of another algorithm shows neither.
+	_, body = serve(t, newPage(t, newController(t, clk), clk), http.MethodGet, "/")
+	for _, absent := range []string{"queue bound", "by wait"} {
+		if strings.Contains(body, absent) {
+			t.Errorf("a page without an Adaptive rule shows %q", absent)
+		}
 	}
 }
 

@@ -20,6 +20,7 @@
   }
   var formats = {
     int: function (v) { return v === undefined ? "\u2013" : String(v); },
+    count: function (v) { return v === undefined ? "0" : String(v); }, // a count left out of the report at zero
     rate: function (v) { return num(v, 1); },
     ms: function (v) { return v === null || v === undefined ? "\u2013" : (v * 1000).toFixed(1) + " ms"; },
     pct: function (v) { return v === undefined ? "\u2013" : (v * 100).toFixed(0) + "%"; },

@@ -324,7 +324,10 @@ func TestQueueWaitTotalAndMean(t *testing.T) {
 	})
 }
 
-func TestAdaptiveRuleReportsItsQueueBoundAndWhatItShed(t *testing.T) {
+// shedByWait returns a Controller of one Adaptive rule of adaptive.Default
+// (a queue bound of 20ms) that has shed one attempt for its wait.
+func shedByWait(t *testing.T) *shed.Controller {
+	t.Helper()
 	alg, err := adaptive.NewDefault()
 	if err != nil {
 		t.Fatal(err)
@@ -337,13 +340,17 @@ func TestAdaptiveRuleReportsItsQueueBoundAndWhatItShed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	p, err := statuspage.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = c.Close() })
 	if d, _, err := c.Decide(context.Background(), shed.Attempt{Queued: time.Second}); err != nil || d.Allowed {
 		t.Fatalf("decide after a 1s wait: %+v, %v", d, err)
+	}
+	return c
+}
+
+func TestAdaptiveRuleReportsItsQueueBoundAndWhatItShed(t *testing.T) {
+	p, err := statuspage.New(shedByWait(t))
+	if err != nil {
+		t.Fatal(err)
 	}
 	r := p.Report().Rules[0]
 	if r.ShedByWait != 1 || r.Rejected != 1 || r.QueueBoundSeconds != 0.02 {
