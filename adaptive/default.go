@@ -109,8 +109,8 @@ type Default struct {
 	// admit is the share of admissions let through, in [minAdmit, 1].
 	admit float64
 	// standing: the latest window shed past the queue bound at least
-	// standingShed of what it served (an overload, not a burst), so the
-	// bound is the standing one.
+	// standingShed of what it served, and standingMinShed or more (an
+	// overload, not a burst), so the bound is the standing one.
 	standing bool
 
 	base      float64
@@ -144,19 +144,18 @@ var (
 // an overload rather than a burst, and at least ten (standingMinShed, the
 // samples a window needs by default), so that a quiet server whose rare
 // request met a pause (a collection, a slow neighbour) keeps the loose
-// bound. In bench/cmd/overload (one core, 1ms
-// of CPU per request, three interleaved rounds per comparison), fixed
-// bounds of 10, 20 and 50ms kept goodput 0.92, 0.97 and 1.01 of capacity
-// at 1x (10ms shed 9% of the bursts of a server at its capacity) and
-// 0.79, 0.78 and 0.73 at 10x with a p99 of 12, 22 and 52ms. Against 20ms
-// alone, a standing bound of 5ms kept the goodput (0.93 / 0.66 against
-// 0.91 / 0.66 at 5x / 10x) at a p99 of 7ms instead of 22; 2.5ms against
-// 5ms, another run: 0.96 / 0.78 at 4ms against 0.84 / 0.76 at 7ms, 0.99
-// against 0.98 at 1x, and after the work per request doubled at full load
-// the p99 was back under twice the unloaded one within 200-300ms in every
-// round, where 5ms missed it in four rounds of nine (its p99 was the
-// bound plus the doubled work, about twice the unloaded p99) and 20ms in
-// every round.
+// bound. In bench/cmd/overload (one core, 1ms of CPU per request, three
+// interleaved rounds per comparison), fixed bounds of 10, 20 and 50ms
+// kept goodput 0.92, 0.97 and 1.01 of capacity at 1x (10ms shed 9% of the
+// bursts of a server at its capacity) and 0.79, 0.78 and 0.73 at 10x with
+// a p99 of 12, 22 and 52ms. Against 20ms alone, a standing bound of 5ms
+// kept the goodput (0.93 / 0.66 against 0.91 / 0.66 at 5x / 10x) at a p99
+// of 7ms instead of 22; 2.5ms against 5ms, another run: 0.96 / 0.78 at 4ms
+// against 0.84 / 0.76 at 7ms, 0.99 against 0.98 at 1x, and after the work
+// per request doubled at full load the p99 was back under twice the
+// unloaded one within 200-300ms in every round, where 5ms missed it in
+// four rounds of nine (its p99 was the bound plus the doubled work, about
+// twice the unloaded p99) and 20ms in every round.
 const (
 	queueBoundTargets    = 2.0
 	standingBoundTargets = 0.25
