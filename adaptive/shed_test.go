@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -399,6 +400,91 @@ func TestWindowCountsTheShedByWait(t *testing.T) {
 type withoutRuntime struct{ *Default }
 
 func (withoutRuntime) usesRuntime() bool { return false }
+
+// Whatever the waits, priorities and timing, the Limiter sheds for its
+// wait exactly a request of Critical or below that waited past the bound
+// in force (ErrShed, counted in ShedByWait and in its window's Shed and
+// ShedByWait), and nothing else; Default's bound is always 20ms or 2.5ms,
+// the tight one exactly after a window that shed past it at least half as
+// many as it served and ten or more.
+func TestQueueBoundShedsExactlyWhatWaitedPastIt(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		d, err := NewDefault()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recordingDefault{withoutRuntime: withoutRuntime{d}}
+		l, err := NewLimiter(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, sheds := int64(time.Hour), uint64(0)
+		// Phases of 200 requests, one every 0.5ms (a window each), whose
+		// waits are drawn up to a phase's most: none past either bound, some
+		// past the tight one, a third past the loose one, most past it;
+		// each phase once or twice, in a drawn order.
+		phases := []time.Duration{2 * ms, 10 * ms, 30 * ms, 100 * ms, 2 * ms, 10 * ms, 30 * ms, 100 * ms}
+		phases = rapid.Permutation(phases).Draw(t, "phases")[:rapid.IntRange(4, 8).Draw(t, "phase count")]
+		// The waits, priorities and service times, uniform (rapid's own
+		// draws favour small values: a phase would rarely shed).
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
+		for _, most := range phases {
+			for range 200 {
+				now += int64(ms / 2)
+				r := Request{Queued: time.Duration(rng.Int64N(int64(most) + 1)), Priority: int8(rng.IntN(4) - 2)}
+				bound := l.QueueBound()
+				if bound != 20*ms && bound != 2500*time.Microsecond {
+					t.Fatalf("bound %v", bound)
+				}
+				tok, err := l.TryAcquireAt(now, r)
+				if r.Queued > bound && r.Priority <= 0 {
+					if !errors.Is(err, ErrShed) {
+						t.Fatalf("%+v past the bound %v: %v, want ErrShed", r, bound, err)
+					}
+					sheds++
+					continue
+				}
+				if errors.Is(err, ErrShed) {
+					t.Fatalf("%+v within the bound %v or above Critical: shed", r, bound)
+				}
+				if err == nil {
+					tok.DoneAt(now+rng.Int64N(int64(20*ms)), Success)
+				}
+			}
+		}
+		if l.ShedByWait() != sheds {
+			t.Fatalf("ShedByWait %d, want %d", l.ShedByWait(), sheds)
+		}
+		var inWindows int
+		for i, w := range rec.windows {
+			if w.ShedByWait > w.Shed {
+				t.Fatalf("window %d: %d shed by wait of %d shed", i, w.ShedByWait, w.Shed)
+			}
+			inWindows += w.ShedByWait
+			tight := w.ShedByWait >= 10 && 2*w.ShedByWait >= w.Count
+			if want := map[bool]time.Duration{false: 20 * ms, true: 2500 * time.Microsecond}[tight]; rec.bounds[i] != want {
+				t.Fatalf("window %d (%d shed by wait, %d served): bound %v after it, want %v", i, w.ShedByWait, w.Count, rec.bounds[i], want)
+			}
+		}
+		if uint64(inWindows) > sheds {
+			t.Fatalf("windows counted %d shed by wait, the Limiter %d", inWindows, sheds)
+		}
+	})
+}
+
+// recordingDefault is Default without the runtime's signals that records
+// each window and the queue bound after it.
+type recordingDefault struct {
+	withoutRuntime
+	windows []Window
+	bounds  []time.Duration
+}
+
+func (r *recordingDefault) Update(w Window) int {
+	limit := r.withoutRuntime.Update(w)
+	r.windows, r.bounds = append(r.windows, w), append(r.bounds, r.QueueBound())
+	return limit
+}
 
 // boundRecorder is a QueueBounder at a fixed limit of 100 that records
 // its windows and bounds the wait by bound.
