@@ -372,7 +372,7 @@ func TestAFewShedByWaitDoNotTightenTheQueueBound(t *testing.T) {
 }
 
 func TestWindowCountsTheShedByWait(t *testing.T) {
-	rec := &boundRecorder{bound: 20 * ms}
+	rec := &bounded{fixed: fixed{limit: 100}, bound: 20 * ms}
 	l, err := NewLimiter(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -486,19 +486,13 @@ func (r *recordingDefault) Update(w Window) int {
 	return limit
 }
 
-// boundRecorder is a QueueBounder at a fixed limit of 100 that records
-// its windows and bounds the wait by bound.
-type boundRecorder struct {
-	bound   time.Duration
-	windows []Window
+// bounded is a QueueBounder with a set bound, recording its windows.
+type bounded struct {
+	fixed
+	bound time.Duration
 }
 
-func (b *boundRecorder) Limit() int                { return 100 }
-func (b *boundRecorder) QueueBound() time.Duration { return b.bound }
-func (b *boundRecorder) Update(w Window) int {
-	b.windows = append(b.windows, w)
-	return 100
-}
+func (b *bounded) QueueBound() time.Duration { return b.bound }
 
 func TestQueueBoundFollowsTheSchedulingTarget(t *testing.T) {
 	d, err := NewDefault(WithSchedulingTarget(30 * ms))

@@ -209,9 +209,10 @@ type RateSpec struct {
 // range. SchedulingTarget, for "default" only, is the Go scheduling delay
 // above which it sheds a share of admissions (adaptive.WithSchedulingTarget,
 // a duration such as "10ms"; absent: the algorithm's default), which also
-// sets its queue bound (twice the target: a request that waited longer in
-// front of the handler, known behind a connguard.Guard, is shed), or "off"
-// to decide from the rule's own latency samples alone
+// sets its queue bound (twice the target, a quarter of it under a standing
+// overload: a request that waited longer in front of the handler, known
+// behind a connguard.Guard, is shed), or "off" to decide from the rule's
+// own latency samples alone
 // (adaptive.WithoutSchedulingSignal).
 type AdaptiveSpec struct {
 	Algorithm        string `json:"algorithm"`

@@ -75,15 +75,7 @@ func TestTableDescribesEveryInstrument(t *testing.T) {
 		MaxWait: time.Millisecond}
 	// Default, whose queue bound shows the bound's gauge, with room for
 	// every attempt of the scenario.
-	alg, err := adaptive.NewDefault(adaptive.WithInitialLimit(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := adaptive.NewLimiter(alg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newController(t, healthyStore{store.NewMemory(), h}, paced, shed.Rule{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim})
+	c := newController(t, healthyStore{store.NewMemory(), h}, paced, defaultRule(t, adaptive.WithInitialLimit(100)))
 	m, err := otelshed.New(mp, c)
 	if err != nil {
 		t.Fatal(err)

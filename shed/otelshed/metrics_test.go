@@ -287,11 +287,11 @@ func TestUnregisterLeavesOtherMetrics(t *testing.T) {
 	`, "sluice.decisions")
 }
 
-// An Adaptive rule reports the attempts it shed because they waited past
-// its algorithm's queue bound, among its decisions.
-func TestShedByWaitObserved(t *testing.T) {
-	r, mp := newReader(t)
-	alg, err := adaptive.NewDefault()
+// defaultRule returns an Adaptive rule named "adaptive" on a Limiter of
+// adaptive.Default with opts.
+func defaultRule(t testing.TB, opts ...adaptive.Option) shed.Rule {
+	t.Helper()
+	alg, err := adaptive.NewDefault(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,14 @@ func TestShedByWaitObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := shed.New([]shed.Rule{{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}}, shed.WithClock(fixedClock))
+	return shed.Rule{Name: "adaptive", Algorithm: shed.Adaptive, Limiter: lim}
+}
+
+// An Adaptive rule reports the attempts it shed because they waited past
+// its algorithm's queue bound, among its decisions.
+func TestShedByWaitObserved(t *testing.T) {
+	r, mp := newReader(t)
+	c, err := shed.New([]shed.Rule{defaultRule(t)}, shed.WithClock(fixedClock))
 	if err != nil {
 		t.Fatal(err)
 	}

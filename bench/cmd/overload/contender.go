@@ -109,7 +109,8 @@ func (a anyShed) Shedding() float64 {
 // -guard-conns says otherwise, sized as connguard's doc says: for the
 // arrival rate to answer (shed or not) times how long a request holds its
 // connection. At 10x on one core (about 8,700 requests a second, each
-// held at least Default's 20 ms queue bound, longer in a burst) a bound
+// held up to Default's queue bound, 20 ms at the onset of the overload and
+// 2.5 ms once it stands, and longer in a dial storm) a bound
 // of 1000 was reached in two rounds of nine, whose refusals and idle
 // evictions cut their goodput to 0.03 and 0.56; at 4000 at most 878
 // connections were open in six.
