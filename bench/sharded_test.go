@@ -77,7 +77,11 @@ func BenchmarkGlobalCap(b *testing.B) {
 //   - sluice-conc-single: the same rule at singleWordCap, below the limit
 //     from which shed shards, so on the single-word semaphore;
 //   - xsync: golang.org/x/sync/semaphore TryAcquire and Release of one
-//     unit, the peer of the concurrency rules.
+//     unit, the peer of the concurrency rules;
+//   - sluice-given, xtimerate-given: the token bucket of sluice and
+//     xtimerate with the clock taken out of both: every Attempt at one
+//     instant (Attempt.Now), every AllowN at one time. Not what a request
+//     pays: what each costs besides its clock read.
 func BenchmarkShedGlobalCap(b *testing.B) {
 	const limit = math.MaxInt32
 	impls := []struct {
@@ -100,6 +104,15 @@ func BenchmarkShedGlobalCap(b *testing.B) {
 		{"xtimerate", func(b *testing.B) (func() bool, func()) {
 			l := rate.NewLimiter(rate.Limit(1e9), limit)
 			return l.Allow, func() {}
+		}},
+		{"sluice-given", func(b *testing.B) (func() bool, func()) {
+			return shedDecideAt(b, shed.Rule{Name: "global", Algorithm: shed.TokenBucket, Limit: limit,
+				Rate: ratelimit.Per(1_000_000_000, time.Second)}, int64(time.Minute))
+		}},
+		{"xtimerate-given", func(b *testing.B) (func() bool, func()) {
+			l := rate.NewLimiter(rate.Limit(1e9), limit)
+			now := time.Now()
+			return func() bool { return l.AllowN(now, 1) }, func() {}
 		}},
 		{"xsync", func(b *testing.B) (func() bool, func()) {
 			s := semaphore.NewWeighted(concurrencyCap)
@@ -127,13 +140,19 @@ const concurrencyCap, singleWordCap = 1 << 20, 32
 // shedDecide returns an admission through Controller.Decide under the one
 // rule r (its token done at once), and the Controller's Close.
 func shedDecide(b *testing.B, r shed.Rule) (func() bool, func()) {
+	return shedDecideAt(b, r, 0)
+}
+
+// shedDecideAt is shedDecide with every Attempt at now (0: Decide reads the
+// clock).
+func shedDecideAt(b *testing.B, r shed.Rule, now int64) (func() bool, func()) {
 	c, err := shed.New([]shed.Rule{r})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	return func() bool {
-		d, tok, err := c.Decide(ctx, shed.Attempt{})
+		d, tok, err := c.Decide(ctx, shed.Attempt{Now: now})
 		tok.Done(shed.Success)
 		return err == nil && d.Allowed
 	}, func() { _ = c.Close() }
