@@ -220,10 +220,7 @@ func (l *Limiter) TryAcquireAt(now int64, r Request) (Token, error) {
 		l.shedCount.Add(1)
 		return Token{}, ErrShed
 	}
-	if b := l.queueBound.Load(); b != 0 && int64(r.Queued) > b && r.Priority <= 0 {
-		l.shedCount.Add(1)
-		l.waitShed.Add(1)
-		l.shedByWait.Add(1)
+	if r.Priority <= 0 && l.ShedWaited(r.Queued) {
 		return Token{}, ErrShed
 	}
 	if l.overPressure(r.Class) {
@@ -441,6 +438,21 @@ func (l *Limiter) setShed() {
 // QueueBound returns the longest Request.Queued the Limiter admits now
 // (see QueueBounder); zero for none.
 func (l *Limiter) QueueBound() time.Duration { return time.Duration(l.queueBound.Load()) }
+
+// ShedWaited reports whether the Limiter sheds a request of a priority up
+// to Critical that has waited queued (Request.Queued) for its wait, and
+// counts the shed when it does, as TryAcquireAt does (ShedByWait, the
+// window's Shed and ShedByWait): for a caller that answers such a request
+// before it could ask with a whole Request. Safe for concurrent use.
+func (l *Limiter) ShedWaited(queued time.Duration) bool {
+	if b := l.queueBound.Load(); b == 0 || int64(queued) <= b {
+		return false
+	}
+	l.shedCount.Add(1)
+	l.waitShed.Add(1)
+	l.shedByWait.Add(1)
+	return true
+}
 
 // ShedByWait returns how many requests the Limiter has shed because they
 // had waited past its queue bound (see QueueBounder). Safe for concurrent

@@ -527,3 +527,33 @@ func TestQueueBoundFollowsTheSchedulingTarget(t *testing.T) {
 		t.Fatalf("Gradient2's Limiter: bound %v, %v", l.QueueBound(), err)
 	}
 }
+
+// ShedWaited sheds exactly what TryAcquireAt would shed for its wait, and
+// counts it alike: in ShedByWait and in the window's Shed and ShedByWait,
+// which Default's standing bound reads.
+func TestShedWaitedShedsAndCountsAsTryAcquireAt(t *testing.T) {
+	rec := &bounded{fixed: fixed{limit: 100}, bound: 20 * ms}
+	l, err := NewLimiter(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ShedWaited(20*ms) || l.ShedWaited(0) {
+		t.Fatal("shed a request that waited no longer than the bound")
+	}
+	for range 5 {
+		if !l.ShedWaited(20*ms + 1) {
+			t.Fatal("kept a request that waited past the bound")
+		}
+	}
+	boundWindow(t, l, int64(time.Hour), 12, 2) // and two through TryAcquireAt
+	if w := rec.windows[0]; w.ShedByWait != 7 || w.Shed != 7 || w.Count != 12 {
+		t.Fatalf("window shed %d (%d by wait) of %d served, want 7 (7) of 12", w.Shed, w.ShedByWait, w.Count)
+	}
+	if l.ShedByWait() != 7 {
+		t.Fatalf("ShedByWait %d, want 7", l.ShedByWait())
+	}
+	unbounded, _ := newFixed(t, 100)
+	if unbounded.ShedWaited(time.Hour) {
+		t.Fatal("a Limiter without a queue bound shed a request for its wait")
+	}
+}

@@ -159,9 +159,12 @@ type answering struct {
 	tells   bool // hook or obs is set: a decision is told (Controller.tell)
 	headers func(http.Header, Decision)
 	reject  func(http.ResponseWriter, *http.Request, Decision)
-	fields  HeaderFields
-	early   func(EarlyWarning)
-	earlyG  loggate.Gate // EarlyWarningBurst a second to the early hook
+	// ownReject says that reject is the caller's (WithRejection), not
+	// Decision.WriteRejection.
+	ownReject bool
+	fields    HeaderFields
+	early     func(EarlyWarning)
+	earlyG    loggate.Gate // EarlyWarningBurst a second to the early hook
 }
 
 // logGates are the Controller's log lines that are rate limited, one gate
@@ -222,6 +225,7 @@ func New(rules []Rule, opts ...Option) (*Controller, error) {
 	if c.reading.cat == nil {
 		c.reading.cat = methodCategory
 	}
+	c.answer.ownReject = c.answer.reject != nil
 	if c.answer.reject == nil {
 		c.answer.reject = func(w http.ResponseWriter, _ *http.Request, d Decision) { d.WriteRejection(w) }
 	}

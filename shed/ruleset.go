@@ -54,6 +54,10 @@ type ruleSet struct {
 	// request may have waited (adaptive.QueueBounder): the middleware
 	// reads each request's arrival (Attempt.Queued) only then.
 	queued bool
+	// earlyAt is the index of the Adaptive rule by which ShedWaited
+	// decides, -1 when the set leaves a request's outcome to more than its
+	// wait (see earlyRule).
+	earlyAt int
 	// keyed holds, by rule index, the parts of Composite rules (nil for
 	// the others; nil when there is none), and req what the middleware
 	// reads from a request for them.
@@ -199,6 +203,7 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 	if err := s.makePlans(c.answer.fields); err != nil {
 		return fail(err)
 	}
+	s.earlyAt = s.earlyRule()
 	return s, nil
 }
 
