@@ -32,7 +32,7 @@ func Example() {
 	g.Install(srv)
 	_ = srv // srv.Serve(g.Listener(ln)) serves behind the Guard
 	fmt.Printf("shedding %v, %+v\n", c.Shedding(), g.Stats())
-	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0 IdleShed:0 Pauses:0 Paused:0s}
+	// Output: shedding 0, {Accepted:0 Open:0 Shed:0 Full:0 IdleClosed:0 Unanswered:0 WriteErrors:0 IdleShed:0 Pauses:0 Paused:0s EarlyAnswers:0}
 }
 
 // newController returns a Controller with one Adaptive rule of Default,
@@ -79,4 +79,30 @@ func Example_pause() {
 	_ = srv.Close()
 	fmt.Println(<-served)
 	// Output: http: Server closed
+}
+
+// A Guard that answers, in place of the server, the HTTP/1.1 requests the
+// Controller sheds for their wait, before net/http reads them: the
+// middleware wraps the server's whole handler, so that no request the
+// Guard answers was meant for a handler outside it.
+func Example_earlyAnswer() {
+	c, err := newController()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	g, err := connguard.New(c, 1000, connguard.WithEarlyAnswer())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := &http.Server{Handler: c.Middleware(http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second}
+	g.Install(srv) // the connection states tell the Guard when it reads between requests
+	_ = srv        // srv.Serve(g.Listener(ln)) serves behind the Guard
+	// What the Guard asks of each request it could answer: one whose bytes
+	// arrived 50ms before it was read waited past Default's bound (20ms).
+	retryAfter, shed := c.ShedWaited(50 * time.Millisecond)
+	fmt.Println(shed, retryAfter, g.Stats().EarlyAnswers)
+	// Output: true 1s 0
 }

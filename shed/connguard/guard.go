@@ -61,6 +61,10 @@ type Guard struct {
 	period   time.Duration
 	backlog  int
 	idleShed bool
+	// waits is the Signal as a WaitShedder with WithEarlyAnswer, nil
+	// without it; answers are the early answers then.
+	waits   WaitShedder
+	answers earlyAnswers
 	// waiting counts the Accept calls that wait in a pause, pausedAt is
 	// the share (float64 bits) the latest pause began at, forRoom whether
 	// it waits for room at the bound, and wake ends one of those waits
@@ -90,11 +94,12 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	refusal    Refusal
-	retryAfter time.Duration
-	period     time.Duration
-	backlog    int
-	idleShed   bool
+	refusal     Refusal
+	retryAfter  time.Duration
+	period      time.Duration
+	backlog     int
+	idleShed    bool
+	earlyAnswer bool
 }
 
 // WithRefusal chooses how a refused connection is answered (Respond
@@ -192,8 +197,16 @@ func New(sig Signal, maxConns int, opts ...Option) (*Guard, error) {
 	secs := (cfg.retryAfter + time.Second - 1) / time.Second
 	resp := "HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + strconv.FormatInt(int64(secs), 10) +
 		"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-	return &Guard{sig: sig, max: maxConns, refusal: cfg.refusal, resp: []byte(resp),
-		period: cfg.period, backlog: cfg.backlog, idleShed: cfg.idleShed, wake: make(chan struct{}, 1)}, nil
+	g := &Guard{sig: sig, max: maxConns, refusal: cfg.refusal, resp: []byte(resp),
+		period: cfg.period, backlog: cfg.backlog, idleShed: cfg.idleShed, wake: make(chan struct{}, 1)}
+	if cfg.earlyAnswer {
+		ws, ok := sig.(WaitShedder)
+		if !ok {
+			return nil, errNoWaitShedder
+		}
+		g.waits, g.answers = ws, newEarlyAnswers()
+	}
+	return g, nil
 }
 
 // spreader spreads a share over a sequence of events: each event adds the
@@ -290,6 +303,7 @@ func (g *Guard) ConnState(nc net.Conn, s http.ConnState) {
 	if c == nil || c.g != g {
 		return
 	}
+	c.tracked.Store(true)
 	switch s {
 	case http.StateActive:
 		c.setState(stateActive)

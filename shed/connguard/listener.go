@@ -96,6 +96,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		g.ctr.accepted.Add(1)
 		c.arr = timeArrivals(nc) // before the server has c: no other goroutine reads it yet
+		c.early.Store(g.waits != nil && c.arr != nil)
 		return c, nil
 	}
 }
@@ -129,13 +130,23 @@ type conn struct {
 	// arr times the arrival of what is read, where the system can; nil
 	// elsewhere.
 	arr *arrivals
+	// early says that the Guard may answer requests on c
+	// (WithEarlyAnswer, with arrival times): cleared for good when c turns
+	// out not to speak HTTP/1.1. tracked says that the Guard's ConnState
+	// has seen c, and readFor is how far the latest read deadline the
+	// server set was when it set it, ns (0: none).
+	early, tracked atomic.Bool
+	readFor        atomic.Int64
 }
 
 // Read reads from the connection, noting when the bytes reached the host
 // where the system tells (see Guard.ConnContext).
 func (c *conn) Read(p []byte) (int, error) {
-	if c.arr == nil {
+	switch {
+	case c.arr == nil:
 		return c.Conn.Read(p)
+	case len(p) == netHTTPBuffer && c.early.Load() && c.between():
+		return c.readEarly(p)
 	}
 	return c.arr.read(p)
 }

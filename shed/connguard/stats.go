@@ -20,8 +20,8 @@ type Stats struct {
 	IdleClosed uint64
 	// Unanswered counts the refused connections that Respond closed
 	// without the 503 because their request had not arrived yet, and
-	// WriteErrors those the 503 could not be written to (the client had
-	// gone).
+	// WriteErrors the 503s, of refusals and early answers, that could not
+	// be written (the client had gone).
 	Unanswered, WriteErrors uint64
 	// IdleShed counts the connections WithIdleShed closed as they went
 	// idle while the Signal shed.
@@ -30,12 +30,16 @@ type Stats struct {
 	// is their total length.
 	Pauses uint64
 	Paused time.Duration
+	// EarlyAnswers counts the requests WithEarlyAnswer answered in place
+	// of the server (those whose answer could not be written among them,
+	// counted in WriteErrors too).
+	EarlyAnswers uint64
 }
 
 // counters are a Guard's counters; they change once per connection.
 type counters struct {
 	accepted, closed, shed, full, idleClosed, unanswered, writeErrors atomic.Uint64
-	idleShed, pauses, pausedNS                                        atomic.Uint64
+	idleShed, pauses, pausedNS, early                                 atomic.Uint64
 }
 
 // Stats returns a snapshot of g's counters. Safe for concurrent use.
@@ -47,5 +51,6 @@ func (g *Guard) Stats() Stats {
 		Shed: g.ctr.shed.Load(), Full: g.ctr.full.Load(),
 		IdleClosed: g.ctr.idleClosed.Load(), Unanswered: g.ctr.unanswered.Load(), WriteErrors: g.ctr.writeErrors.Load(),
 		IdleShed: g.ctr.idleShed.Load(), Pauses: g.ctr.pauses.Load(), Paused: time.Duration(g.ctr.pausedNS.Load()),
+		EarlyAnswers: g.ctr.early.Load(),
 	}
 }
