@@ -19,13 +19,15 @@ import (
 
 // contenderNames lists every protection the benchmark compares, in the
 // order of the table.
-var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, pauseName, pauseIdleName, pauseAllName, pauseConnName, pauseCloseName}
+var contenderNames = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "gradient2", "vegas", "aimd", "sluice", guardName, earlyName, pauseName, pauseIdleName, pauseAllName, pauseConnName, pauseCloseName}
 
 // defaultContenders are those of the default run: the references, the
 // peers, sluice's Default through the middleware alone and behind the
-// connection guard with its arrival times (sluice's other algorithms and
-// the guard's variants through -contenders).
-var defaultContenders = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "sluice", guardName}
+// connection guard with its arrival times and early answers (sluice's
+// other algorithms, the guard without early answers and its pacing
+// variants through -contenders). Seven, so that the run stays under ten
+// minutes.
+var defaultContenders = []string{"none", "static", "gozero", "aegisbbr", "failsafe", "sluice", earlyName}
 
 // rejectName is the protection of the rejection-cost run: sluice's
 // middleware with an adaptive rule whose only permit is held, so every
@@ -36,6 +38,12 @@ const rejectName = "sluice-full"
 // accept: the guard contender with a Signal that sheds every connection,
 // so that each is answered by the Guard's 503 and none reaches net/http.
 const refuseName = "guard-refuse"
+
+// earlyRejectName is the protection of the rejection-cost run that
+// answers early: the early contender whose Default has a queue bound of
+// 2ns, so that the Guard answers every request (whose arrival is known)
+// before net/http reads it.
+const earlyRejectName = "early-all"
 
 // pauseRefuseName is the protection of the rejection-cost run that does
 // not accept: the pause contender with a Signal that sheds every
@@ -54,6 +62,11 @@ func (shedAll) Shedding() float64 { return 1 }
 // request's arrival time, so that Default sheds those that waited past
 // its queue bound.
 const guardName = "sluice-guard"
+
+// earlyName is guardName whose Guard answers the HTTP/1.1 requests that
+// Default sheds for their wait before net/http reads them
+// (connguard.WithEarlyAnswer).
+const earlyName = "sluice-early"
 
 // pauseName is the guard contender whose listener pauses instead of
 // refusing: while the Default rule sheds a share f, it does not accept for
@@ -257,6 +270,11 @@ func newProtection(name string, pc protectionConfig) (*protection, error) {
 		return sluiceProtection(alg)
 	case guardName:
 		return guardProtection(pc, guardSpec{})
+	case earlyName:
+		return guardProtection(pc, guardSpec{guard: []connguard.Option{connguard.WithEarlyAnswer()}})
+	case earlyRejectName:
+		return guardProtection(pc, guardSpec{guard: []connguard.Option{connguard.WithEarlyAnswer()},
+			adaptive: []adaptive.Option{adaptive.WithSchedulingTarget(time.Nanosecond)}})
 	case refuseName:
 		return guardProtection(pc, guardSpec{signal: func(connguard.Signal) connguard.Signal { return shedAll{} }})
 	case pauseName:
@@ -314,9 +332,10 @@ func pauseOptions() []connguard.Option {
 // Guard's options, the Controller's options, and what the Guard's Signal
 // is made of the Controller (nil: the Controller itself).
 type guardSpec struct {
-	guard  []connguard.Option
-	shed   []shed.Option
-	signal func(connguard.Signal) connguard.Signal
+	guard    []connguard.Option
+	shed     []shed.Option
+	adaptive []adaptive.Option // Default's
+	signal   func(connguard.Signal) connguard.Signal
 	// closeWhileShedding answers the middleware's rejections with
 	// Connection: close while the Controller sheds a share.
 	closeWhileShedding bool
@@ -325,7 +344,7 @@ type guardSpec struct {
 // guardProtection is sluice's Default behind a connguard.Guard as spec
 // says, wired as the package doc says.
 func guardProtection(pc protectionConfig, spec guardSpec) (*protection, error) {
-	alg, err := adaptive.NewDefault()
+	alg, err := adaptive.NewDefault(spec.adaptive...)
 	if err != nil {
 		return nil, err
 	}

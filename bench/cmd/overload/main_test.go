@@ -59,7 +59,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
 	table := out.String()
-	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request", "connguard refusing at accept", "connguard pausing", "sluice middleware (Default, admitting)"} {
+	for _, want := range []string{"| none | 2x |", "| static | 2x |", "#### io:", "cost of a rejection", "a new connection per request", "connguard refusing at accept", "connguard answering early", "connguard pausing", "sluice middleware (Default, admitting)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
@@ -90,17 +90,28 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		if c.Err != "" || c.Load.Sent == 0 || c.Load.Good+c.Load.Shed == 0 || c.Server.UserUS+c.Server.SysUS <= 0 {
 			t.Errorf("cell %s/%s measured nothing: %+v", c.Scenario, c.Contender, c)
 		}
-		if (strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName)) && c.Load.Good != 0 {
+		all := strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName)
+		if all && c.Load.Good != 0 {
 			t.Errorf("%s answered %d requests with 2xx; it must shed all", c.Contender, c.Load.Good)
 		}
 		// The server counts the requests whose work ran: none where every
-		// request is shed, some and at most those that reached it elsewhere.
-		if strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName) {
+		// request is shed, few where the Guard answers them, some and at
+		// most those that reached it elsewhere.
+		switch {
+		case strings.HasPrefix(c.Contender, earlyRejectName):
+			// Only a request whose arrival the host did not stamp yet runs
+			// the work.
+			if c.Server.Worked < 0 || c.Server.Worked > c.Server.Requests || c.Server.Guard == nil || c.Server.Guard.EarlyAnswers == 0 {
+				t.Errorf("%s: the work ran %d times for %d requests, %+v answered early; want some answered early", c.Contender, c.Server.Worked, c.Server.Requests, c.Server.Guard)
+			}
+		case all:
 			if c.Server.Worked != 0 {
 				t.Errorf("%s: the work ran %d times; it must shed all", c.Contender, c.Server.Worked)
 			}
-		} else if c.Server.Worked <= 0 || c.Server.Worked > c.Server.Requests {
-			t.Errorf("cell %s/%s: the work ran %d times for %d requests, want some and at most all", c.Scenario, c.Contender, c.Server.Worked, c.Server.Requests)
+		default:
+			if c.Server.Worked <= 0 || c.Server.Worked > c.Server.Requests {
+				t.Errorf("cell %s/%s: the work ran %d times for %d requests, want some and at most all", c.Scenario, c.Contender, c.Server.Worked, c.Server.Requests)
+			}
 		}
 		if answered := c.Load.Good + c.Load.Shed; strings.HasSuffix(c.Contender, "+dial") && c.Load.Dials < answered {
 			t.Errorf("%s: %d dials for %d answers, want one per request", c.Contender, c.Load.Dials, answered)

@@ -469,7 +469,8 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 // measureReject measures the server's CPU per answer on the way a
 // request is refused or admitted: sluice's middleware shedding every
 // request to the CPU endpoint at cfg.rejectLoad times its capacity
-// (rejectName); the guard contender refusing every connection at accept
+// (rejectName); the Guard answering every request before net/http reads
+// it (earlyRejectName); the guard contender refusing every connection at accept
 // (refuseName, with a new connection per request: the Guard answers
 // nothing else); the pausing guard accepting none (pauseRefuseName: what
 // a connection the server never accepts costs it, per request sent); sluice's Default middleware admitting every request to an
@@ -482,6 +483,7 @@ func (r *runner) rejectCapacity(ctx context.Context, scs []scenario, rounds int6
 func (r *runner) measureReject(ctx context.Context, capCPU float64, rounds int64, round int) []cell {
 	specs := []cellSpec{
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName},
+		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: earlyRejectName},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "sluice"},
 		{sc: scenario{name: rejectScenario, static: 1}, contender: "none"},
 		{sc: scenario{name: rejectScenario, rounds: rounds, static: 1}, contender: rejectName, fresh: true},
@@ -515,7 +517,7 @@ func (r *runner) measureSet(ctx context.Context, scenario string, multiple float
 }
 
 // rejectLabels are the rejection-cost cells in the order of their table.
-var rejectLabels = []string{rejectName, "sluice-admit", "noop", rejectName + "+dial", refuseName + "+dial", pauseRefuseName + "+dial", "noop+dial"}
+var rejectLabels = []string{rejectName, earlyRejectName, "sluice-admit", "noop", rejectName + "+dial", refuseName + "+dial", pauseRefuseName + "+dial", "noop+dial"}
 
 func rejectLabel(contender string, fresh bool) string {
 	l := contender

@@ -57,7 +57,7 @@ type serverStats struct {
 	UserUS   int64 `json:"user_us"`
 	SysUS    int64 `json:"sys_us"`
 	Conns    int64 `json:"conns"`    // connections accepted during the phase
-	Requests int64 `json:"requests"` // requests that reached the middleware
+	Requests int64 `json:"requests"` // requests that reached the middleware, or the Guard's early answer
 	// Worked counts the requests whose CPU work ran to its end: those the
 	// contender let through to the endpoint (all of them for the I/O
 	// endpoint, which has no CPU work).
@@ -230,6 +230,7 @@ func phase(cfg serverConfig, d, from time.Duration, ep *endpoint, prot *protecti
 		if prot.guard != nil {
 			g := guardDelta(g0, prot.guard.Stats())
 			st.Guard = &g
+			st.Requests += int64(g.EarlyAnswers) // answered without the middleware
 		}
 		<-done
 		st.Samples = samples
@@ -287,5 +288,6 @@ func guardDelta(a, b connguard.Stats) connguard.Stats {
 		Shed: b.Shed - a.Shed, Full: b.Full - a.Full, IdleClosed: b.IdleClosed - a.IdleClosed,
 		Unanswered: b.Unanswered - a.Unanswered, WriteErrors: b.WriteErrors - a.WriteErrors,
 		IdleShed: b.IdleShed - a.IdleShed, Pauses: b.Pauses - a.Pauses, Paused: b.Paused - a.Paused,
+		EarlyAnswers: b.EarlyAnswers - a.EarlyAnswers,
 	}
 }
