@@ -101,3 +101,18 @@ func FuzzReadHead(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadHead: what WithEarlyAnswer adds to a request that is not
+// shed, for a browser-like head of eight fields (about 400 bytes).
+func BenchmarkReadHead(b *testing.B) {
+	head := []byte("GET /api/v1/items?page=2 HTTP/1.1\r\nHost: api.example.com\r\n" +
+		"User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36\r\n" +
+		"Accept: application/json, text/plain, */*\r\nAccept-Language: en-US,en;q=0.9\r\nAccept-Encoding: gzip, deflate, br\r\n" +
+		"Connection: keep-alive\r\nCookie: session=0123456789abcdef0123456789abcdef\r\nReferer: https://example.com/items\r\n\r\n")
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		if _, _, v := readHead(head); v != headBodiless {
+			b.Fatal(v)
+		}
+	}
+}
