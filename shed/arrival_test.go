@@ -18,10 +18,11 @@ type arrivedAt struct {
 
 func (a arrivedAt) LastArrival() (int64, bool) { return a.at.UnixNano(), !a.none }
 
-// defaultRule is an Adaptive rule of adaptive.Default with no options.
-func defaultRule(t *testing.T) Rule {
+// defaultRule is an Adaptive rule of adaptive.Default with opts (none:
+// the defaults).
+func defaultRule(t *testing.T, opts ...adaptive.Option) Rule {
 	t.Helper()
-	alg, err := adaptive.NewDefault()
+	alg, err := adaptive.NewDefault(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

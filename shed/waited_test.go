@@ -61,17 +61,6 @@ func TestShedWaitedShedsAsDecideDoesForTheWait(t *testing.T) {
 // outcome: for every rule set or option that could, it leaves the request
 // to Decide and counts nothing, however long it waited.
 func TestShedWaitedLeavesToDecideWhatTheRequestCouldChange(t *testing.T) {
-	unbounded := func(t *testing.T) Rule {
-		alg, err := adaptive.NewDefault(adaptive.WithoutSchedulingSignal())
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := adaptive.NewLimiter(alg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Rule{Name: "endpoint", Algorithm: Adaptive, Limiter: l}
-	}
 	suspicion := func(t *testing.T) Option {
 		tracker, err := fingerprint.NewTracker(1024)
 		if err != nil {
@@ -125,7 +114,7 @@ func TestShedWaitedLeavesToDecideWhatTheRequestCouldChange(t *testing.T) {
 		{"a per-key rate rule, whose policy the answer names", func(t *testing.T) []Rule {
 			return []Rule{defaultRule(t), {Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 10, Rate: ratelimit.Per(1, time.Second)}}
 		}, nil},
-		{"no queue bound", func(t *testing.T) []Rule { return []Rule{unbounded(t)} }, nil},
+		{"no queue bound", func(t *testing.T) []Rule { return []Rule{defaultRule(t, adaptive.WithoutSchedulingSignal())} }, nil},
 		{"no Adaptive rule", func(*testing.T) []Rule {
 			return []Rule{{Name: "ip", Identity: IP, Algorithm: TokenBucket, Limit: 10, Rate: ratelimit.Per(1, time.Second)}}
 		}, nil},

@@ -2,6 +2,7 @@ package connguard
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -44,9 +45,10 @@ const earlyWriteTimeout = 5 * time.Second
 // Retry-After of one second: to GET and the like, and to HEAD.
 type earlyAnswers struct {
 	get, head []byte
-	// fields are the header fields but Retry-After, each line whole, and
-	// body the problem document: for the answers of another Retry-After.
-	fields, body []byte
+	// status is the status line, fields the header fields but
+	// Retry-After, each line whole, and body the problem document: for
+	// the answers of another Retry-After.
+	status, fields, body []byte
 }
 
 // newEarlyAnswers writes the answers: shed.Decision.WriteRejection's
@@ -55,6 +57,7 @@ func newEarlyAnswers() earlyAnswers {
 	w := &bufferWriter{h: http.Header{}}
 	shed.Decision{Kind: shed.Shedding}.WriteRejection(w)
 	var a earlyAnswers
+	a.status = fmt.Appendf(nil, "HTTP/1.1 %d %s\r\n", w.code, http.StatusText(w.code))
 	names := make([]string, 0, len(w.h))
 	for k := range w.h {
 		names = append(names, k)
@@ -74,7 +77,7 @@ func newEarlyAnswers() earlyAnswers {
 // answer returns the answer with a Retry-After of secs, without the
 // document for a HEAD request.
 func (a *earlyAnswers) answer(secs int64, head bool) []byte {
-	b := append([]byte("HTTP/1.1 503 Service Unavailable\r\n"), a.fields...)
+	b := append(append([]byte(nil), a.status...), a.fields...)
 	b = append(append(append(b, "Retry-After: "...), strconv.FormatInt(secs, 10)...), "\r\n\r\n"...)
 	if !head {
 		b = append(b, a.body...)
@@ -85,11 +88,12 @@ func (a *earlyAnswers) answer(secs int64, head bool) []byte {
 // bufferWriter is the http.ResponseWriter newEarlyAnswers writes to.
 type bufferWriter struct {
 	h    http.Header
+	code int
 	body []byte
 }
 
-func (w *bufferWriter) Header() http.Header { return w.h }
-func (w *bufferWriter) WriteHeader(int)     {}
+func (w *bufferWriter) Header() http.Header    { return w.h }
+func (w *bufferWriter) WriteHeader(status int) { w.code = status }
 func (w *bufferWriter) Write(b []byte) (int, error) {
 	w.body = append(w.body, b...)
 	return len(b), nil

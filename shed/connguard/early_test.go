@@ -64,6 +64,18 @@ func earlyServer(t *testing.T, target time.Duration, install bool, opts ...func(
 	return ctl, g, served, ln.Addr().String()
 }
 
+// dial opens a connection to addr for the test, and a reader of its
+// responses.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return nc, bufio.NewReader(nc)
+}
+
 // exchange writes req on nc and reads one response to method (its body
 // read whole).
 func exchange(t *testing.T, nc net.Conn, br *bufio.Reader, req, method string) (*http.Response, []byte) {
@@ -88,12 +100,7 @@ func exchange(t *testing.T, nc net.Conn, br *bufio.Reader, req, method string) (
 // is unknown goes to the server): the first early answer.
 func untilEarly(t *testing.T, g *connguard.Guard, addr string) (net.Conn, *bufio.Reader, *http.Response, []byte) {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	br := bufio.NewReader(nc)
+	nc, br := dial(t, addr)
 	for range 5 {
 		before := g.Stats().EarlyAnswers
 		resp, body := exchange(t, nc, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet)
@@ -166,12 +173,7 @@ func TestEarlyAnswerShedsBeforeTheServerReads(t *testing.T) {
 // every request reaches the handler, the Guard answers none.
 func TestEarlyAnswerLeavesWhatDidNotWaitToTheServer(t *testing.T) {
 	_, g, served, addr := earlyServer(t, 10*time.Millisecond, true)
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	br := bufio.NewReader(nc)
+	nc, br := dial(t, addr)
 	for range 5 {
 		if resp, _ := exchange(t, nc, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet); resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d, want 200", resp.StatusCode)
@@ -187,12 +189,7 @@ func TestEarlyAnswerLeavesWhatDidNotWaitToTheServer(t *testing.T) {
 // middleware sheds what waited.
 func TestEarlyAnswerNeedsTheConnectionState(t *testing.T) {
 	ctl, g, _, addr := earlyServer(t, time.Nanosecond, false)
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	br := bufio.NewReader(nc)
+	nc, br := dial(t, addr)
 	for range 5 {
 		exchange(t, nc, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet)
 	}
