@@ -23,10 +23,10 @@ import (
 // Controller must have no client function (WithClient: a priority could
 // exempt the request), exemptions, penalty box, suspicion, dry run,
 // rejection writer or header function of its own (WithRejection,
-// WithHeaders: the answer would not be theirs). Per-key rules may follow,
-// a request shed by the Adaptive rule is never charged to them, but no
-// rate rule whose policy the middleware's answer names (RateLimit-Policy,
-// DraftFields).
+// WithHeaders: the answer would not be theirs). Per-key rules may follow
+// (a request shed by the Adaptive rule is never charged to them), but no
+// rate rule: the middleware's answer would name its policy
+// (RateLimit-Policy, with DraftFields).
 //
 // Safe for concurrent use.
 func (c *Controller) ShedWaited(queued time.Duration) (retryAfter time.Duration, shed bool) {
