@@ -124,7 +124,12 @@ func (c *conn) readEarly(p []byte) (int, error) {
 			if !shed {
 				break
 			}
-			g.ctr.early.Add(1) // before the write: a client that read the answer sees it counted
+			// Before the write, so that a client that read the answer sees
+			// both: counted, and between requests as net/http leaves a
+			// connection after its own answer, idle (the bound can make
+			// room by closing it; left new, it never could).
+			g.ctr.early.Add(1)
+			c.state.CompareAndSwap(stateNew, stateIdle)
 			if err := c.answer(ra, head); err != nil {
 				g.ctr.writeErrors.Add(1)
 				return 0, err

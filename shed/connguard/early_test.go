@@ -20,10 +20,10 @@ import (
 
 // earlyServer serves a Controller of one Adaptive rule of Default with
 // the scheduling target given (its queue bound is twice that) behind a
-// Guard with WithEarlyAnswer, on loopback, with install or without, and
-// the server as opts set it; the handler counts its calls. It returns the
+// Guard of maxConns connections with WithEarlyAnswer, on loopback, with
+// install or without, and the server as opts set it; the handler counts its calls. It returns the
 // server's address.
-func earlyServer(t *testing.T, target time.Duration, install bool, opts ...func(*http.Server)) (*shed.Controller, *connguard.Guard, *atomic.Int64, string) {
+func earlyServer(t *testing.T, target time.Duration, install bool, maxConns int, opts ...func(*http.Server)) (*shed.Controller, *connguard.Guard, *atomic.Int64, string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("no arrival times here: nothing is known to have waited")
@@ -45,7 +45,7 @@ func earlyServer(t *testing.T, target time.Duration, install bool, opts ...func(
 	if err != nil {
 		t.Skipf("no loopback listener: %v", err)
 	}
-	g := newGuard(t, ctl, connguard.Unbounded, connguard.WithEarlyAnswer())
+	g := newGuard(t, ctl, maxConns, connguard.WithEarlyAnswer())
 	served := new(atomic.Int64)
 	srv := &http.Server{
 		Handler:           ctl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })),
@@ -119,7 +119,7 @@ func untilEarly(t *testing.T, g *connguard.Guard, addr string) (net.Conn, *bufio
 // never runs; the Controller counts each as shed by the wait. A request
 // with a body goes to the server, whose middleware sheds it.
 func TestEarlyAnswerShedsBeforeTheServerReads(t *testing.T) {
-	ctl, g, served, addr := earlyServer(t, time.Nanosecond, true)
+	ctl, g, served, addr := earlyServer(t, time.Nanosecond, true, connguard.Unbounded)
 	nc, br, resp, body := untilEarly(t, g, addr)
 	rec := httptest.NewRecorder()
 	shed.Decision{Kind: shed.Shedding}.WriteRejection(rec)
@@ -172,7 +172,7 @@ func TestEarlyAnswerShedsBeforeTheServerReads(t *testing.T) {
 // With the default bound (20ms) nothing on an idle server waited past it:
 // every request reaches the handler, the Guard answers none.
 func TestEarlyAnswerLeavesWhatDidNotWaitToTheServer(t *testing.T) {
-	_, g, served, addr := earlyServer(t, 10*time.Millisecond, true)
+	_, g, served, addr := earlyServer(t, 10*time.Millisecond, true, connguard.Unbounded)
 	nc, br := dial(t, addr)
 	for range 5 {
 		if resp, _ := exchange(t, nc, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet); resp.StatusCode != http.StatusOK {
@@ -188,7 +188,7 @@ func TestEarlyAnswerLeavesWhatDidNotWaitToTheServer(t *testing.T) {
 // requests from one of a request's body: it answers nothing, and the
 // middleware sheds what waited.
 func TestEarlyAnswerNeedsTheConnectionState(t *testing.T) {
-	ctl, g, _, addr := earlyServer(t, time.Nanosecond, false)
+	ctl, g, _, addr := earlyServer(t, time.Nanosecond, false, connguard.Unbounded)
 	nc, br := dial(t, addr)
 	for range 5 {
 		exchange(t, nc, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet)
@@ -213,7 +213,7 @@ func TestEarlyAnswerKeepsTheServersTimeoutsPerRequest(t *testing.T) {
 	// Long enough for a loaded machine to send the next request in time,
 	// short enough that the loop outlives it three times over.
 	const timeout = 250 * time.Millisecond
-	_, g, _, addr := earlyServer(t, time.Nanosecond, true, func(srv *http.Server) {
+	_, g, _, addr := earlyServer(t, time.Nanosecond, true, connguard.Unbounded, func(srv *http.Server) {
 		srv.IdleTimeout, srv.WriteTimeout, srv.ReadHeaderTimeout = timeout, timeout, timeout
 	})
 	nc, br, _, _ := untilEarly(t, g, addr)
@@ -236,7 +236,7 @@ func TestEarlyAnswerKeepsTheServersTimeoutsPerRequest(t *testing.T) {
 // early: the Guard leaves it to the server at its first bytes, and the
 // middleware sheds over HTTP/2.
 func TestEarlyAnswerLeavesHTTP2ToTheServer(t *testing.T) {
-	ctl, g, _, addr := earlyServer(t, time.Nanosecond, true, func(srv *http.Server) {
+	ctl, g, _, addr := earlyServer(t, time.Nanosecond, true, connguard.Unbounded, func(srv *http.Server) {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
@@ -258,5 +258,22 @@ func TestEarlyAnswerLeavesHTTP2ToTheServer(t *testing.T) {
 	}
 	if g.Stats().EarlyAnswers != 0 || ctl.Stats().Shedding == 0 {
 		t.Fatalf("%d answered early, %d shed by the middleware; want 0, some", g.Stats().EarlyAnswers, ctl.Stats().Shedding)
+	}
+}
+
+// A connection whose requests the Guard answered is between requests, as
+// one whose requests the server answered: idle, so that at the bound it
+// makes room for a new one. (Left as new, it could never be closed, and
+// a bound full of such connections refused every new client.)
+func TestEarlyAnsweredConnectionIsIdleAtTheBound(t *testing.T) {
+	_, g, _, addr := earlyServer(t, time.Nanosecond, true, 1)
+	first, _, _, _ := untilEarly(t, g, addr)
+	_, _, _, _ = untilEarly(t, g, addr) // the second client takes the first one's place
+	if s := g.Stats(); s.IdleClosed != 1 || s.Full != 0 {
+		t.Fatalf("stats %+v, want the first connection closed for the second", s)
+	}
+	_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := first.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the first connection is still open")
 	}
 }
