@@ -240,7 +240,10 @@
 // early answers against 0.84 (0.52-0.88) without, and 0.89 against 0.84 at
 // 5x, at the same p99 (4-5 ms), five interleaved rounds; the endpoint with
 // a downstream wait as well 0.85 (0.80-0.91) against 0.81 (0.69-0.84) at
-// 10x.
+// 10x. Later runs on a slower phase of the host had medians of 0.56-0.83
+// with early answers and 0.04-0.79 without at 10x: some rounds lost their
+// first seconds to the dial storm of a cold start (every request a new
+// connection, the bound reached), with or without them.
 //
 // # Cost and counting
 //
