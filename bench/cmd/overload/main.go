@@ -100,7 +100,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	fresh := fs.Bool("fresh", false, "load: a new connection per request")
 	thenRate := fs.Float64("then-rate", 0, "load: the arrival rate from -then-at on")
 	thenAt := fs.Duration("then-at", 0, "load: when -then-rate takes over")
-	bucketF := fs.Duration("bucket", 0, "load: report the cell in buckets of this length")
+	bucketF := fs.Duration("bucket", 0, "report each open-loop cell in buckets of this length too, from its start (cells.json: load.buckets); the load role's buckets")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	cfg := runConfig{
 		duration: *duration, warmup: *warmup, deadline: *deadline, rounds: *rounds, procs: *procs,
 		slots: *slotsF, service: *service, cpuWork: *cpuWork, wait: *waitF, proto: *proto, client: *clientF,
-		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, admitRate: *admitRate, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir,
+		calibrate: *calib, reject: *reject, rejectLoad: *rejectLoad, admitRate: *admitRate, seed: *seed, self: self, h2Streams: *h2Streams, guardConns: *guardConns, profileDir: *profileDir, bucket: *bucketF,
 	}
 	cfg.scenarios = splitList(*scenarios)
 	cfg.contenders = splitList(*contenders)
@@ -196,6 +196,8 @@ func (cfg runConfig) validate() error {
 		return errors.New("overload: want an admit-rate in (0, 100000] requests per second")
 	case cfg.guardConns < 1:
 		return errors.New("overload: want a guard-conns of at least 1")
+	case cfg.bucket < 0 || cfg.bucket >= cfg.duration:
+		return errors.New("overload: want 0 <= bucket < duration")
 	case cfg.h2Streams < 0 || cfg.h2Streams > 1<<20:
 		return errors.New("overload: want 0 to 2^20 HTTP/2 streams")
 	case cfg.procs < 1 || cfg.slots < 1 || cfg.service <= 0 || cfg.cpuWork <= 0 || cfg.wait <= 0:

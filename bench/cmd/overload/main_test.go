@@ -53,7 +53,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 	args := []string{
 		"-scenarios", "io", "-contenders", "none,static", "-multiples", "2", "-rounds", "1",
 		"-duration", "400ms", "-warmup", "100ms", "-calibrate", "300ms", "-slots", "2", "-service", "5ms",
-		"-out", dir,
+		"-bucket", "100ms", "-out", dir,
 	}
 	if err := run(args, strings.NewReader(""), &out, &log, self); err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
@@ -89,6 +89,9 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		}
 		if c.Err != "" || c.Load.Sent == 0 || c.Load.Good+c.Load.Shed == 0 || c.Server.UserUS+c.Server.SysUS <= 0 {
 			t.Errorf("cell %s/%s measured nothing: %+v", c.Scenario, c.Contender, c)
+		}
+		if len(c.Load.Buckets) != 4 { // -bucket: the 400ms cell in four
+			t.Errorf("cell %s/%s: %d buckets, want 4", c.Scenario, c.Contender, len(c.Load.Buckets))
 		}
 		all := strings.HasPrefix(c.Contender, rejectName) || strings.HasPrefix(c.Contender, refuseName)
 		if all && c.Load.Good != 0 {
@@ -176,6 +179,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-multiples", "0"},
 		{"-multiples", "NaN"},
 		{"-warmup", "2s", "-duration", "1s"},
+		{"-bucket", "2s", "-duration", "1s"},
+		{"-bucket", "-1s"},
 		{"-rounds", "0"},
 		{"-http", "3"},
 		{"-role", "client"},

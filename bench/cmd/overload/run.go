@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,10 @@ type runConfig struct {
 	seed       uint64
 	h2Streams  int
 	guardConns int // the sluice-guard contender's connection bound
+	// bucket, when positive, has every open-loop cell reported in buckets
+	// of this length too (cells.json: load.buckets), from its start, so
+	// that what happened inside a cell (a start-up transient) can be read.
+	bucket time.Duration
 	// profileDir, when set, gets the server's CPU profile of every
 	// open-loop cell, named after the cell.
 	profileDir string
@@ -177,8 +182,8 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	if spec.thenRate > 0 {
 		ldArgs = append(ldArgs, "-then-rate", strconv.FormatFloat(spec.thenRate, 'f', 3, 64), "-then-at", spec.thenAt.String())
 	}
-	if spec.bucket > 0 {
-		ldArgs = append(ldArgs, "-bucket", spec.bucket.String())
+	if b := cmp.Or(spec.bucket, r.cfg.bucket); b > 0 && spec.closed == 0 {
+		ldArgs = append(ldArgs, "-bucket", b.String())
 	}
 	if spec.closed > 0 {
 		ldArgs = append(ldArgs, "-closed", strconv.Itoa(spec.closed))
