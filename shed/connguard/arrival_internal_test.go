@@ -135,8 +135,8 @@ func BenchmarkRead(b *testing.B) {
 			defer nc.Close()
 			var r io.Reader = nc
 			if stamped {
-				stampArrivals(ln)
-				a := timeArrivals(nc)
+				stampArrivals(ln) // after the accept: nc asks for its own
+				a := timeArrivals(nc, false)
 				if a == nil {
 					b.Fatal("no timestamps")
 				}
@@ -159,3 +159,53 @@ func BenchmarkRead(b *testing.B) {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// A connection accepted from a listener stampArrivals stamped has the
+// receive timestamps on without asking (what timeArrivals relies on to
+// skip its own setsockopt), and the Guard's listener times its arrivals.
+func TestAcceptedConnectionsInheritTheListenersTimestamps(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback listener: %v", err)
+	}
+	defer ln.Close()
+	if !stampArrivals(ln) {
+		t.Fatal("the listener refused the timestamps")
+	}
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	raw, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, gerr := 0, error(nil)
+	if err := raw.Control(func(fd uintptr) {
+		on, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS)
+	}); err != nil || gerr != nil {
+		t.Fatal(err, gerr)
+	}
+	if on != 1 {
+		t.Fatalf("SO_TIMESTAMPNS of the accepted connection: %d, want 1", on)
+	}
+	a := timeArrivals(nc, true)
+	if a == nil {
+		t.Fatal("no arrival timing")
+	}
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.read(make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if a.lastArrival() == 0 {
+		t.Fatal("the byte read has no arrival time")
+	}
+}

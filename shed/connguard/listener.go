@@ -42,8 +42,8 @@ func (g *Guard) Listener(ln net.Listener) net.Listener {
 	if g.backlog > 0 {
 		setBacklog(ln, g.backlog)
 	}
-	stampArrivals(ln)
-	return &listener{Listener: ln, g: g, made: time.Now(), done: make(chan struct{})}
+	stamped := stampArrivals(ln)
+	return &listener{Listener: ln, g: g, made: time.Now(), done: make(chan struct{}), stamped: stamped}
 }
 
 type listener struct {
@@ -54,6 +54,8 @@ type listener struct {
 	// done is closed by Close, to end a pause.
 	done      chan struct{}
 	closeOnce sync.Once
+	// stamped says that ln's connections inherit its receive timestamps.
+	stamped bool
 }
 
 // Close closes ln and ends a pause of Accept.
@@ -95,7 +97,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			_ = victim.Conn.Close() // its server goroutine sees the error and ends
 		}
 		g.ctr.accepted.Add(1)
-		c.arr = timeArrivals(nc) // before the server has c: no other goroutine reads it yet
+		c.arr = timeArrivals(nc, l.stamped) // before the server has c: no other goroutine reads it yet
 		c.early.Store(g.waits != nil && c.arr != nil)
 		return c, nil
 	}

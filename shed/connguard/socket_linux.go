@@ -30,9 +30,13 @@ func deferAccept(ln net.Listener) {
 // inherit them, and packets that arrive before a connection is accepted
 // (its first request, with TCP_DEFER_ACCEPT) are stamped too, which they
 // are not while no socket of the host asked for timestamps. Best effort,
-// as deferAccept.
-func stampArrivals(ln net.Listener) {
-	control(ln, func(fd int) { _ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1) })
+// as deferAccept: it reports whether ln's connections inherit the
+// timestamps.
+func stampArrivals(ln net.Listener) (stamped bool) {
+	control(ln, func(fd int) {
+		stamped = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1) == nil
+	})
+	return stamped
 }
 
 // setBacklog calls listen(2) again on ln's TCP socket with a backlog of n:
@@ -76,8 +80,10 @@ type arrivals struct {
 }
 
 // timeArrivals returns the arrival timing of nc, or nil when nc is not a
-// TCP connection or the kernel refuses the timestamps.
-func timeArrivals(nc net.Conn) *arrivals {
+// TCP connection or the kernel refuses the timestamps. With inherited (nc
+// was accepted from a listener stampArrivals stamped) it does not ask for
+// them again: one system call less per connection, in a dial storm too.
+func timeArrivals(nc net.Conn, inherited bool) *arrivals {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		return nil
@@ -86,11 +92,13 @@ func timeArrivals(nc net.Conn) *arrivals {
 	if err != nil {
 		return nil
 	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
-	}); err != nil || serr != nil {
-		return nil
+	if !inherited {
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+		}); err != nil || serr != nil {
+			return nil
+		}
 	}
 	a := &arrivals{raw: raw}
 	a.recv = a.recvmsg

@@ -8,7 +8,7 @@ import "net"
 func deferAccept(net.Listener) {}
 
 // stampArrivals leaves ln as it is: no receive timestamps here.
-func stampArrivals(net.Listener) {}
+func stampArrivals(net.Listener) bool { return false }
 
 // setBacklog leaves ln as it is: elsewhere than on Linux, calling listen(2)
 // again on a listening socket is not known to shrink its accept queue.
@@ -19,7 +19,7 @@ func setBacklog(net.Listener, int) {}
 type arrivals struct{}
 
 // timeArrivals returns nil: no receive timestamps here.
-func timeArrivals(net.Conn) *arrivals { return nil }
+func timeArrivals(net.Conn, bool) *arrivals { return nil }
 
 func (*arrivals) read([]byte) (int, error) { panic("connguard: no arrival timing here") }
 
