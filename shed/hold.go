@@ -27,7 +27,7 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 			if ctx.Err() != nil {
 				return false, 0, ctx.Err()
 			}
-			return false, max(shedHint, r.lim.PredictedLatency()), nil
+			return false, r.shedRetryAfter(), nil
 		}
 		a.tokens = append(a.tokens, tok)
 		a.adaptives = append(a.adaptives, i)
@@ -63,6 +63,11 @@ func (c *Controller) acquire(ctx context.Context, a *ticket, r *rule, i int) (bo
 	a.ctr[cQueueShed].Add(1)
 	return false, c.semHint(r, a.cost), nil
 }
+
+// shedRetryAfter is the Retry-After of an attempt an Adaptive rule r
+// sheds: when the Limiter expects a request to be served, at least the
+// shortest a header says.
+func (r *rule) shedRetryAfter() time.Duration { return max(shedHint, r.lim.PredictedLatency()) }
 
 // semHint is the Retry-After of a full semaphore: a hint, unless the cost
 // can never fit.

@@ -115,7 +115,7 @@ func (c *Controller) peek(ctx context.Context, a *ticket, d *Decision) error {
 		var st ratelimit.Decision
 		cost, hint := a.cost, shedHint
 		if r.lim != nil {
-			cost, hint = 1, max(shedHint, r.lim.PredictedLatency())
+			cost, hint = 1, r.shedRetryAfter()
 			st.Limit = int64(r.lim.Limit())
 			st.Remaining = st.Limit - int64(r.lim.Inflight())
 		} else {

@@ -56,7 +56,8 @@ type ruleSet struct {
 	queued bool
 	// earlyAt is the index of the Adaptive rule by which ShedWaited
 	// decides, -1 when the set leaves a request's outcome to more than its
-	// wait (see earlyRule).
+	// wait or the Controller's options would (see earlyRule and
+	// Controller.answersEarly).
 	earlyAt int
 	// keyed holds, by rule index, the parts of Composite rules (nil for
 	// the others; nil when there is none), and req what the middleware
@@ -203,7 +204,10 @@ func (c *Controller) compile(rules []Rule, prev *ruleSet, dryAll bool) (*ruleSet
 	if err := s.makePlans(c.answer.fields); err != nil {
 		return fail(err)
 	}
-	s.earlyAt = s.earlyRule()
+	s.earlyAt = -1
+	if c.answersEarly() {
+		s.earlyAt = s.earlyRule()
+	}
 	return s, nil
 }
 

@@ -31,7 +31,7 @@ import (
 // Safe for concurrent use.
 func (c *Controller) ShedWaited(queued time.Duration) (retryAfter time.Duration, shed bool) {
 	s := c.set.Load()
-	if s.earlyAt < 0 || !c.answersEarly() {
+	if s.earlyAt < 0 {
 		return 0, false
 	}
 	r := &s.rules[s.earlyAt]
@@ -42,14 +42,14 @@ func (c *Controller) ShedWaited(queued time.Duration) (retryAfter time.Duration,
 	a.set, a.now = s, c.now()
 	a.began = a.now
 	d := Decision{rule: -1, plan: s.all, wall: c.wallAnchor + (a.now - c.monoAnchor)}
-	retryAfter = max(shedHint, r.lim.PredictedLatency())
+	retryAfter = r.shedRetryAfter()
 	c.rejectBy(a, &d, s.earlyAt, ratelimit.Decision{RetryAfter: retryAfter})
 	c.put(a)
 	return retryAfter, true
 }
 
-// answersEarly reports whether the Controller's options leave a request's
-// answer to its wait alone (see ShedWaited).
+// answersEarly reports whether the Controller's options (fixed at New)
+// leave a request's answer to its wait alone (see ShedWaited).
 func (c *Controller) answersEarly() bool {
 	return c.reading.client == nil && c.reading.exempt == nil && c.pen == nil && c.suspicion == nil &&
 		!c.answer.ownReject && c.answer.headers == nil

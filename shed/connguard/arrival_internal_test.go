@@ -118,24 +118,9 @@ func BenchmarkRead(b *testing.B) {
 			name = "recvmsg"
 		}
 		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Skipf("no loopback listener: %v", err)
-			}
-			defer ln.Close()
-			peer, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer peer.Close()
-			nc, err := ln.Accept()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
+			peer, nc := loopbackPair(b, false) // nc asks for its own timestamps
 			var r io.Reader = nc
 			if stamped {
-				stampArrivals(ln) // after the accept: nc asks for its own
 				a := timeArrivals(nc, false)
 				if a == nil {
 					b.Fatal("no timestamps")
@@ -164,24 +149,7 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 // receive timestamps on without asking (what timeArrivals relies on to
 // skip its own setsockopt), and the Guard's listener times its arrivals.
 func TestAcceptedConnectionsInheritTheListenersTimestamps(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no loopback listener: %v", err)
-	}
-	defer ln.Close()
-	if !stampArrivals(ln) {
-		t.Fatal("the listener refused the timestamps")
-	}
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	peer, nc := loopbackPair(t, true)
 	raw, err := nc.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +176,30 @@ func TestAcceptedConnectionsInheritTheListenersTimestamps(t *testing.T) {
 	if a.lastArrival() == 0 {
 		t.Fatal("the byte read has no arrival time")
 	}
+}
+
+// loopbackPair returns the two ends of a TCP connection on loopback, the
+// accepted one second, closed when the test ends; with stamped, the
+// listener had stampArrivals before the connection arrived.
+func loopbackPair(tb testing.TB, stamped bool) (peer, accepted net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Skipf("no loopback listener: %v", err)
+	}
+	defer ln.Close()
+	if stamped && !stampArrivals(ln) {
+		tb.Fatal("the listener refused the timestamps")
+	}
+	peer, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = peer.Close() })
+	accepted, err = ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = accepted.Close() })
+	return peer, accepted
 }

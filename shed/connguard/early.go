@@ -179,21 +179,24 @@ func (c *conn) between() bool {
 }
 
 // SetDeadline sets c's deadlines, remembering how far the read deadline
-// is (see readEarly).
+// is when the server sets it between requests (see readEarly).
 func (c *conn) SetDeadline(t time.Time) error {
 	c.noteReadDeadline(t)
 	return c.Conn.SetDeadline(t)
 }
 
-// SetReadDeadline sets c's read deadline, remembering how far it is (see
-// readEarly).
+// SetReadDeadline sets c's read deadline, remembering how far it is when
+// the server sets it between requests (see readEarly).
 func (c *conn) SetReadDeadline(t time.Time) error {
 	c.noteReadDeadline(t)
 	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *conn) noteReadDeadline(t time.Time) {
-	if c.g.waits == nil {
+	// Only the deadlines the server sets between requests (its idle and
+	// header timeouts) are the next request's; the others (a handler's,
+	// the background read's) are left unread, and so is the clock.
+	if c.g.waits == nil || !c.between() {
 		return
 	}
 	var d time.Duration
