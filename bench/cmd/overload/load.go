@@ -37,6 +37,19 @@ type loadConfig struct {
 	// bucket, when positive, splits the whole cell into buckets of this
 	// length (loadResult.Buckets).
 	bucket time.Duration
+	// stall, when positive, is a pause of the generator from stallAt on:
+	// it sends nothing for stall, then every arrival that fell due
+	// meanwhile at once, as clients that were held up (a stalled client
+	// host, a network hiccup) send what they owe.
+	stall, stallAt time.Duration
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // maxOutstanding bounds the requests in flight in the load generator: an
@@ -57,17 +70,26 @@ type loadResult struct {
 	P50US    int64   `json:"p50_us"`   // of the good answers
 	P99US    int64   `json:"p99_us"`
 	MaxLagUS int64   `json:"max_lag_us"` // how late the generator sent an arrival at worst
+	CPUUS    int64   `json:"cpu_us"`     // the generator's CPU time (user and system) over the cell
 	// Buckets split the whole cell (not only the measured window) into
 	// loadConfig.bucket-long slices, when asked for.
 	Buckets []bucket `json:"buckets,omitempty"`
 }
 
-// bucket is one slice of a cell: the arrivals due in it (sent or skipped)
-// and the good answers that completed in it, with their latencies.
+// bucket is one slice of a cell: the arrivals due in it (sent or skipped),
+// the connections dialled for them, and the answers that completed in it
+// as the window counts them, with the good ones' latencies.
 type bucket struct {
-	Due    int64   `json:"due"`
-	Good   int64   `json:"good"`
-	LatsUS []int64 `json:"lats_us,omitempty"`
+	Due      int64   `json:"due"`
+	Good     int64   `json:"good"`
+	LatsUS   []int64 `json:"lats_us,omitempty"`
+	Shed     int64   `json:"shed,omitempty"`
+	Timeouts int64   `json:"timeouts,omitempty"`
+	Errors   int64   `json:"errors,omitempty"`
+	Dials    int64   `json:"dials,omitempty"`
+	// dialsBy is the generator's dial count as the bucket's latest
+	// arrival went out (see window.due).
+	dialsBy int64
 }
 
 // window collects the completions of one phase.
@@ -95,39 +117,98 @@ func (w *window) bucketOf(at time.Duration) *bucket {
 	return nil
 }
 
-// due counts an arrival scheduled at at (under w.mu).
-func (w *window) due(at time.Duration) {
+// due counts an arrival scheduled at at, sent when the generator had
+// dialled dials connections (under w.mu).
+func (w *window) due(at time.Duration, dials int64) {
 	if b := w.bucketOf(at); b != nil {
 		b.Due++
+		b.dialsBy = max(b.dialsBy, dials)
 	}
+}
+
+// closeBuckets gives each bucket its dials once the cell ended: those
+// made between the latest arrival of the bucket before it that had one
+// and its own latest arrival (the dials an arrival causes follow it by
+// a connect, so a few count in the next bucket). dials is the count at
+// the end, for the last bucket with arrivals.
+func (w *window) closeBuckets(dials int64) {
+	var prev int64
+	last := -1
+	for i := range w.buckets {
+		if w.buckets[i].Due > 0 {
+			last = i
+		}
+	}
+	for i := range w.buckets {
+		b := &w.buckets[i]
+		if b.Due == 0 {
+			continue
+		}
+		by := b.dialsBy
+		if i == last {
+			by = max(by, dials)
+		}
+		b.Dials, prev = by-prev, by
+	}
+}
+
+// outcome is how one request ended, as the window counts it.
+type outcome int
+
+const (
+	outGood outcome = iota
+	outShed
+	outTimedOut
+	outFailed
+)
+
+// outcomeOf classifies a request that ended with status or err after lat.
+func (w *window) outcomeOf(lat time.Duration, status int, err error) outcome {
+	switch {
+	case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		return outTimedOut
+	case err != nil:
+		return outFailed
+	case status >= 200 && status < 300 && lat > w.deadline:
+		return outTimedOut // answered, but too late to be of use
+	case status >= 200 && status < 300:
+		return outGood
+	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+		return outShed
+	}
+	return outFailed
 }
 
 func (w *window) record(done time.Time, lat time.Duration, status int, err error) {
 	at := done.Sub(w.start)
+	o := w.outcomeOf(lat, status, err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err == nil && status >= 200 && status < 300 && lat <= w.deadline {
-		if b := w.bucketOf(at); b != nil {
+	if b := w.bucketOf(at); b != nil {
+		switch o {
+		case outGood:
 			b.Good++
 			b.LatsUS = append(b.LatsUS, lat.Microseconds())
+		case outShed:
+			b.Shed++
+		case outTimedOut:
+			b.Timeouts++
+		case outFailed:
+			b.Errors++
 		}
 	}
 	if at < w.from || at > w.to {
 		return
 	}
-	switch {
-	case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
-		w.res.Timeouts++
-	case err != nil:
-		w.res.Errors++
-	case status >= 200 && status < 300 && lat > w.deadline:
-		w.res.Timeouts++ // answered, but too late to be of use
-	case status >= 200 && status < 300:
+	switch o {
+	case outGood:
 		w.res.Good++
 		w.good = append(w.good, lat.Microseconds())
-	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+	case outShed:
 		w.res.Shed++
-	default:
+	case outTimedOut:
+		w.res.Timeouts++
+	case outFailed:
 		w.res.Errors++
 	}
 }
@@ -166,6 +247,9 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 	}
 	if cfg.thenRate < 0 || cfg.thenAt < 0 || (cfg.thenRate > 0 && (cfg.rate <= 0 || cfg.thenAt >= cfg.duration)) || cfg.bucket < 0 {
 		return loadResult{}, fmt.Errorf("overload: bad rate schedule (then %v from %v) or bucket %v", cfg.thenRate, cfg.thenAt, cfg.bucket)
+	}
+	if cfg.stall < 0 || cfg.stallAt < 0 || (cfg.stall > 0 && (cfg.rate <= 0 || cfg.stallAt+cfg.stall >= cfg.duration)) {
+		return loadResult{}, fmt.Errorf("overload: bad stall (%v from %v): want an open-loop cell that goes on after it", cfg.stall, cfg.stallAt)
 	}
 	var dials atomic.Int64
 	client, tr, err := newClient(cfg.proto, cfg.fresh, &dials)
@@ -224,6 +308,7 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 		w.record(t1, t1.Sub(at), status, err)
 	}
 
+	u0, s0 := cpuNow()
 	fmt.Fprintln(out, "start")
 	w.start = time.Now()
 	end := w.start.Add(cfg.duration)
@@ -239,17 +324,25 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 			}
 			return time.Duration(rng.ExpFloat64() / r * float64(time.Second))
 		}
+		// stallEnd is when the stall ends, once it began: an arrival due
+		// before it is late only by what comes after it.
+		var stallEnd time.Time
 		for {
 			now := time.Now()
 			if !now.Before(end) {
 				break
 			}
+			if cfg.stall > 0 && stallEnd.IsZero() && now.Sub(w.start) >= cfg.stallAt {
+				stallEnd = w.start.Add(cfg.stallAt + cfg.stall)
+				time.Sleep(time.Until(stallEnd))
+				continue
+			}
 			// Send every arrival that is due; a late one goes out at once.
 			for ; !next.After(now) && next.Before(end); next = next.Add(gap(next)) {
-				maxLag = max(maxLag, now.Sub(next))
+				maxLag = max(maxLag, now.Sub(later(next, stallEnd)))
 				if w.bucket > 0 {
 					w.mu.Lock()
-					w.due(next.Sub(w.start))
+					w.due(next.Sub(w.start), dials.Load())
 					w.mu.Unlock()
 				}
 				if outstanding.Load() >= maxOutstanding {
@@ -290,6 +383,9 @@ func drive(cfg loadConfig, out io.Writer) (loadResult, error) {
 	r.WindowS = (cfg.duration - cfg.from).Seconds()
 	r.P50US, r.P99US = quantile(w.good, 0.50), quantile(w.good, 0.99)
 	r.MaxLagUS = maxLag.Microseconds()
+	u1, s1 := cpuNow()
+	r.CPUUS = u1 - u0 + s1 - s0
+	w.closeBuckets(dials.Load())
 	r.Buckets = w.buckets
 	return r, nil
 }

@@ -60,8 +60,8 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	fs.SetOutput(log)
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
-	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu, admit (what each rate-limit middleware costs a request it admits)")
-	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop)")
+	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu, storm (a stall of the generator at 10x: how long until goodput is back), admit (what each rate-limit middleware costs a request it admits)")
+	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop, 5 for recovery and recovery-cpu, 10 for storm)")
 	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders, of "+strings.Join(contenderNames, ","))
 	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
 	warmup := fs.Duration("warmup", time.Second, "start of each cell left out of its figures (drop: when the work doubles); at least the deadline, or requests cannot time out in the window")
@@ -101,6 +101,8 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	thenRate := fs.Float64("then-rate", 0, "load: the arrival rate from -then-at on")
 	thenAt := fs.Duration("then-at", 0, "load: when -then-rate takes over")
 	bucketF := fs.Duration("bucket", 0, "report each open-loop cell in buckets of this length too, from its start (cells.json: load.buckets); the load role's buckets")
+	stall := fs.Duration("stall", 0, "load: the generator sends nothing for this long from -stall-at on, then every arrival due meanwhile at once")
+	stallAt := fs.Duration("stall-at", 0, "load: when the -stall begins")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -114,7 +116,7 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 		res, err := drive(loadConfig{
 			url: *url, rate: *rate, closed: *closed, duration: *duration, from: *from,
 			deadline: *deadline, proto: *proto, client: *clientF, seed: *seed, fresh: *fresh,
-			thenRate: *thenRate, thenAt: *thenAt, bucket: *bucketF,
+			thenRate: *thenRate, thenAt: *thenAt, bucket: *bucketF, stall: *stall, stallAt: *stallAt,
 		}, out)
 		if err != nil {
 			return err

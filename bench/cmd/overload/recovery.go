@@ -25,9 +25,6 @@ const (
 	recoveryP99 = 2
 )
 
-// isRecovery reports whether name is a recovery scenario.
-func isRecovery(name string) bool { return name == "recovery" || name == "recovery-cpu" }
-
 // recoveredAfter returns how many buckets after lo the first window of
 // span buckets of bs[lo:hi] that passes ok after the first that fails
 // starts: when the trouble was over. It is zero when no window fails (it

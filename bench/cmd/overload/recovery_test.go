@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -131,26 +132,35 @@ func TestRecoveryTableSaysNever(t *testing.T) {
 }
 
 // TestWindowBucketsCountDueAndGoodOverTheWholeCell: buckets cover the cell
-// from its start, the warm-up too; a good answer lands in the bucket it
-// completed in, a late or failed one in none.
+// from its start, the warm-up too; each answer lands in the bucket it
+// completed in, counted as the window counts it (a late 200 is a
+// timeout), and each bucket gets the dials made by its arrivals.
 func TestWindowBucketsCountDueAndGoodOverTheWholeCell(t *testing.T) {
 	start := time.Unix(1000, 0)
 	w := &window{start: start, from: 500 * time.Millisecond, to: time.Second, deadline: time.Second,
 		bucket: 100 * time.Millisecond, buckets: make([]bucket, 10)}
-	w.due(50 * time.Millisecond)
-	w.due(950 * time.Millisecond)
-	w.due(2 * time.Second) // past the cell: no bucket
+	w.due(50*time.Millisecond, 0)
+	w.due(60*time.Millisecond, 3)
+	w.due(950*time.Millisecond, 4)
+	w.due(2*time.Second, 9) // past the cell: no bucket
 	w.record(start.Add(120*time.Millisecond), 30*time.Millisecond, 200, nil)
 	w.record(start.Add(130*time.Millisecond), 2*time.Second, 200, nil) // too late
 	w.record(start.Add(140*time.Millisecond), time.Millisecond, 503, nil)
+	w.record(start.Add(150*time.Millisecond), time.Millisecond, 0, io.ErrUnexpectedEOF)
 	w.record(start.Add(700*time.Millisecond), 40*time.Millisecond, 200, nil)
-	if w.buckets[0].Due != 1 || w.buckets[9].Due != 1 {
+	w.closeBuckets(6)
+	if w.buckets[0].Due != 2 || w.buckets[9].Due != 1 {
 		t.Errorf("due %+v", w.buckets)
 	}
-	if b := w.buckets[1]; b.Good != 1 || len(b.LatsUS) != 1 || b.LatsUS[0] != 30_000 {
-		t.Errorf("bucket 1 = %+v, want one good answer of 30 ms", b)
+	if b := w.buckets[1]; b.Good != 1 || len(b.LatsUS) != 1 || b.LatsUS[0] != 30_000 || b.Timeouts != 1 || b.Shed != 1 || b.Errors != 1 {
+		t.Errorf("bucket 1 = %+v, want one good answer of 30 ms, one late, one shed, one failed", b)
 	}
-	if w.buckets[7].Good != 1 || w.res.Good != 1 || w.res.Timeouts != 0 {
+	if w.buckets[7].Good != 1 || w.res.Good != 1 || w.res.Timeouts != 0 || w.res.Shed != 0 {
 		t.Errorf("bucket 7 %+v, window %+v: want the answer at 700 ms in both, the warm-up's in neither window count", w.buckets[7], w.res)
+	}
+	// Three dials by the first bucket's latest arrival; the last bucket
+	// with arrivals takes the rest, to the count at the end.
+	if d0, d9 := w.buckets[0].Dials, w.buckets[9].Dials; d0 != 3 || d9 != 3 || w.buckets[5].Dials != 0 {
+		t.Errorf("dials %d in bucket 0 and %d in bucket 9, want 3 and 3: %+v", d0, d9, w.buckets)
 	}
 }

@@ -197,6 +197,9 @@ func describe(sc scenario, cfg map[string]string, rounds int64) string {
 		}
 		return fmt.Sprintf("recovery: %s; %v at the surge's multiple of the capacity, %v at 1x, then the work doubles at the same 1x for %v; times from buckets of %v over windows of %d",
 			work, recoveryPhase, recoveryPhase, recoveryPhase, recoveryBucket, recoverySpan)
+	case "storm":
+		return fmt.Sprintf("storm: CPU %d sha256 rounds; the generator stalls for %v after %v, then sends every arrival due meanwhile at once; %v more; times from buckets of %v over windows of %d",
+			rounds, stormStall, stormBefore, stormAfter, recoveryBucket, recoverySpan)
 	case "drop":
 		return fmt.Sprintf("capacity drop: I/O %d slots x %v, the service time doubles after the warm-up (%s); figures of the phase after the drop, load a multiple of the capacity before it (%.0f req/s)",
 			sc.slots, sc.wait, cfg["warmup"], sc.before)
@@ -221,6 +224,10 @@ func writeTables(out io.Writer, rep *report) {
 	for _, sc := range rep.scenarios {
 		if sc.recovery {
 			writeRecoveryTable(out, rep, sc)
+			continue
+		}
+		if sc.storm {
+			writeStormTable(out, rep, sc)
 			continue
 		}
 		if sc.admit {
@@ -311,7 +318,7 @@ func writeFiles(dir string, rep *report) error {
 		return err
 	}
 	for _, sc := range rep.scenarios {
-		if sc.recovery || sc.admit {
+		if sc.recovery || sc.storm || sc.admit {
 			continue // its figures are times or costs, in its table
 		}
 		if err := os.WriteFile(filepath.Join(dir, sc.name+".svg"), []byte(plot(rep, sc)), 0o644); err != nil {

@@ -71,6 +71,9 @@ type scenario struct {
 	// admit marks the admission-cost set (admit.go): its own contenders at
 	// a fixed rate, no capacity, no multiples.
 	admit bool
+	// storm marks the storm scenario (storm.go): a stall of the generator
+	// mid-cell, figures from buckets.
+	storm bool
 }
 
 // cell is one contender at one multiple in one round.
@@ -138,6 +141,8 @@ type cellSpec struct {
 	thenRate float64
 	thenAt   time.Duration
 	bucket   time.Duration
+	// stall and stallAt stall the generator (see loadConfig).
+	stall, stallAt time.Duration
 }
 
 // runCell starts a server and a load generator for spec and returns what
@@ -181,6 +186,9 @@ func (r *runner) runCell(ctx context.Context, spec cellSpec) (loadResult, server
 	}
 	if spec.thenRate > 0 {
 		ldArgs = append(ldArgs, "-then-rate", strconv.FormatFloat(spec.thenRate, 'f', 3, 64), "-then-at", spec.thenAt.String())
+	}
+	if spec.stall > 0 {
+		ldArgs = append(ldArgs, "-stall", spec.stall.String(), "-stall-at", spec.stallAt.String())
 	}
 	if b := cmp.Or(spec.bucket, r.cfg.bucket); b > 0 && spec.closed == 0 {
 		ldArgs = append(ldArgs, "-bucket", b.String())
@@ -249,11 +257,13 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, recovery: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: []float64{5}}
 		case "recovery-cpu":
 			sc = scenario{name: name, rounds: rounds, recovery: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{5}}
+		case "storm":
+			sc = scenario{name: name, rounds: rounds, storm: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{10}}
 		case admitScenario:
 			out = append(out, scenario{name: name, static: 1, admit: true})
 			continue
 		default:
-			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu, admit)", name)
+			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu, storm, admit)", name)
 		}
 		if cfg.multiples != nil {
 			sc.multiples = cfg.multiples
@@ -433,8 +443,11 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 		spec.dropAt = r.cfg.warmup
 	}
 	spec.rate = m * base
-	if sc.recovery {
+	switch {
+	case sc.recovery:
 		spec = r.recoverySpec(sc, spec, m)
+	case sc.storm:
+		spec = stormSpec(sc, spec, m)
 	}
 	c := cell{Scenario: sc.name, Contender: name, Multiple: m, Round: round, Rate: spec.rate}
 	lr, st, err := r.runCell(ctx, spec)
@@ -442,7 +455,7 @@ func (r *runner) measure(ctx context.Context, sc scenario, name string, m float6
 	if err != nil {
 		c.Err = err.Error()
 	}
-	if !sc.recovery {
+	if !sc.recovery && !sc.storm {
 		c.Budget = budgetOf(c, sc.capacity, sc.workUS)
 	}
 	return c
@@ -572,6 +585,9 @@ func (c cell) line(sc scenario) string {
 	}
 	if sc.recovery {
 		return fmt.Sprintf("%s %s %gx: %+v", c.Scenario, c.Contender, c.Multiple, recoveryOf(c, sc.unloaded))
+	}
+	if sc.storm {
+		return fmt.Sprintf("%s %s %gx: %+v", c.Scenario, c.Contender, c.Multiple, stormOf(c, sc.capacity))
 	}
 	good := float64(c.Load.Good) / c.Load.WindowS
 	b := ""
