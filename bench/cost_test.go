@@ -18,7 +18,7 @@ const costTenants = 1000
 // costRequests builds one request per client address, each from one of
 // costTenants tenants, each saying what it expects to cost.
 func costRequests() []*http.Request {
-	reqs := middlewareRequests()
+	reqs := middlewareRequests(middlewareClients)
 	for i, r := range reqs {
 		r.Header.Set("X-Tenant", fmt.Sprint("tenant-", i%costTenants))
 		r.Header.Set("X-Estimated-Tokens", "500")
