@@ -99,14 +99,7 @@ func TestRunAdmitSetServesEveryContenderOverLoopback(t *testing.T) {
 	if !strings.Contains(table, "#### cost of an admission: an empty 200 at 200 req/s") {
 		t.Errorf("the table lacks its heading:\n%s", table)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "cells.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, dir)
 	if len(rep.Cells) != len(admitContenders) {
 		t.Fatalf("%d cells, want one per contender (%d)", len(rep.Cells), len(admitContenders))
 	}

@@ -68,14 +68,7 @@ func TestRunTinyMatrixReportsEveryCellAndLeavesNoProcess(t *testing.T) {
 		t.Errorf("a cell failed:\n%s\n%s", table, log.String())
 	}
 
-	var rep report
-	b, err := os.ReadFile(filepath.Join(dir, "cells.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, dir)
 	if len(rep.Cells) != 2+len(rejectLabels) { // two contenders, then the rejection cost
 		t.Fatalf("got %d cells, want %d", len(rep.Cells), 2+len(rejectLabels))
 	}
@@ -289,4 +282,18 @@ func TestRotatedPutsEveryContenderInEveryPosition(t *testing.T) {
 	if got := rotated(names, 4); got[0] != "b" {
 		t.Errorf("rotated(round 4) = %q, want it to start at b", got)
 	}
+}
+
+// readReport reads the cells.json a run wrote into dir.
+func readReport(t *testing.T, dir string) report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cells.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

@@ -158,16 +158,9 @@ func writeRecoveryTable(out io.Writer, rep *report, sc scenario) {
 	for _, m := range sc.multiples {
 		for _, name := range rep.contenders {
 			var good, p99, g1, pd, lag []float64
-			cells, failed, goodNever, p99Never := 0, 0, 0, 0
-			for _, c := range rep.Cells {
-				if c.Scenario != sc.name || c.Contender != name || c.Multiple != m {
-					continue
-				}
-				cells++
-				if c.Err != "" {
-					failed++
-					continue
-				}
+			goodNever, p99Never := 0, 0
+			measured, failed := rep.roundsOf(sc, name, m)
+			for _, c := range measured {
 				f := recoveryOf(c, unloaded)
 				good, p99, g1, pd = append(good, f.goodBackMS), append(p99, f.p99BackMS), append(g1, f.goodput1x), append(pd, f.p99Drop)
 				lag = append(lag, f.lagMS)
@@ -178,16 +171,36 @@ func writeRecoveryTable(out io.Writer, rep *report, sc scenario) {
 					p99Never++
 				}
 			}
-			label := name
-			if failed > 0 {
-				label = fmt.Sprintf("%s (%d failed)", name, failed)
-			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s |\n", label, m,
-				withNever(fmtSpread(spreadOf(good), 0), goodNever, cells-failed),
-				withNever(fmtSpread(spreadOf(p99), 0), p99Never, cells-failed),
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s |\n", rowLabel(name, failed), m,
+				withNever(fmtSpread(spreadOf(good), 0), goodNever, len(measured)),
+				withNever(fmtSpread(spreadOf(p99), 0), p99Never, len(measured)),
 				fmtMed(spreadOf(g1), 2), fmtMed(spreadOf(pd), 0), fmtSpread(spreadOf(lag), 0))
 		}
 	}
+}
+
+// roundsOf returns the cells of contender name at multiple m in sc that
+// measured something, and how many others failed.
+func (rep *report) roundsOf(sc scenario, name string, m float64) (measured []cell, failed int) {
+	for _, c := range rep.Cells {
+		switch {
+		case c.Scenario != sc.name || c.Contender != name || c.Multiple != m:
+		case c.Err != "":
+			failed++
+		default:
+			measured = append(measured, c)
+		}
+	}
+	return measured, failed
+}
+
+// rowLabel is a table row's contender, with how many of its cells failed
+// when some did.
+func rowLabel(name string, failed int) string {
+	if failed > 0 {
+		return fmt.Sprintf("%s (%d failed)", name, failed)
+	}
+	return name
 }
 
 // withNever appends to a time how many of n rounds never recovered.

@@ -242,10 +242,7 @@ func writeTables(out io.Writer, rep *report) {
 		fmt.Fprintln(out, "| contender | load | goodput | p50 ms | p99 ms | shed | timeouts | errors | dials | limit | srv µs/req | sent | srv core |"+head)
 		fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"+rule)
 		for _, r := range rep.rows(sc) {
-			name := r.contender
-			if r.errs > 0 {
-				name = fmt.Sprintf("%s (%d failed)", name, r.errs)
-			}
+			name := rowLabel(r.contender, r.errs)
 			tail := ""
 			if cpuBound(sc.name) {
 				tail = fmt.Sprintf(" %s | %s |", fmtMed(r.col(func(f figures) float64 { return f.noWork }), 0),

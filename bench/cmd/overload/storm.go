@@ -95,16 +95,9 @@ func writeStormTable(out io.Writer, rep *report, sc scenario) {
 	for _, m := range sc.multiples {
 		for _, name := range rep.contenders {
 			var before, back, last, dials, lag, core []float64
-			cells, failed, never := 0, 0, 0
-			for _, c := range rep.Cells {
-				if c.Scenario != sc.name || c.Contender != name || c.Multiple != m {
-					continue
-				}
-				cells++
-				if c.Err != "" {
-					failed++
-					continue
-				}
+			never := 0
+			measured, failed := rep.roundsOf(sc, name, m)
+			for _, c := range measured {
 				f := stormOf(c, sc.capacity)
 				before, back, last = append(before, f.before), append(back, f.backMS), append(last, f.last)
 				dials, lag, core = append(dials, float64(f.dials)), append(lag, f.lagMS), append(core, f.genCore)
@@ -112,12 +105,8 @@ func writeStormTable(out io.Writer, rep *report, sc scenario) {
 					never++
 				}
 			}
-			label := name
-			if failed > 0 {
-				label = fmt.Sprintf("%s (%d failed)", name, failed)
-			}
-			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s |\n", label, m,
-				fmtSpread(spreadOf(before), 2), withNever(fmtSpread(spreadOf(back), 0), never, cells-failed),
+			fmt.Fprintf(out, "| %s | %gx | %s | %s | %s | %s | %s | %s |\n", rowLabel(name, failed), m,
+				fmtSpread(spreadOf(before), 2), withNever(fmtSpread(spreadOf(back), 0), never, len(measured)),
 				fmtSpread(spreadOf(last), 2), fmtSpread(spreadOf(dials), 0), fmtSpread(spreadOf(lag), 0), fmtSpread(spreadOf(core), 2))
 		}
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,14 +139,7 @@ func TestRunStormStallsTheGeneratorMidCell(t *testing.T) {
 	if !strings.Contains(out.String(), "#### storm:") || !strings.Contains(out.String(), "| none | 1x |") {
 		t.Errorf("no storm table:\n%s", out.String())
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "cells.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, dir)
 	if len(rep.Cells) != 1 || rep.Cells[0].Err != "" {
 		t.Fatalf("cells %+v, want one that ran", rep.Cells)
 	}
