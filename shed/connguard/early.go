@@ -161,7 +161,7 @@ func (c *conn) answer(ra time.Duration, head bool) error {
 	case head:
 		b = a.head
 	}
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(earlyWriteTimeout)); err != nil {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.g.earlyWrite)); err != nil {
 		return err
 	}
 	if _, err := c.Conn.Write(b); err != nil {

@@ -65,6 +65,8 @@ type Guard struct {
 	// without it; answers are the early answers then.
 	waits   WaitShedder
 	answers earlyAnswers
+	// earlyWrite bounds the write of an early answer (earlyWriteTimeout).
+	earlyWrite time.Duration
 	// waiting counts the Accept calls that wait in a pause, pausedAt is
 	// the share (float64 bits) the latest pause began at, forRoom whether
 	// it waits for room at the bound, and wake ends one of those waits
@@ -204,7 +206,7 @@ func New(sig Signal, maxConns int, opts ...Option) (*Guard, error) {
 		if !ok {
 			return nil, errNoWaitShedder
 		}
-		g.waits, g.answers = ws, newEarlyAnswers()
+		g.waits, g.answers, g.earlyWrite = ws, newEarlyAnswers(), earlyWriteTimeout
 	}
 	return g, nil
 }
