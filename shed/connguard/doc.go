@@ -249,7 +249,13 @@
 // 10x. Later runs on a slower phase of the host had medians of 0.56-0.83
 // with early answers and 0.04-0.79 without at 10x: some rounds lost their
 // first seconds to the dial storm of a cold start (every request a new
-// connection, the bound reached), with or without them.
+// connection, the bound reached), with or without them, which a moment's
+// stall of the load generator sets off. Set off on purpose (the storm
+// scenario: the clients stall for 0.3 s, then send what they owe, most of
+// it on new connections), goodput was back 0.3 s (0.3-0.4) after the
+// stall at 5x with early answers and 0.4 s without, 0.9 s and 1.2 s at 10x,
+// where the generator's own core, dialling for every client at once,
+// bounded it (the peers, on one core, collapse with or without a stall).
 //
 // # Cost and counting
 //
