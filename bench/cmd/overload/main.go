@@ -60,8 +60,8 @@ func run(args []string, in io.Reader, out, log io.Writer, self selfCmd) error {
 	fs.SetOutput(log)
 	role := fs.String("role", "run", "run (the benchmark), or the roles it starts: server, load")
 	// run
-	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu, storm (a stall of the generator at 10x: how long until goodput is back), admit (what each rate-limit middleware costs a request it admits)")
-	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop, 5 for recovery and recovery-cpu, 10 for storm)")
+	scenarios := fs.String("scenarios", "io,cpu,mixed,drop", "comma-separated scenarios: io, cpu, mixed, drop, recovery, recovery-cpu, storm and storm-io (a stall of the generator at 10x, CPU and I/O endpoints: how long until goodput is back), admit (what each rate-limit middleware costs a request it admits)")
+	multiples := fs.String("multiples", "", "comma-separated load multiples of capacity (default 1,2,5,10 for io and cpu, 5,10 for mixed and drop, 5 for recovery and recovery-cpu, 10 for storm and storm-io)")
 	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders, of "+strings.Join(contenderNames, ","))
 	duration := fs.Duration("duration", 1800*time.Millisecond, "length of one cell")
 	warmup := fs.Duration("warmup", time.Second, "start of each cell left out of its figures (drop: when the work doubles); at least the deadline, or requests cannot time out in the window")

@@ -197,9 +197,13 @@ func describe(sc scenario, cfg map[string]string, rounds int64) string {
 		}
 		return fmt.Sprintf("recovery: %s; %v at the surge's multiple of the capacity, %v at 1x, then the work doubles at the same 1x for %v; times from buckets of %v over windows of %d",
 			work, recoveryPhase, recoveryPhase, recoveryPhase, recoveryBucket, recoverySpan)
-	case "storm":
-		return fmt.Sprintf("storm: CPU %d sha256 rounds; the generator stalls for %v after %v, then sends every arrival due meanwhile at once; %v more; times from buckets of %v over windows of %d",
-			rounds, stormStall, stormBefore, stormAfter, recoveryBucket, recoverySpan)
+	case "storm", "storm-io":
+		work := fmt.Sprintf("CPU %d sha256 rounds", rounds)
+		if sc.name == "storm-io" {
+			work = fmt.Sprintf("I/O %d slots x %v", sc.slots, sc.wait)
+		}
+		return fmt.Sprintf("storm: %s; the generator stalls for %v after %v, then sends every arrival due meanwhile at once; %v more; times from buckets of %v over windows of %d",
+			work, stormStall, stormBefore, stormAfter, recoveryBucket, recoverySpan)
 	case "drop":
 		return fmt.Sprintf("capacity drop: I/O %d slots x %v, the service time doubles after the warm-up (%s); figures of the phase after the drop, load a multiple of the capacity before it (%.0f req/s)",
 			sc.slots, sc.wait, cfg["warmup"], sc.before)

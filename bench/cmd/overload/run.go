@@ -259,11 +259,13 @@ func (cfg runConfig) buildScenarios(rounds int64) ([]scenario, error) {
 			sc = scenario{name: name, rounds: rounds, recovery: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{5}}
 		case "storm":
 			sc = scenario{name: name, rounds: rounds, storm: true, static: cfg.procs, closed: 16 * cfg.procs, multiples: []float64{10}}
+		case "storm-io":
+			sc = scenario{name: name, wait: cfg.service, slots: cfg.slots, storm: true, static: cfg.slots, closed: 4 * cfg.slots, multiples: []float64{10}}
 		case admitScenario:
 			out = append(out, scenario{name: name, static: 1, admit: true})
 			continue
 		default:
-			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu, storm, admit)", name)
+			return nil, fmt.Errorf("overload: unknown scenario %q (want io, cpu, mixed, drop, recovery, recovery-cpu, storm, storm-io, admit)", name)
 		}
 		if cfg.multiples != nil {
 			sc.multiples = cfg.multiples

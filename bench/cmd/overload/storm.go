@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// The storm scenario overloads the CPU endpoint at its multiple, and
-// after stormBefore the load generator stalls for stormStall, then sends
+// The storm scenarios overload the CPU endpoint (storm) or the I/O
+// endpoint (storm-io) at their multiple, and after stormBefore the load
+// generator stalls for stormStall, then sends
 // every arrival that fell due meanwhile at once, as held-up clients do:
 // more requests at once than kept-alive connections, so that most of them
 // dial, and a server that answers them late has its clients time out and
@@ -79,7 +80,7 @@ func stormOf(c cell, capacity float64) stormFigures {
 	return f
 }
 
-// stormSpec is the cell of the storm scenario at multiple m.
+// stormSpec is the cell of a storm scenario at multiple m.
 func stormSpec(sc scenario, spec cellSpec, m float64) cellSpec {
 	spec.duration, spec.from = stormBefore+stormStall+stormAfter, 0
 	spec.rate, spec.bucket = m*sc.capacity, recoveryBucket
@@ -87,7 +88,7 @@ func stormSpec(sc scenario, spec cellSpec, m float64) cellSpec {
 	return spec
 }
 
-// writeStormTable prints the table of the storm scenario.
+// writeStormTable prints the table of a storm scenario.
 func writeStormTable(out io.Writer, rep *report, sc scenario) {
 	fmt.Fprintf(out, "\n#### %s: %s; capacity %.0f req/s\n\n", sc.name, describe(sc, rep.Config, rep.Rounds), sc.capacity)
 	fmt.Fprintf(out, "| contender | load | goodput before the stall | back (>= %.1f of it) after the stall ends, ms | goodput in the last second | dials from the stall on | generator's worst lag beyond the stall, ms | generator core |\n", stormBack)

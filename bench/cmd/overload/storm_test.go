@@ -80,6 +80,20 @@ func TestStormTableSaysNever(t *testing.T) {
 	}
 }
 
+func TestStormIOIsTheIOEndpoint(t *testing.T) {
+	scs, err := runConfig{scenarios: []string{"storm-io"}, service: 20 * time.Millisecond, slots: 8, procs: 1}.buildScenarios(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scs[0]
+	if !sc.storm || sc.slots != 8 || sc.wait != 20*time.Millisecond || sc.rounds != 0 || sc.multiples[0] != 10 {
+		t.Fatalf("storm-io %+v, want the I/O endpoint at 10x", sc)
+	}
+	if d := describe(sc, nil, 1000); !strings.HasPrefix(d, "storm: I/O 8 slots x 20ms;") {
+		t.Errorf("described as %q", d)
+	}
+}
+
 // TestStallSendsNothingThenWhatFellDue drives a loopback server with a
 // stall mid-cell: no request completes during it (none was sent), the
 // arrivals still fall due, every one of them is sent, and they go out
