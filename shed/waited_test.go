@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/fingerprint"
-	"github.com/sluicehq/sluice/penalty"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -61,17 +59,6 @@ func TestShedWaitedShedsAsDecideDoesForTheWait(t *testing.T) {
 // outcome: for every rule set or option that could, it leaves the request
 // to Decide and counts nothing, however long it waited.
 func TestShedWaitedLeavesToDecideWhatTheRequestCouldChange(t *testing.T) {
-	suspicion := func(t *testing.T) Option {
-		tracker, err := fingerprint.NewTracker(1024)
-		if err != nil {
-			t.Fatal(err)
-		}
-		scale, err := penalty.NewSuspicionScale(0.5, 0.25)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return WithSuspicion(Suspicion{Tracker: tracker, Scale: scale})
-	}
 	cases := []struct {
 		name  string
 		rules func(t *testing.T) []Rule
@@ -86,7 +73,7 @@ func TestShedWaitedLeavesToDecideWhatTheRequestCouldChange(t *testing.T) {
 		{"a penalty box", nil, func(*testing.T) []Option {
 			return []Option{WithPenalties(&fakePenalties{strikes: map[string]int{}}, IP)}
 		}},
-		{"suspicion", nil, func(t *testing.T) []Option { return []Option{suspicion(t)} }},
+		{"suspicion", nil, func(t *testing.T) []Option { return []Option{WithSuspicion(noAgentSuspicion(t))} }},
 		{"a dry run", nil, func(*testing.T) []Option { return []Option{WithDryRun()} }},
 		{"a rejection writer", nil, func(*testing.T) []Option {
 			return []Option{WithRejection(func(w http.ResponseWriter, _ *http.Request, _ Decision) { w.WriteHeader(http.StatusTeapot) })}

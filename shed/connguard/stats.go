@@ -21,7 +21,8 @@ type Stats struct {
 	// Unanswered counts the refused connections that Respond closed
 	// without the 503 because their request had not arrived yet, and
 	// WriteErrors the 503s, of refusals and early answers, that could not
-	// be written (the client had gone).
+	// be written (the client had gone, or an early answer's write found no
+	// room before its deadline: a client that does not read).
 	Unanswered, WriteErrors uint64
 	// IdleShed counts the connections WithIdleShed closed as they went
 	// idle while the Signal shed.
@@ -36,7 +37,8 @@ type Stats struct {
 	EarlyAnswers uint64
 }
 
-// counters are a Guard's counters; they change once per connection.
+// counters are a Guard's counters; they change once per connection, but
+// early, once per early answer.
 type counters struct {
 	accepted, closed, shed, full, idleClosed, unanswered, writeErrors atomic.Uint64
 	idleShed, pauses, pausedNS, early                                 atomic.Uint64
