@@ -64,10 +64,14 @@
 //     of n connections, give or take one, no randomness). With WithPause
 //     none is refused for shedding: the listener is paced instead (see
 //     Pausing).
-//  2. The bound: a connection past the bound takes the place of the
-//     longest-held idle connection (http.StateIdle), which is closed; when
-//     none is idle it is refused. Connections that are new (no request
-//     yet), active or hijacked are never closed by the Guard.
+//  2. The bound: a connection past the bound takes the place of an idle
+//     connection (http.StateIdle), which is closed: the one idle the
+//     longest of the first 32 idle ones the Guard holds (oldest first), so
+//     that, with clients that reuse their latest idle connection first, as
+//     net/http's Transport does, the closed one is seldom carrying a
+//     request already. When none is idle it is refused. Connections that
+//     are new (no request yet), active or hijacked are never closed by the
+//     Guard.
 //
 // A refused connection gets, with Respond (the default), a pre-written
 // "HTTP/1.1 503 Service Unavailable" with Retry-After (1 s unless

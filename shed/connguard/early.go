@@ -129,6 +129,7 @@ func (c *conn) readEarly(p []byte) (int, error) {
 			// connection after its own answer, idle (the bound can make
 			// room by closing it; left new, it never could).
 			g.ctr.early.Add(1)
+			c.finished()
 			c.state.CompareAndSwap(stateNew, stateIdle)
 			if err := c.answer(ra, head); err != nil {
 				g.ctr.writeErrors.Add(1)

@@ -265,6 +265,29 @@ func TestEarlyAnswerLeavesHTTP2ToTheServer(t *testing.T) {
 // one whose requests the server answered: idle, so that at the bound it
 // makes room for a new one. (Left as new, it could never be closed, and
 // a bound full of such connections refused every new client.)
+// An early answer finishes a request as the server's answer does: the
+// connection that carried it is the most recently used, not the one the
+// bound closes first (see TestAtTheBoundTheConnectionIdleTheLongestIsClosed).
+func TestEarlyAnsweredConnectionIsTheLatestUsedAtTheBound(t *testing.T) {
+	_, g, _, addr := earlyServer(t, time.Nanosecond, true, 2)
+	a, abr, _, _ := untilEarly(t, g, addr)
+	b, _, _, _ := untilEarly(t, g, addr)
+	before := g.Stats().EarlyAnswers
+	exchange(t, a, abr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet)
+	if g.Stats().EarlyAnswers == before {
+		t.Fatal("a's second request was not answered early")
+	}
+	_, _, _, _ = untilEarly(t, g, addr) // a third client: b, idle the longest, makes room
+	if s := g.Stats(); s.IdleClosed != 1 || s.Full != 0 {
+		t.Fatalf("stats %+v, want one connection closed for the third", s)
+	}
+	_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := b.Read(make([]byte, 1)); err == nil {
+		t.Fatal("b, idle the longest, is still open")
+	}
+	exchange(t, a, abr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", http.MethodGet) // a, answered early just before, is open
+}
+
 func TestEarlyAnsweredConnectionIsIdleAtTheBound(t *testing.T) {
 	_, g, _, addr := earlyServer(t, time.Nanosecond, true, 1)
 	first, _, _, _ := untilEarly(t, g, addr)

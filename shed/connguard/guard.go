@@ -82,6 +82,10 @@ type Guard struct {
 	mu         sync.Mutex
 	head, tail *conn
 	n          int
+	// served counts the requests the Guard's connections finished (one
+	// atomic add as each goes idle): a connection's count from it says
+	// how recently it was in use (see victim).
+	served atomic.Uint64
 
 	ctr counters
 }
@@ -244,14 +248,7 @@ func (g *Guard) admit(c *conn) (victim *conn, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.n >= g.max {
-		for v := g.head; v != nil; v = v.next {
-			// The CAS loses to a request that made it active just now.
-			if v.state.CompareAndSwap(stateIdle, stateEvicted) {
-				victim = v
-				break
-			}
-		}
-		if victim == nil {
+		if victim = g.victim(); victim == nil {
 			return nil, false
 		}
 		g.unlink(victim)
@@ -265,6 +262,37 @@ func (g *Guard) admit(c *conn) (victim *conn, ok bool) {
 	}
 	g.tail = c
 	return victim, true
+}
+
+// victimSample is how many idle connections victim compares.
+const victimSample = 32
+
+// victim picks the connection to close for a new one at the bound (under
+// mu) and marks it evicted: of the first victimSample idle connections on
+// the held list, the one idle the longest. Clients hand out their latest
+// idle connection first (net/http's Transport and most pools), so that
+// the one idle the longest is the least likely to be carrying a request
+// to the server as it is closed: such a request fails (or is retried on a
+// new connection) instead of being answered. It returns nil when none is
+// idle.
+func (g *Guard) victim() *conn {
+	for {
+		var best *conn
+		seen := 0
+		for v := g.head; v != nil && seen < victimSample; v = v.next {
+			if v.state.Load() != stateIdle {
+				continue
+			}
+			if seen++; best == nil || v.used.Load() < best.used.Load() {
+				best = v
+			}
+		}
+		// The CAS loses to a request that made best active just now: then
+		// look again.
+		if best == nil || best.state.CompareAndSwap(stateIdle, stateEvicted) {
+			return best
+		}
+	}
 }
 
 // unlink takes c off the held list (under mu).
@@ -296,7 +324,7 @@ func (g *Guard) release(c *conn) {
 // it as the http.Server's ConnState (or call it from the server's own).
 // Connections that are not the Guard's listener's (after unwrapping a
 // *tls.Conn or any conn with a NetConn method) are ignored. Safe for
-// concurrent use; one atomic store, no lock. With WithIdleShed, a
+// concurrent use; a few atomic operations, no lock. With WithIdleShed, a
 // connection going idle reads the Signal too and may be closed here; with
 // WithPause, a connection going idle ends a pause early, so that Accept
 // reads the Signal again (a request that ended may have changed it).
@@ -310,6 +338,7 @@ func (g *Guard) ConnState(nc net.Conn, s http.ConnState) {
 	case http.StateActive:
 		c.setState(stateActive)
 	case http.StateIdle:
+		c.finished()
 		c.setState(stateIdle)
 		if g.idleShed && g.idle.pick(g.sig.Shedding()) && c.state.CompareAndSwap(stateIdle, stateEvicted) {
 			g.ctr.idleShed.Add(1)

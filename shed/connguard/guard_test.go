@@ -130,6 +130,61 @@ func TestAtTheBoundTheIdleConnectionIsClosedFirst(t *testing.T) {
 	})
 }
 
+// Clients keep their idle connections last in, first out (net/http's
+// Transport, most pools): the one idle the longest is the one least likely
+// to carry the client's next request, so that closing it races with no
+// request in flight. The oldest connection is not it.
+func TestAtTheBoundTheConnectionIdleTheLongestIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := newPipeListener()
+		g := newGuard(t, new(share), 3, connguard.WithRefusal(connguard.Close))
+		admitted := acceptor(g.Listener(pl))
+		var server []net.Conn
+		var client []<-chan string
+		defer func() {
+			for _, s := range server {
+				_ = s.Close()
+			}
+			_ = pl.Close()
+			synctest.Wait()
+		}()
+		for range 3 {
+			client = append(client, readAll(pl.dial()))
+			server = append(server, recv(admitted))
+		}
+		// Each serves a request; they go idle newest first, the oldest
+		// connection last: it carried the latest answer.
+		for _, i := range []int{2, 1, 0} {
+			g.ConnState(server[i], http.StateActive)
+		}
+		for _, i := range []int{2, 1, 0} {
+			g.ConnState(server[i], http.StateIdle)
+		}
+		for n, want := range []int{2, 1, 0} {
+			pl.dial()
+			if recv(admitted) == nil {
+				t.Fatalf("new connection %d refused at the bound with idle ones", n)
+			}
+			for i := range client {
+				select {
+				case <-client[i]:
+					if i != want {
+						t.Fatalf("new connection %d closed connection %d, want %d (idle the longest)", n, i, want)
+					}
+					client[i] = nil // read once: a nil channel never answers again
+				default:
+					if i == want {
+						t.Fatalf("new connection %d did not close connection %d (idle the longest)", n, i)
+					}
+				}
+			}
+		}
+		if s := g.Stats(); s.IdleClosed != 3 {
+			t.Fatalf("stats %+v, want 3 idle closed", s)
+		}
+	})
+}
+
 func TestWhileSheddingTheRefusedShareMatches(t *testing.T) {
 	for _, f := range []float64{0, 0.1, 0.3, 0.5, 0.9, 1} {
 		synctest.Test(t, func(t *testing.T) {

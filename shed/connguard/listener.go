@@ -139,7 +139,14 @@ type conn struct {
 	// server set was when it set it, ns (0: none).
 	early, tracked atomic.Bool
 	readFor        atomic.Int64
+	// used is the Guard's served count when c last finished a request
+	// (see Guard.victim).
+	used atomic.Uint64
 }
+
+// finished notes that c finished a request just now: it is the most
+// recently used of the Guard's connections.
+func (c *conn) finished() { c.used.Store(c.g.served.Add(1)) }
 
 // Read reads from the connection, noting when the bytes reached the host
 // where the system tells (see Guard.ConnContext).
