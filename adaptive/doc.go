@@ -45,17 +45,18 @@
 // scheduling target (10ms), moving the share window by window. Both are on by
 // default (WithoutSchedulingSignal turns both off; the delay is the whole
 // process's, so a CPU hog elsewhere in it sheds requests too). In the
-// same benchmark on one core (1ms of CPU per request, 879 req/s), behind
-// the Guard, Default kept goodput 0.90 of capacity at 5x and 0.75 at 10x
-// at a p99 of 5ms (over the day's runs 0.79-0.96 and 0.54-0.83; 22ms with
-// the 20ms bound alone), where every peer served at a p99 of 0.69 to 1s;
-// the middleware alone, on the share only, kept 0.52-0.69 at 179-532ms at
-// 5x and collapsed at 10x (0.15-0.39 at 966-973ms). At 10x most of the rest
-// is what net/http costs to read and answer each request that is shed (30
-// to 65µs of the server's CPU, as the host's speed varied): a quarter to
-// a half of the core before any work. With connguard.WithEarlyAnswer the
-// Guard answers those requests before net/http reads them
-// (Limiter.ShedWaited decides and counts), at about half that cost: in
-// five interleaved rounds, 0.88 (0.84-0.94) at 10x against 0.84
-// (0.52-0.88) without it.
+// same benchmark on one core (1ms of CPU per request, about 900 req/s),
+// behind the Guard answering early (below), Default kept goodput 0.97 of
+// capacity at 5x and 0.85 at 10x at a p99 of 5ms (the default matrix of
+// 2026-12-05 15:29; the day's medians 0.84-0.97 and 0.54-0.88; a p99 of
+// 22ms with the 20ms bound alone), where every peer served at a p99 of
+// 0.69 to 1s; the middleware alone, on the share only, kept 0.52-0.69 at
+// 177-532ms at 5x and collapsed at 10x (0.15-0.39 at 941-973ms). At 10x
+// most of the rest is what net/http costs to read and answer each request
+// that is shed (30 to 78µs of the server's CPU, as the host's speed
+// varied): a quarter to two thirds of the core before any work. With
+// connguard.WithEarlyAnswer the Guard answers those requests before
+// net/http reads them (Limiter.ShedWaited decides and counts), at a
+// fraction of that cost (4 to 38µs): in five interleaved rounds, 0.88
+// (0.84-0.94) at 10x against 0.84 (0.52-0.88) without it.
 package adaptive
