@@ -75,17 +75,33 @@ func TestAtTheBoundTheNextConnectionIsRefusedWithA503(t *testing.T) {
 	})
 }
 
+// atBound is a Guard at its bound, which closes the connections it
+// refuses, and the connections it holds: the server's ends and what each
+// client end reads.
+type atBound struct {
+	g        *connguard.Guard
+	pl       *pipeListener
+	admitted <-chan net.Conn
+	server   []net.Conn
+	client   []<-chan string
+}
+
+// newAtBound returns a Guard holding its bound of n connections (in a
+// synctest bubble).
+func newAtBound(t *testing.T, n int) *atBound {
+	b := &atBound{pl: newPipeListener(), g: newGuard(t, new(share), n, connguard.WithRefusal(connguard.Close))}
+	b.admitted = acceptor(b.g.Listener(b.pl))
+	for range n {
+		b.client = append(b.client, readAll(b.pl.dial()))
+		b.server = append(b.server, recv(b.admitted))
+	}
+	return b
+}
+
 func TestAtTheBoundTheIdleConnectionIsClosedFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := newPipeListener()
-		g := newGuard(t, new(share), 3, connguard.WithRefusal(connguard.Close))
-		admitted := acceptor(g.Listener(pl))
-		var server []net.Conn
-		var client []<-chan string
-		for range 3 {
-			client = append(client, readAll(pl.dial()))
-			server = append(server, recv(admitted))
-		}
+		b := newAtBound(t, 3)
+		g, pl, admitted, server, client := b.g, b.pl, b.admitted, b.server, b.client
 		// One busy, one idle, one that has not sent a request yet.
 		g.ConnState(server[0], http.StateActive)
 		g.ConnState(server[1], http.StateActive)
@@ -136,11 +152,8 @@ func TestAtTheBoundTheIdleConnectionIsClosedFirst(t *testing.T) {
 // request in flight. The oldest connection is not it.
 func TestAtTheBoundTheConnectionIdleTheLongestIsClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := newPipeListener()
-		g := newGuard(t, new(share), 3, connguard.WithRefusal(connguard.Close))
-		admitted := acceptor(g.Listener(pl))
-		var server []net.Conn
-		var client []<-chan string
+		b := newAtBound(t, 3)
+		g, pl, admitted, server, client := b.g, b.pl, b.admitted, b.server, b.client
 		defer func() {
 			for _, s := range server {
 				_ = s.Close()
@@ -148,10 +161,6 @@ func TestAtTheBoundTheConnectionIdleTheLongestIsClosed(t *testing.T) {
 			_ = pl.Close()
 			synctest.Wait()
 		}()
-		for range 3 {
-			client = append(client, readAll(pl.dial()))
-			server = append(server, recv(admitted))
-		}
 		// Each serves a request; they go idle newest first, the oldest
 		// connection last: it carried the latest answer.
 		for _, i := range []int{2, 1, 0} {
