@@ -8,6 +8,7 @@ import (
 	"flag"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -32,6 +33,9 @@ type Command struct {
 	// listens (its TLSConfig, its ConnContext); with a TLSConfig it serves
 	// TLS, with the certificates that config holds.
 	Configure func(*http.Server) error
+	// Listener, when set, wraps the listener the server serves on (a
+	// connguard.Guard's Listener), after Configure.
+	Listener func(net.Listener) net.Listener
 }
 
 // Main runs c on the process's arguments, parsed by flag.CommandLine (on
@@ -66,8 +70,15 @@ func (c Command) Run(fs *flag.FlagSet, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	if srv.TLSConfig != nil {
-		return srv.ListenAndServeTLS("", "")
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
 	}
-	return srv.ListenAndServe()
+	if c.Listener != nil {
+		ln = c.Listener(ln)
+	}
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(ln, "", "")
+	}
+	return srv.Serve(ln)
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -52,9 +53,9 @@ func TestLoopbackReadsRepliesWhole(t *testing.T) {
 }
 
 // TestCommandRunsTheSelfTestOrServes: -selftest runs the self-test alone,
-// printing to out; otherwise Serve gets -addr, Configure the server, and a
-// server that cannot listen there, or a failing Configure, is an error; a
-// bad flag runs neither.
+// printing to out; otherwise Serve gets -addr, Configure the server,
+// Listener the listener it serves on, and a server that cannot listen
+// there, or a failing Configure, is an error; a bad flag runs neither.
 func TestCommandRunsTheSelfTestOrServes(t *testing.T) {
 	var tested, served []string
 	c := demo.Command{
@@ -97,11 +98,36 @@ func TestCommandRunsTheSelfTestOrServes(t *testing.T) {
 		t.Fatalf("a failing Configure: %v", err)
 	}
 	c.Configure = nil
+	// The server serves on the listener Listener wraps: here one whose
+	// Accept fails at once, which ends Serve with its error.
+	accepted := errors.New("accepted")
+	c.Listener = func(ln net.Listener) net.Listener {
+		if !strings.HasPrefix(ln.Addr().String(), "127.0.0.1:") {
+			t.Errorf("Listener got %v", ln.Addr())
+		}
+		return failingListener{ln, accepted}
+	}
+	if _, err := run("-addr", "127.0.0.1:0"); !errors.Is(err, accepted) {
+		t.Fatalf("serve on a wrapped listener: %v", err)
+	}
+	c.Listener = nil
 	failing := errors.New("failing")
 	c.SelfTest = func(io.Writer) error { return failing }
 	if _, err := run("-selftest"); !errors.Is(err, failing) {
 		t.Fatalf("a failing self-test: %v", err)
 	}
+}
+
+// failingListener is a listener whose Accept fails with err (and closes
+// the listener under it, so that nothing is left listening).
+type failingListener struct {
+	net.Listener
+	err error
+}
+
+func (l failingListener) Accept() (net.Conn, error) {
+	_ = l.Listener.Close()
+	return nil, l.err
 }
 
 // TestAwait: Await reports a condition that comes to hold, and gives up on
