@@ -23,7 +23,7 @@
 // In bench's out-of-process benchmark (bench/cmd/overload: one core, 1 ms
 // of CPU per request, Poisson arrivals, a 1 s client deadline) this setup
 // kept 0.97 of the endpoint's capacity at 5x load and 0.85 at 10x at a p99
-// of 5 ms, where every peer served at a p99 of 0.96 to 1 s.
+// of 5 ms, where every peer served at a p99 of 0.79 to 1 s.
 //
 //	go run ./examples/thumbnails              # serve on 127.0.0.1:8087
 //	go run ./examples/thumbnails -selftest    # pipeline a burst and see what waited too long
