@@ -472,7 +472,10 @@ func (l *Limiter) Limit() int { return int(l.sem.Limit()) }
 func (l *Limiter) Waiting() int { return l.q.Len() }
 
 // Inflight returns the number of Tokens not yet reported. A quiet system
-// must show 0: anything else is a Token that was never reported.
+// must show 0: anything else is a Token that was never reported. While
+// callers acquire concurrently it may count, for an instant, an attempt
+// being turned away (see concurrency.Semaphore.Inflight), and read above
+// the limit.
 func (l *Limiter) Inflight() int { return int(l.sem.Inflight()) }
 
 // PredictedLatency returns the latency statistic of the latest window, the

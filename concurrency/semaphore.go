@@ -139,7 +139,10 @@ func (s *Semaphore) SetLimit(limit int64) error {
 // Limit returns the current limit.
 func (s *Semaphore) Limit() int64 { return s.limit.Load() }
 
-// Inflight returns the units currently held.
+// Inflight returns the units currently held. While callers acquire
+// concurrently it may also count, for an instant, the units of an attempt
+// being turned away (TryAcquire adds them before it checks the limit), so
+// that it can read above the limit then; a quiet semaphore's is exact.
 func (s *Semaphore) Inflight() int64 { return s.inflight.Load() }
 
 // Available returns how many units TryAcquire could admit right now; it is
