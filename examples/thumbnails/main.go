@@ -1,11 +1,11 @@
 // Command thumbnails protects a CPU-bound endpoint: each request renders a
 // thumbnail (simulated by a fixed amount of hashing, about 2 ms of one
 // core), as image resizing, PDF rendering and inference on the CPU do.
-// Such a server never runs more requests than it has cores, so a
-// concurrency limit never binds: under overload the queue is in front of
-// every handler (the accept queue, the sockets, the Go run queue), and the
-// server renders thumbnails for clients that have given up. The
-// protection:
+// Such a server seldom holds more requests in its handlers than it has
+// cores (each runs on one until it is done), so a concurrency limit never
+// binds: under overload the queue is in front of every handler (the accept
+// queue, the sockets, the Go run queue), and the server renders
+// thumbnails for clients that have given up. The protection:
 //
 //   - an Adaptive rule of adaptive.Default with no options, through
 //     Controller.Middleware wrapping the whole handler;
