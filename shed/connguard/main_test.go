@@ -1,17 +1,105 @@
 package connguard_test
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/shed/connguard"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests with the host stamping what it receives (see
+// keepStamping) and then checks that no goroutine outlives them.
+func TestMain(m *testing.M) {
+	stop := keepStamping()
+	code := m.Run()
+	stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// keepStamping has the host stamp the packets it receives for the whole
+// run, and returns what ends that. A Linux host turns its receive
+// timestamps on a moment after the first socket asks for them (deferred
+// work) and off after the last one asking closes, and a connection set up
+// while they were off may never see one: without this, whether a test's
+// first connection knows its arrival times depended on the order the
+// tests ran in and on other processes (a shuffled run in CI had two tests
+// of early answers find none in five requests). It serves behind a Guard
+// (whose listener asks for the timestamps), dials until a request arrives
+// stamped (at most 200 connections), and keeps the listener open until
+// stop. Elsewhere than Linux it does nothing.
+func keepStamping() (stop func()) {
+	if runtime.GOOS != "linux" {
+		return func() {}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return func() {}
+	}
+	g, err := connguard.New(new(share), connguard.Unbounded)
+	if err != nil {
+		_ = ln.Close()
+		return func() {}
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if src, ok := shed.ArrivalsFrom(r.Context()); ok {
+			if _, ok := src.LastArrival(); ok {
+				w.WriteHeader(http.StatusNoContent)
+			}
+		}
+	})}
+	g.Install(srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(g.Listener(ln))
+	}()
+	for range 200 {
+		if stampedRequest(ln.Addr().String()) {
+			break
+		}
+	}
+	return func() {
+		_ = srv.Close()
+		<-served
+	}
+}
+
+// stampedRequest sends one request to keepStamping's server on a new
+// connection and reports whether it arrived stamped.
+func stampedRequest(addr string) bool {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return false
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusNoContent
+}
 
 // share is a Signal whose share the test sets.
 type share struct{ bits atomic.Uint64 }
