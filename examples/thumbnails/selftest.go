@@ -43,8 +43,8 @@ type result struct {
 // those whose turn comes past Default's queue bound are shed at once
 // instead of rendered late. Before the burst it opens connections, one
 // request each, until an answer carries its wait: a host turns on receive
-// timestamps a moment after the first socket asks for them, and a
-// connection accepted before may never have them.
+// timestamps some time after the first socket asks for them (deferred
+// work), and what arrives before is not stamped.
 func selfTest(out io.Writer) (result, error) {
 	var res result
 	p, err := newProtected()

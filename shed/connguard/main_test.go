@@ -35,12 +35,13 @@ func TestMain(m *testing.M) {
 
 // keepStamping has the host stamp the packets it receives for the whole
 // run, and returns what ends that. A Linux host turns its receive
-// timestamps on a moment after the first socket asks for them (deferred
-// work) and off after the last one asking closes, and a connection set up
-// while they were off may never see one: without this, whether a test's
-// first connection knows its arrival times depended on the order the
-// tests ran in and on other processes (a shuffled run in CI had two tests
-// of early answers find none in five requests). It serves behind a Guard
+// timestamps on some time after the first socket asks for them (deferred
+// work: milliseconds, longer on a loaded host) and off after the last one
+// asking closes; what arrives meanwhile is not stamped. Without this,
+// whether a test's first requests knew their arrival times depended on
+// the order the tests ran in, on other processes and on the host's load
+// (a shuffled run in CI had two tests of early answers find none in five
+// requests). It serves behind a Guard
 // (whose listener asks for the timestamps), dials until a request arrives
 // stamped (at most 200 connections), and keeps the listener open until
 // stop. Elsewhere than Linux it does nothing.
