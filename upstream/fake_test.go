@@ -99,7 +99,7 @@ func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, d.Remaining, reset))
 	}
 	if u.latency > 0 {
-		time.Sleep(u.latency) // virtual: these upstreams run inside a synctest bubble
+		time.Sleep(u.latency) // virtual: only tests inside a synctest bubble give a latency
 	}
 	if !d.Allowed() {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.RetryAfter.Seconds())), 10))

@@ -41,10 +41,10 @@ func TestMain(m *testing.M) {
 // whether a test's first requests knew their arrival times depended on
 // the order the tests ran in, on other processes and on the host's load
 // (a shuffled run in CI had two tests of early answers find none in five
-// requests). It serves behind a Guard
-// (whose listener asks for the timestamps), dials until a request arrives
-// stamped (at most 200 connections), and keeps the listener open until
-// stop. Elsewhere than Linux it does nothing.
+// requests). It serves behind a Guard (whose listener asks for the
+// timestamps), dials until a request arrives stamped (at most 200
+// connections), and keeps the listener open until stop. Elsewhere than
+// Linux it does nothing.
 func keepStamping() (stop func()) {
 	if runtime.GOOS != "linux" {
 		return func() {}

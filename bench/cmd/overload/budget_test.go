@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -93,9 +92,7 @@ func TestCPUTableShowsTheBudgetColumns(t *testing.T) {
 		scenarios:  []scenario{cpu, io},
 		Cells:      []cell{recordedCPUCell("cpu"), fakeCell("sluice", 0, 40, 30_000, 10)},
 	}
-	var out bytes.Buffer
-	writeTables(&out, rep)
-	table := out.String()
+	table := tableOf(rep)
 	if !strings.Contains(table, "| srv core | µs/no | ceiling |") || !strings.Contains(table, "| 0.92 | 86 | 0.65 |\n") {
 		t.Errorf("the cpu table lacks its budget:\n%s", table)
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"math"
-	"strings"
 	"testing"
 	"time"
 )
@@ -122,13 +120,7 @@ func TestRecoveryTableSaysNever(t *testing.T) {
 		n.Contender, n.Round = "none", r
 		rep.Cells = append(rep.Cells, c, n)
 	}
-	var out bytes.Buffer
-	writeTables(&out, rep)
-	for _, want := range []string{"| sluice | 5x | 300 (200-400) | 300 |", "| none | 5x | 400 | never (3 of 3) | 0.80 | 100 | 12 |", "unloaded p99 after the drop 10.0 ms"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the table lacks %q:\n%s", want, out.String())
-		}
-	}
+	checkTableHas(t, rep, "| sluice | 5x | 300 (200-400) | 300 |", "| none | 5x | 400 | never (3 of 3) | 0.80 | 100 | 12 |", "unloaded p99 after the drop 10.0 ms")
 }
 
 // TestWindowBucketsCountDueAndGoodOverTheWholeCell: buckets cover the cell

@@ -62,11 +62,7 @@ func TestRowsTakeMediansOverRoundsAndCountFailures(t *testing.T) {
 	if c := r.col(func(f figures) float64 { return f.core }); math.Abs(c.med-0.3) > 1e-9 {
 		t.Errorf("server core share %v, want 0.3 (300 ms of CPU in a 1 s cell)", c.med)
 	}
-	var out bytes.Buffer
-	writeTables(&out, rep)
-	if !strings.Contains(out.String(), "| sluice (1 failed) | 5x | 0.90 (0.80-1.00) | 1.0 | 60 (30-90) |") {
-		t.Errorf("table row not as expected:\n%s", out.String())
-	}
+	checkTableHas(t, rep, "| sluice (1 failed) | 5x | 0.90 (0.80-1.00) | 1.0 | 60 (30-90) |")
 	checkSVGString(t, plot(rep, sc))
 }
 
@@ -96,5 +92,23 @@ func TestCoreShareIsOverTheWindowTheServerMeasured(t *testing.T) {
 	c.Server.PhaseUS = 0 // a server that did not say: the cell's length
 	if f := figuresOf(c, 100, 500, 1000, 1); math.Abs(f.core-0.3) > 1e-9 {
 		t.Errorf("core share %v, want 0.3 (300 ms of CPU over the 1 s cell)", f.core)
+	}
+}
+
+// tableOf returns the tables writeTables writes for rep.
+func tableOf(rep *report) string {
+	var out bytes.Buffer
+	writeTables(&out, rep)
+	return out.String()
+}
+
+// checkTableHas fails t for each of want that the tables of rep lack.
+func checkTableHas(t *testing.T, rep *report, want ...string) {
+	t.Helper()
+	table := tableOf(rep)
+	for _, w := range want {
+		if !strings.Contains(table, w) {
+			t.Errorf("the table lacks %q:\n%s", w, table)
+		}
 	}
 }

@@ -71,13 +71,7 @@ func TestStormTableSaysNever(t *testing.T) {
 		s.Contender, s.Round = "static", r
 		rep.Cells = append(rep.Cells, c, s)
 	}
-	var out bytes.Buffer
-	writeTables(&out, rep)
-	for _, want := range []string{"| sluice-early | 10x | 0.80 | 500 (400-600) | 0.80 |", "| static | 10x | 0.80 | never (3 of 3) | 0.00 |", "the generator stalls for 300ms after 1.5s"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the table lacks %q:\n%s", want, out.String())
-		}
-	}
+	checkTableHas(t, rep, "| sluice-early | 10x | 0.80 | 500 (400-600) | 0.80 |", "| static | 10x | 0.80 | never (3 of 3) | 0.00 |", "the generator stalls for 300ms after 1.5s")
 }
 
 func TestStormIOIsTheIOEndpoint(t *testing.T) {
